@@ -1,0 +1,106 @@
+"""The sync's phases over the vault. Each asset calls exactly one of these."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from nexus_assets.core.gate import validate_pointers
+from nexus_assets.core.manifest import build_manifest
+from nexus_assets.core.models import Brick, Manifest, Topic
+from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.drift import stale_addresses
+from nexus_assets.extractors import Extractor, extraction_key
+from nexus_assets.vault import RunVersion, Vault
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ExtractReport:
+    candidates: int = 0
+    extracted: int = 0
+    reused: int = 0
+    pointers: int = 0
+    incomplete: list[str] = field(default_factory=list)
+
+
+def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
+    """Ask the extractor about every latest run version it has not answered for yet."""
+    report = ExtractReport()
+    versions = [RunVersion(r, v) for r, v in sorted(vault.latest_versions().items())]
+    report.candidates = len(versions)
+    keys = {rv: extraction_key(extractor, topic, rv.version_id) for rv in versions}
+    done = vault.extraction_keys_present(keys.values())
+    todo = [rv for rv in versions if keys[rv] not in done]
+    report.reused = len(versions) - len(todo)
+    step = max(25, len(todo) // 10)
+    for start in range(0, len(todo), 200):
+        chunk = todo[start : start + 200]
+        runs = vault.load_runs(chunk)
+        with vault.transaction():
+            for i, rv in enumerate(chunk, start):
+                result = extractor.extract(topic, runs[rv])
+                if not result.complete:
+                    report.incomplete.append(rv.run_id)
+                    continue
+                vault.store_extraction(keys[rv], topic.topic_id, rv, extractor.identity, result.pointers)
+                report.extracted += 1
+                report.pointers += len(result.pointers)
+                if progress and (i + 1) % step == 0:
+                    progress(f"{topic.topic_id}: extracted {i + 1}/{len(todo)} runs")
+    return report
+
+
+@dataclass
+class ValidateReport:
+    extractions: int = 0
+    accepted: int = 0
+    rejected: Counter = field(default_factory=Counter)
+
+
+def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
+    """Run the hallucination gate over every extraction not yet validated."""
+    report = ValidateReport()
+    pending = vault.unvalidated_extractions(topic.topic_id)
+    for start in range(0, len(pending), 200):
+        chunk = pending[start : start + 200]
+        runs = vault.load_runs(rv for _, rv, _ in chunk)
+        with vault.transaction():
+            for key, rv, pointers in chunk:
+                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
+                vault.store_validation(key, rv, occurrences, rejections)
+                report.extractions += 1
+                report.accepted += len(occurrences)
+                report.rejected.update(r.reason for r in rejections)
+    return report
+
+
+def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[Brick]:
+    """Resolve every occurrence ever validated for the topic into bricks and states."""
+    occurrences = [o for o, _ in vault.occurrences(topic.topic_id)]
+    prior = {b.brick_id: b for b in vault.bricks(topic.topic_id)}
+    return resolve_topic(
+        topic.topic_id,
+        occurrences,
+        run_status=vault.run_status({o.address.run_id for o in occurrences}),
+        ordering_rule=topic.ordering_rule,
+        sealed=sealed,
+        prior=prior,
+        stale_addresses=stale_addresses(vault, topic.topic_id),
+        ingestion_seq=vault.ingestion_seq(),
+    )
+
+
+def publish_phase(
+    vault: Vault, topic: Topic, bricks: list[Brick], *, dagster_run_id: str | None, sealed: bool = False
+) -> tuple[Manifest | None, bool]:
+    """Store the resolved bricks and, if the visible list changed, the next manifest.
+
+    Returns (the topic's current manifest, whether a new one was recorded).
+    """
+    previous = vault.latest_manifest(topic.topic_id)
+    manifest = build_manifest(topic.topic_id, bricks, previous)
+    vault.publish(topic.topic_id, bricks, manifest, dagster_run_id=dagster_run_id, sealed=sealed)
+    return (manifest or previous), manifest is not None

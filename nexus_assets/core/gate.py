@@ -1,0 +1,76 @@
+"""The hallucination gate (DESIGN §2.2): a pointer becomes an occurrence only if code can lift
+its quote, verbatim, from the one string node its path names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from nexus_assets.core.fingerprint import fingerprint, node_checksum
+from nexus_assets.core.models import Occurrence, Pointer, Rejection, Run, SourceAddress
+from nexus_assets.core.paths import PathError, format_path, resolve_string
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)[:500]
+
+
+def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejection:
+    """Check one untrusted pointer against the run it claims to point into."""
+
+    def reject(reason: str, detail: str) -> Rejection:
+        fields = raw if isinstance(raw, dict) else {}
+        return Rejection(
+            topic_id=topic_id,
+            run_id=run.run_id,
+            json_path=_as_text(fields.get("json_path")),
+            verbatim_quote=_as_text(fields.get("verbatim_quote")),
+            reason=reason,
+            detail=detail,
+        )
+
+    try:
+        pointer = Pointer.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'pointer'}: {err['msg']}" for err in exc.errors()
+        )
+        return reject("malformed_pointer", f"pointer is not {{topic_id, json_path, verbatim_quote}} strings: {problems}")
+    if pointer.topic_id != topic_id:
+        return reject("unknown_topic", f"pointer names topic {pointer.topic_id!r}; this extraction is for {topic_id!r}")
+    if not pointer.verbatim_quote.strip():
+        return reject("empty_quote", "verbatim_quote is empty or only whitespace")
+    try:
+        steps, node = resolve_string(run.document, pointer.json_path)
+    except PathError as exc:
+        return reject(exc.reason, exc.detail)
+    start = node.find(pointer.verbatim_quote)
+    if start < 0:
+        return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
+    end = start + len(pointer.verbatim_quote)
+    return Occurrence(
+        topic_id=topic_id,
+        address=SourceAddress(
+            run_id=run.run_id,
+            json_path=format_path(steps),
+            start=start,
+            end=end,
+            node_checksum=node_checksum(node),
+        ),
+        content=node[start:end],
+        fingerprint=fingerprint(node[start:end]),
+        timestamp=run.timestamp_of(steps),
+        position=run.positions.get(steps, -1),
+    )
+
+
+def validate_pointers(raws: list[Any], *, topic_id: str, run: Run) -> tuple[list[Occurrence], list[Rejection]]:
+    occurrences: list[Occurrence] = []
+    rejections: list[Rejection] = []
+    for raw in raws:
+        result = validate_pointer(raw, topic_id=topic_id, run=run)
+        (occurrences if isinstance(result, Occurrence) else rejections).append(result)
+    return occurrences, rejections

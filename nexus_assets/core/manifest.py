@@ -1,0 +1,55 @@
+"""The topic manifest: the ordered visible bricks and a hash that chains to the previous one."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.core.models import Brick, Manifest, ManifestEntry
+
+
+def manifest_entries(bricks: Iterable[Brick]) -> tuple[ManifestEntry, ...]:
+    visible = sorted((b for b in bricks if b.state != "SUPERSEDED"), key=lambda b: b.order_index)
+    return tuple(
+        ManifestEntry(order_index=b.order_index, brick_id=b.brick_id, fingerprint=b.fingerprint, state=b.state)
+        for b in visible
+    )
+
+
+def manifest_hash(topic_id: str, previous_hash: str | None, entries: Iterable[ManifestEntry]) -> str:
+    body = {
+        "topic_id": topic_id,
+        "previous_hash": previous_hash,
+        "bricks": [e.model_dump() for e in entries],
+    }
+    return sha256_hex(canonical_json(body))
+
+
+def build_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None) -> Manifest | None:
+    """The next manifest, or None when the brick list equals the previous manifest's."""
+    entries = manifest_entries(bricks)
+    if previous is not None and previous.bricks == entries:
+        return None
+    previous_hash = previous.manifest_hash if previous is not None else None
+    return Manifest(
+        topic_id=topic_id,
+        previous_hash=previous_hash,
+        bricks=entries,
+        manifest_hash=manifest_hash(topic_id, previous_hash, entries),
+    )
+
+
+def chain_problems(manifests: list[Manifest]) -> list[str]:
+    """Every way a topic's stored manifests (oldest first) fail to form an intact hash chain."""
+    problems = []
+    previous_hash = None
+    for seq, m in enumerate(manifests):
+        if m.previous_hash != previous_hash:
+            problems.append(
+                f"manifest #{seq} of {m.topic_id} points back to {m.previous_hash!r}, expected {previous_hash!r}"
+            )
+        expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks)
+        if expected != m.manifest_hash:
+            problems.append(f"manifest #{seq} of {m.topic_id} was altered: stored hash {m.manifest_hash[:12]}… != recomputed {expected[:12]}…")
+        previous_hash = m.manifest_hash
+    return problems

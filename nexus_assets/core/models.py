@@ -1,0 +1,197 @@
+"""The domain's nouns. Pure data: no Dagster, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from nexus_assets.core.paths import Steps, format_path, string_leaves
+
+TopicState = Literal["DRAFT", "ACTIVE", "SEALING", "LOCKED"]
+OrderingRule = Literal["chronological", "source-run-order", "ingestion-order"]
+BrickState = Literal["IMPROVISE", "FORMING", "FINAL", "SUPERSEDED"]
+RunStatus = Literal["OPEN", "CLOSED"]
+NodeType = Literal["user_message", "assistant_message", "system_message", "tool_message", "other"]
+
+TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+
+REASON_CODES = (
+    "malformed_pointer",
+    "unknown_topic",
+    "empty_quote",
+    "path_not_found",
+    "path_not_singular",
+    "node_not_string",
+    "quote_not_found",
+)
+RejectionReason = Literal[
+    "malformed_pointer",
+    "unknown_topic",
+    "empty_quote",
+    "path_not_found",
+    "path_not_singular",
+    "node_not_string",
+    "quote_not_found",
+]
+
+
+class ExtractionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope_description: str
+    target_node_types: tuple[NodeType, ...] | None = None
+    required_keywords: tuple[str, ...] | None = None
+    exclusion_criteria: tuple[str, ...] = ()
+
+
+class Topic(BaseModel):
+    """A compilation scope, defined by a person in a topic file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topic_id: str = Field(pattern=TOPIC_ID_PATTERN)
+    display_name: str
+    extraction_policy: ExtractionPolicy
+    ordering_rule: OrderingRule = "chronological"
+    state: TopicState = "DRAFT"
+
+    @property
+    def compiled(self) -> bool:
+        return self.state in ("ACTIVE", "SEALING")
+
+
+class Pointer(BaseModel):
+    """What an extractor returns. Untrusted until the gate has checked it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    topic_id: StrictStr
+    json_path: StrictStr
+    verbatim_quote: StrictStr
+
+
+class SourceAddress(BaseModel):
+    """Where a brick's text lives: `resolve(run, json_path)[start:end]`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    json_path: str
+    start: int
+    end: int
+    node_checksum: str
+
+
+class Rejection(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    topic_id: str
+    run_id: str
+    json_path: str | None
+    verbatim_quote: str | None
+    reason: RejectionReason
+    detail: str
+
+
+class Occurrence(BaseModel):
+    """A pointer that passed the gate: verbatim text at one source address."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topic_id: str
+    address: SourceAddress
+    content: str
+    fingerprint: str
+    timestamp: str | None
+    position: int
+
+
+class Brick(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    brick_id: str
+    topic_id: str
+    content: str
+    fingerprint: str
+    state: BrickState
+    order_index: int | None
+    superseded_by: str | None = None
+    stale: bool = False
+    sources: tuple[SourceAddress, ...]
+
+
+class ManifestEntry(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    order_index: int
+    brick_id: str
+    fingerprint: str
+    state: BrickState
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    topic_id: str
+    previous_hash: str | None
+    bricks: tuple[ManifestEntry, ...]
+    manifest_hash: str
+
+
+@dataclass(frozen=True)
+class Node:
+    """A text node of a run that extractors look at (a message's content, a text part)."""
+
+    steps: Steps
+    node_type: NodeType
+    timestamp: str | None
+    # The message object the node belongs to; any path below it shares its timestamp.
+    message_steps: Steps = ()
+
+    @property
+    def path(self) -> str:
+        return format_path(self.steps)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One conversation document. Paths are relative to `document`."""
+
+    run_id: str
+    status: RunStatus
+    started_at: str | None
+    format: str
+    document: Any
+    nodes: tuple[Node, ...] = field(default=())
+    version_id: str = ""
+
+    @cached_property
+    def positions(self) -> dict[Steps, int]:
+        """Document-order index of every string leaf, for canonical order."""
+        return {steps: i for i, (steps, _) in enumerate(string_leaves(self.document))}
+
+    @cached_property
+    def _message_timestamps(self) -> dict[Steps, str | None]:
+        return {n.message_steps or n.steps: n.timestamp for n in self.nodes}
+
+    def timestamp_of(self, steps: Steps) -> str | None:
+        """The timestamp of the message enclosing `steps`, else the run's start."""
+        stamps = self._message_timestamps
+        for cut in range(len(steps), -1, -1):
+            prefix = steps[:cut]
+            if prefix in stamps and stamps[prefix] is not None:
+                return stamps[prefix]
+        return self.started_at
+
+
+@dataclass(frozen=True)
+class IngestionError:
+    """A run file (or one conversation in an export) that could not be read."""
+
+    file: str
+    problem: str
+    conversation: str | None = None
+    file_sha256: str | None = None

@@ -1,0 +1,67 @@
+"""Canonical order (DESIGN §4) and the timestamps it sorts by."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from nexus_assets.core.models import Occurrence, OrderingRule
+
+OrderKey = tuple
+
+
+def normalize_timestamp(value: Any) -> str | None:
+    """ISO 8601 UTC with microseconds, so timestamps from every format sort as strings.
+
+    Accepts ISO strings (with or without offset; naive ones are taken as UTC) and epoch seconds.
+    Anything unreadable is treated as missing rather than guessed.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            moment = datetime.fromtimestamp(float(value), tz=timezone.utc)
+        elif isinstance(value, str) and value.strip():
+            text = value.strip()
+            if text.endswith(("Z", "z")):
+                text = text[:-1] + "+00:00"
+            moment = datetime.fromisoformat(text)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def occurrence_key(occ: Occurrence) -> OrderKey:
+    """(timestamp, run_id, document position, start); a missing timestamp sorts last."""
+    return (
+        occ.timestamp is None,
+        occ.timestamp or "",
+        occ.address.run_id,
+        occ.position,
+        occ.address.start,
+        occ.address.json_path,
+    )
+
+
+def brick_sort_key(
+    canonical: Occurrence,
+    rule: OrderingRule,
+    first_ingestion: int | None = None,
+) -> OrderKey:
+    key = occurrence_key(canonical)
+    if rule == "chronological":
+        return key
+    if rule == "source-run-order":
+        return (canonical.address.run_id, canonical.position, canonical.address.start, key)
+    if rule == "ingestion-order":
+        return (first_ingestion if first_ingestion is not None else 1 << 62, key)
+    raise ValueError(f"unknown ordering rule {rule!r}")
+
+
+def first_ingestion(run_ids: list[str], ingestion_seq: Mapping[str, int]) -> int | None:
+    seqs = [ingestion_seq[r] for r in run_ids if r in ingestion_seq]
+    return min(seqs) if seqs else None

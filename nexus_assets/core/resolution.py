@@ -1,0 +1,130 @@
+"""The uniqueness gate and brick states (DESIGN §2.6, §2.7).
+
+Resolution is a function of the whole set of occurrences validated so far, never of the order
+they arrived in: that is what makes a sync order-independent and idempotent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping
+
+from nexus_assets.core.fingerprint import brick_id as make_brick_id
+from nexus_assets.core.fingerprint import normalize
+from nexus_assets.core.models import Brick, BrickState, Occurrence, OrderingRule, RunStatus, SourceAddress
+from nexus_assets.core.order import brick_sort_key, first_ingestion, occurrence_key
+
+
+def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus], *, sealed: bool) -> BrickState:
+    """IMPROVISE while any source run is open; FORMING once all are closed; FINAL once sealed."""
+    if sealed:
+        return "FINAL"
+    if any(run_status.get(run_id, "OPEN") == "OPEN" for run_id in source_runs):
+        return "IMPROVISE"
+    return "FORMING"
+
+
+class _Group:
+    __slots__ = ("brick_id", "canonical", "sources", "normalized", "key")
+
+    def __init__(self, topic_id: str, occurrences: list[Occurrence]):
+        occurrences.sort(key=occurrence_key)
+        seen: dict[SourceAddress, None] = {}
+        for occ in occurrences:
+            seen.setdefault(occ.address, None)
+        self.canonical = occurrences[0]
+        self.brick_id = make_brick_id(topic_id, self.canonical.fingerprint)
+        self.sources = tuple(seen)
+        self.normalized = normalize(self.canonical.content)
+        self.key = occurrence_key(self.canonical)
+
+
+def resolve_topic(
+    topic_id: str,
+    occurrences: Iterable[Occurrence],
+    *,
+    run_status: Mapping[str, RunStatus],
+    ordering_rule: OrderingRule = "chronological",
+    sealed: bool = False,
+    prior: Mapping[str, Brick] | None = None,
+    stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
+    ingestion_seq: Mapping[str, int] | None = None,
+) -> list[Brick]:
+    """All of a topic's bricks: the visible ones in manifest order, then the superseded ones.
+
+    `prior` is what the vault holds from earlier syncs; it matters only where the contract makes
+    history count: FINAL bricks never change and SUPERSEDED never comes back.
+    """
+    prior = prior or {}
+    ingestion_seq = ingestion_seq or {}
+    by_fp: dict[str, list[Occurrence]] = defaultdict(list)
+    for occ in occurrences:
+        if occ.topic_id != topic_id:
+            raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
+        by_fp[occ.fingerprint].append(occ)
+    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: g.key)
+
+    def is_stale(sources: Iterable[SourceAddress]) -> bool:
+        return any(s in stale_addresses for s in sources)
+
+    states: dict[str, BrickState] = {}
+    for g in groups:
+        before = prior.get(g.brick_id)
+        if before is not None and before.state == "FINAL":
+            states[g.brick_id] = "FINAL"
+        else:
+            states[g.brick_id] = brick_state((s.run_id for s in g.sources), run_status, sealed=sealed)
+
+    # Smallest strict superset, ties by canonical order: groups are already in canonical order.
+    by_length = sorted(groups, key=lambda g: len(g.normalized))
+    superseded_by: dict[str, str] = {}
+    for g in groups:
+        before = prior.get(g.brick_id)
+        was_superseded = before is not None and before.state == "SUPERSEDED"
+        if states[g.brick_id] != "IMPROVISE" and not was_superseded:
+            continue
+        for other in by_length:
+            if len(other.normalized) <= len(g.normalized):
+                continue
+            if g.normalized in other.normalized:
+                superseded_by[g.brick_id] = other.brick_id
+                break
+    for bid in superseded_by:
+        states[bid] = "SUPERSEDED"
+
+    visible = [g for g in groups if states[g.brick_id] != "SUPERSEDED"]
+    frozen = {bid: b.order_index for bid, b in prior.items() if b.state == "FINAL" and b.order_index is not None}
+    if visible and all(g.brick_id in frozen for g in visible):
+        visible.sort(key=lambda g: frozen[g.brick_id])
+    else:
+        visible.sort(
+            key=lambda g: brick_sort_key(
+                g.canonical, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)
+            )
+        )
+
+    bricks: list[Brick] = []
+    for index, g in enumerate(visible):
+        before = prior.get(g.brick_id)
+        if before is not None and before.state == "FINAL":
+            bricks.append(before.model_copy(update={"stale": is_stale(before.sources)}))
+            continue
+        bricks.append(_brick(topic_id, g, states[g.brick_id], index, None, is_stale(g.sources)))
+    for g in groups:
+        if states[g.brick_id] == "SUPERSEDED":
+            bricks.append(_brick(topic_id, g, "SUPERSEDED", None, superseded_by[g.brick_id], is_stale(g.sources)))
+    return bricks
+
+
+def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:
+    return Brick(
+        brick_id=g.brick_id,
+        topic_id=topic_id,
+        content=g.canonical.content,
+        fingerprint=g.canonical.fingerprint,
+        state=state,
+        order_index=order_index,
+        superseded_by=superseded_by,
+        stale=stale,
+        sources=g.sources,
+    )

@@ -1,0 +1,46 @@
+"""A topic's pre-filter: which nodes of a run an extractor may look at at all.
+
+Applied before any extractor runs, so an LLM never sees (or bills for) out-of-scope text.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from nexus_assets.core.models import ExtractionPolicy, Node, Run
+from nexus_assets.core.paths import value_at
+
+
+@lru_cache(maxsize=1024)
+def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Whole words, any case. Lookarounds instead of \\b so keywords like 'c++' still work."""
+    words = [k.strip() for k in keywords if k.strip()]
+    if not words:
+        return None
+    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+
+def node_text(run: Run, node: Node) -> str | None:
+    try:
+        value = value_at(run.document, node.steps)
+    except (KeyError, IndexError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def in_scope_nodes(policy: ExtractionPolicy, run: Run) -> list[tuple[Node, str]]:
+    """The run's text nodes that pass the node-type and keyword pre-filters, with their text."""
+    pattern = keyword_pattern(policy.required_keywords or ())
+    kept = []
+    for node in run.nodes:
+        if policy.target_node_types and node.node_type not in policy.target_node_types:
+            continue
+        text = node_text(run, node)
+        if not text or not text.strip():
+            continue
+        if pattern is not None and not pattern.search(text):
+            continue
+        kept.append((node, text))
+    return kept

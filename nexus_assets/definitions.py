@@ -1,0 +1,53 @@
+"""The code location: one asset graph for the UI (`dagster dev`) and the `nexus` command alike."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, topic_manifest, validated_bricks
+from nexus_assets.defs.checks import checksum_drift, hallucination_rejection
+from nexus_assets.defs.jobs import sync_job
+from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
+from nexus_assets.defs.schedules import nightly_sync
+from nexus_assets.defs.sensors import nexus_files_sensor
+
+DEFAULT_DB = "data/nexus.duckdb"
+
+
+def build_defs(
+    *,
+    db_path: str | None = None,
+    runs_dir: str | None = None,
+    topics_dir: str | None = None,
+    extractor: str | None = None,
+    open_after: str | None = None,
+    progress: bool = False,
+) -> dg.Definitions:
+    settings = NexusSettings(
+        runs_dir=runs_dir or os.environ.get("NEXUS_RUNS_DIR", "data/runs"),
+        topics_dir=topics_dir or os.environ.get("NEXUS_TOPICS_DIR", "data/topics"),
+        open_after=open_after or os.environ.get("NEXUS_OPEN_AFTER") or None,
+        progress=progress,
+    )
+    duckdb = DuckDBResource(database=db_path or os.environ.get("NEXUS_DB", DEFAULT_DB))
+    return dg.Definitions(
+        assets=[raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest],
+        asset_checks=[hallucination_rejection, checksum_drift],
+        jobs=[sync_job],
+        schedules=[nightly_sync],
+        sensors=[nexus_files_sensor],
+        resources={
+            "settings": settings,
+            "duckdb": duckdb,
+            "vault": VaultResource(duckdb=duckdb),
+            "extractor": ExtractorResource(backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded")),
+        },
+        # One process per run: a partition costs ~2.7 s instead of ~10 s with subprocesses.
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_defs()

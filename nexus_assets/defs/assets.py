@@ -1,0 +1,212 @@
+"""The per-topic asset graph: raw runs → pointer extractions → validated bricks → resolved states → manifest.
+
+Assets are thin: load from the vault, call one phase of `nexus_assets.compiler`, store, report.
+"""
+
+
+import dagster as dg
+
+from nexus_assets.compiler import extract_phase, publish_phase, resolve_phase, validate_phase
+from nexus_assets.core.models import Brick, Topic
+from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
+from nexus_assets.ingest import ingest_runs
+from nexus_assets.topicfiles import find_topic
+from nexus_assets.vault import Vault
+
+WRITER_POOL = "duckdb_writer"
+PREVIEW_BRICKS = 20
+
+
+def current_topic(vault: Vault, topic_id: str) -> Topic:
+    topic = vault.topic(topic_id)
+    if topic is None:
+        raise dg.Failure(f"topic {topic_id!r} is not in the vault; materialize raw_runs for it first")
+    return topic
+
+
+def bricks_preview(bricks: list[Brick]) -> str:
+    visible = [b for b in bricks if b.state != "SUPERSEDED"]
+    if not visible:
+        return "_no bricks_"
+    lines = ["| # | state | brick | text |", "|---|---|---|---|"]
+    for b in visible[:PREVIEW_BRICKS]:
+        text = b.content.replace("\n", " ").replace("|", "\\|")
+        text = text if len(text) <= 140 else text[:139] + "…"
+        flag = " ⚠ stale" if b.stale else ""
+        lines.append(f"| {b.order_index} | {b.state}{flag} | `{b.brick_id[:12]}` | {text} |")
+    if len(visible) > PREVIEW_BRICKS:
+        lines.append(f"\n…and {len(visible) - PREVIEW_BRICKS} more (`nexus bricks <topic>`).")
+    return "\n".join(lines)
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="raw_runs",
+    kinds={"json", "duckdb"},
+    pool=WRITER_POOL,
+    description="Run files ingested into the vault (once per distinct file content); the topic's definition recorded.",
+)
+def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
+    topic_id = context.partition_key
+    topic_file = find_topic(settings.path("topics_dir"), topic_id)
+    if topic_file is None or topic_file.topic is None:
+        raise dg.Failure(
+            f"no valid topic file defines {topic_id!r} in {settings.topics_dir}; "
+            "fix or restore it (see `nexus topics`), or remove the partition"
+        )
+    with vault.open() as v:
+        topic = v.record_topic(topic_file.topic, str(topic_file.path))
+        if topic.state == "DRAFT":
+            raise dg.Failure(
+                f"topic {topic_id!r} is DRAFT: a person must activate it (`nexus activate {topic_id}`) before it is compiled"
+            )
+        report = ingest_runs(
+            v,
+            settings.path("runs_dir"),
+            limits=settings.limits,
+            open_after=settings.open_after,
+            progress=lambda m: settings.say(context, m),
+        )
+        latest = v.latest_versions()
+    for err in report.errors:
+        context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
+    settings.say(
+        context,
+        f"{topic_id}: {report.files_scanned} run files, {report.files_new} new; "
+        f"{report.runs_new} new runs, {report.versions_new} new versions, {len(report.errors)} errors",
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "topic_state": topic.state,
+            "files_scanned": report.files_scanned,
+            "files_new": report.files_new,
+            "runs_new": report.runs_new,
+            "run_versions_new": report.versions_new,
+            "runs_latest": len(latest),
+            "ingestion_errors": len(report.errors),
+            "errors": dg.MetadataValue.md(
+                "\n".join(f"- `{e.file}`{' / ' + e.conversation if e.conversation else ''}: {e.problem}" for e in report.errors)
+                or "_none_"
+            ),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="pointers",
+    kinds={"python", "duckdb"},
+    deps=[raw_runs],
+    pool=WRITER_POOL,
+    description="Untrusted pointers {topic_id, json_path, verbatim_quote} from the extractor, per run version.",
+)
+def pointer_extractions(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
+) -> dg.MaterializeResult:
+    with vault.open() as v:
+        topic = current_topic(v, context.partition_key)
+        if topic.state == "LOCKED":
+            settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
+            return dg.MaterializeResult(metadata={"skipped": "topic is LOCKED"})
+        report = extract_phase(v, topic, extractor.build(), progress=lambda m: settings.say(context, m))
+    settings.say(
+        context,
+        f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged",
+    )
+    if report.incomplete:
+        context.log.warning(f"extraction incomplete for runs: {', '.join(report.incomplete)}; they are retried next sync")
+    return dg.MaterializeResult(
+        metadata={
+            "runs_considered": report.candidates,
+            "runs_extracted": report.extracted,
+            "runs_unchanged": report.reused,
+            "pointers": report.pointers,
+            "runs_incomplete": len(report.incomplete),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="bricks",
+    kinds={"python", "duckdb"},
+    deps=[pointer_extractions],
+    pool=WRITER_POOL,
+    description="The hallucination gate: pointers whose quote is verbatim in the node they name, with offsets; the rest as rejections.",
+)
+def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
+    with vault.open() as v:
+        topic = current_topic(v, context.partition_key)
+        report = validate_phase(v, topic)
+        totals = v.rejection_counts(topic.topic_id)
+    settings.say(
+        context,
+        f"{topic.topic_id}: {report.accepted} pointers passed the gate, {sum(report.rejected.values())} rejected",
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "extractions_validated": report.extractions,
+            "accepted": report.accepted,
+            "rejected": sum(report.rejected.values()),
+            "rejected_by_reason": dg.MetadataValue.json(dict(sorted(report.rejected.items()))),
+            "all_rejections_by_reason": dg.MetadataValue.json(totals),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="states",
+    kinds={"python"},
+    deps=[validated_bricks],
+    description="Bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and canonical order.",
+)
+def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[list[Brick]]:
+    with vault.open() as v:
+        topic = current_topic(v, context.partition_key)
+        bricks = v.bricks(topic.topic_id) if topic.state == "LOCKED" else resolve_phase(v, topic)
+    states: dict[str, int] = {}
+    for b in bricks:
+        states[b.state] = states.get(b.state, 0) + 1
+    return dg.Output(
+        bricks,
+        metadata={
+            "bricks": len(bricks),
+            "visible": sum(1 for b in bricks if b.state != "SUPERSEDED"),
+            "linked_sources": sum(len(b.sources) - 1 for b in bricks),
+            "stale": sum(1 for b in bricks if b.stale),
+            "by_state": dg.MetadataValue.json(states),
+            "preview": dg.MetadataValue.md(bricks_preview(bricks)),
+        },
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="manifest",
+    kinds={"duckdb"},
+    pool=WRITER_POOL,
+    description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",
+)
+def topic_manifest(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: list[Brick]
+) -> dg.MaterializeResult:
+    with vault.open() as v:
+        topic = current_topic(v, context.partition_key)
+        manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run_id)
+    visible = [b for b in resolved_brick_states if b.state != "SUPERSEDED"]
+    settings.say(
+        context,
+        f"{topic.topic_id}: manifest {manifest.manifest_hash[:12] if manifest else '-'} "
+        f"({len(visible)} bricks{', new' if recorded else ', unchanged'})",
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "manifest_hash": manifest.manifest_hash if manifest else "",
+            "previous_hash": (manifest.previous_hash or "") if manifest else "",
+            "new_manifest": recorded,
+            "bricks": len(visible),
+            "preview": dg.MetadataValue.md(bricks_preview(resolved_brick_states)),
+        }
+    )

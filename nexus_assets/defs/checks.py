@@ -1,0 +1,70 @@
+"""Asset checks: the two promises a person must be able to see hold — no invented text, no silent drift."""
+
+
+import dagster as dg
+
+from nexus_assets.core.drift import slice_problem
+from nexus_assets.defs.assets import WRITER_POOL, topic_manifest, validated_bricks
+from nexus_assets.defs.resources import VaultResource
+from nexus_assets.drift import file_drift
+from nexus_assets.vault import RunVersion
+
+
+@dg.asset_check(
+    asset=validated_bricks,
+    blocking=True,
+    description="Every stored brick and occurrence is the exact slice of its source node; rejections counted by reason.",
+)
+def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    topic_id = context.partition_key
+    bad: list[str] = []
+    with vault.open() as v:
+        occurrences = v.occurrences(topic_id)
+        runs = v.load_runs({RunVersion(o.address.run_id, version) for o, version in occurrences})
+        content_at = {}
+        for occ, version in occurrences:
+            a = occ.address
+            run = runs.get(RunVersion(a.run_id, version))
+            problem = slice_problem(run.document, a, occ.content) if run else f"run {a.run_id} version {version[:12]} is missing"
+            if problem:
+                bad.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
+            content_at[a] = occ.content
+        bricks = v.bricks(topic_id)
+        for b in bricks:
+            if not b.sources or content_at.get(b.sources[0]) != b.content:
+                bad.append(f"brick {b.brick_id[:12]}: content is not the text at its canonical source")
+        counts = v.rejection_counts(topic_id)
+    return dg.AssetCheckResult(
+        passed=not bad,
+        metadata={
+            "occurrences_checked": len(occurrences),
+            "bricks_checked": len(bricks),
+            "mismatches": dg.MetadataValue.md("\n".join(f"- {m}" for m in bad[:50]) or "_none_"),
+            "rejected_total": sum(counts.values()),
+            "rejected_by_reason": dg.MetadataValue.json(counts),
+        },
+        description=f"{len(bad)} stored texts do not match their source" if bad else "every stored text is verbatim",
+    )
+
+
+@dg.asset_check(
+    asset=topic_manifest,
+    pool=WRITER_POOL,
+    description="Re-reads every source run file; bricks whose node no longer has its checksum are flagged stale.",
+)
+def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    topic_id = context.partition_key
+    with vault.open() as v:
+        bricks = v.bricks(topic_id)
+        drifts = file_drift(v, bricks)
+        v.flag_stale(d.brick_id for d in drifts)
+    stale = sorted({d.brick_id for d in drifts})
+    return dg.AssetCheckResult(
+        passed=not drifts,
+        metadata={
+            "bricks_checked": len(bricks),
+            "stale_bricks": dg.MetadataValue.json(stale),
+            "drift": dg.MetadataValue.md("\n".join(f"- `{d.brick_id[:12]}` {d.problem}" for d in drifts[:50]) or "_none_"),
+        },
+        description=(f"{len(stale)} stale bricks: {', '.join(b[:12] for b in stale[:10])}" if stale else "no drift"),
+    )

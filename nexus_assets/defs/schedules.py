@@ -1,0 +1,31 @@
+"""Nightly sync of every ACTIVE topic, one partitioned run per topic.
+
+`build_schedule_from_partitioned_job` refuses dynamic partitions, and a plain ScheduleDefinition
+launches without a partition key, so the schedule yields one RunRequest per topic itself.
+"""
+
+
+import dagster as dg
+
+from nexus_assets.defs.jobs import sync_job
+from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.resources import NexusSettings
+from nexus_assets.defs.sensors import COMPILED_STATES
+from nexus_assets.topicfiles import read_topic_files
+
+
+@dg.schedule(cron_schedule="0 3 * * *", job=sync_job, execution_timezone="UTC", description="Sync every ACTIVE topic nightly.")
+def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings):
+    active = sorted(
+        tf.topic.topic_id
+        for tf in read_topic_files(settings.path("topics_dir"))
+        if tf.topic is not None and tf.topic.state in COMPILED_STATES
+    )
+    if not active:
+        return dg.SkipReason(f"no ACTIVE topics in {settings.topics_dir}")
+    known = set(context.instance.get_dynamic_partitions(topics_partitions.name))
+    missing = [t for t in active if t not in known]
+    if missing:
+        context.instance.add_dynamic_partitions(topics_partitions.name, missing)
+    stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
+    return [dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}") for t in active]

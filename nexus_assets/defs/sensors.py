@@ -1,0 +1,55 @@
+"""Notice new topic files (register their partitions) and new or changed run files (sync ACTIVE topics)."""
+
+
+import json
+
+import dagster as dg
+
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.defs.jobs import sync_job
+from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.resources import NexusSettings
+from nexus_assets.runfiles import scan_run_files
+from nexus_assets.topicfiles import read_topic_files
+
+COMPILED_STATES = ("ACTIVE", "SEALING")
+
+
+def runs_dir_digest(settings: NexusSettings) -> str:
+    """Cheap change detector: path, size and mtime of every run file (ingestion itself hashes content)."""
+    runs_dir = settings.path("runs_dir")
+    listing = []
+    for p in scan_run_files(runs_dir):
+        stat = p.stat()
+        listing.append([p.relative_to(runs_dir).as_posix(), stat.st_size, stat.st_mtime_ns])
+    return sha256_hex(canonical_json(listing))
+
+
+@dg.sensor(
+    job=sync_job,
+    minimum_interval_seconds=30,
+    description="Registers a partition per topic file; requests a sync of every ACTIVE topic when run files change.",
+)
+def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSettings) -> dg.SensorResult:
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    topic_files = read_topic_files(settings.path("topics_dir"))
+    for tf in topic_files:
+        if tf.problem:
+            context.log.warning(tf.problem)
+    topics = {tf.topic.topic_id: tf.topic for tf in topic_files if tf.topic is not None}
+    known = set(context.instance.get_dynamic_partitions(topics_partitions.name))
+    new_keys = sorted(set(topics) - known)
+
+    runs_digest = runs_dir_digest(settings)
+    topic_digests = {tid: sha256_hex(canonical_json(t.model_dump(mode="json"))) for tid, t in topics.items()}
+    requests = []
+    for tid, topic in sorted(topics.items()):
+        if topic.state not in COMPILED_STATES:
+            continue
+        if cursor.get("runs") != runs_digest or cursor.get("topics", {}).get(tid) != topic_digests[tid]:
+            requests.append(dg.RunRequest(partition_key=tid, run_key=f"{tid}:{runs_digest[:16]}:{topic_digests[tid][:16]}"))
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[topics_partitions.build_add_request(new_keys)] if new_keys else [],
+        cursor=json.dumps({"runs": runs_digest, "topics": topic_digests}, sort_keys=True),
+    )

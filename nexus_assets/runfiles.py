@@ -1,0 +1,157 @@
+"""Reading run files from disk (DESIGN §3, invariant 11).
+
+Every problem with a file becomes an `IngestionError` naming the file and what to do; nothing
+here raises for bad input, so one broken file never stops a sync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.models import IngestionError, Run
+from nexus_assets.core.paths import depth_of
+
+RUN_FILE_SUFFIXES = (".json", ".zip")
+
+
+@dataclass(frozen=True)
+class Limits:
+    # One Nexus run file is loaded whole; exports are streamed conversation by conversation.
+    max_file_bytes: int = int(os.environ.get("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024))
+    max_depth: int = int(os.environ.get("NEXUS_MAX_JSON_DEPTH", 64))
+
+
+def scan_run_files(runs_dir: Path) -> list[Path]:
+    """Every `.json` and `.zip` below `runs_dir`, in a stable order."""
+    if not runs_dir.is_dir():
+        return []
+    found = [p for p in runs_dir.rglob("*") if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES]
+    return sorted(found, key=lambda p: p.relative_to(runs_dir).as_posix())
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _first_significant_byte(fh: BinaryIO) -> bytes:
+    head = fh.read(4096)
+    fh.seek(0)
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return stripped[:1]
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"not valid UTF-8 at byte {exc.start}; re-export it as UTF-8") from None
+
+
+def parse_document(document: object, *, open_after: str | None = None) -> Run:
+    """One run from one JSON document of any supported format."""
+    kind = detect_format(document)
+    if kind == "nexus":
+        from nexus_assets.core.formats.nexus import nexus_run
+
+        return nexus_run(document)
+    if kind == "chatgpt":
+        from nexus_assets.core.formats.chatgpt import chatgpt_run
+
+        return chatgpt_run(document, open_after=open_after)
+    if kind == "claude":
+        from nexus_assets.core.formats.claude import claude_run
+
+        return claude_run(document, open_after=open_after)
+    keys = sorted(document)[:8] if isinstance(document, dict) else type(document).__name__
+    raise FormatError(
+        f"valid JSON but not a known run format (found {keys}); expected a Nexus run "
+        '{"run_id", "status", "messages"} or a ChatGPT/Claude conversations.json export'
+    )
+
+
+def _load_whole(path: Path, limits: Limits, open_after: str | None) -> Run:
+    size = path.stat().st_size
+    if size > limits.max_file_bytes:
+        raise FormatError(
+            f"file is {size} bytes, over the {limits.max_file_bytes}-byte limit for one run file; "
+            "split it or raise NEXUS_MAX_RUN_FILE_BYTES"
+        )
+    text = _decode(path.read_bytes(), str(path))
+    if not text.strip():
+        raise FormatError("file is empty; a run file holds one JSON document")
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise FormatError(f"JSON nesting is deeper than the limit of {limits.max_depth} levels") from None
+    except json.JSONDecodeError as exc:
+        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise FormatError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}") from None
+    depth = depth_of(document)
+    if depth > limits.max_depth:
+        raise FormatError(f"JSON nesting is {depth} levels deep, over the limit of {limits.max_depth}")
+    return parse_document(document, open_after=open_after)
+
+
+def _stream_export(
+    stream: BinaryIO, display: str, sha: str | None, limits: Limits, open_after: str | None
+) -> Iterator[Run | IngestionError]:
+    from nexus_assets.core.formats.exports import ConversationProblem, iter_export
+
+    try:
+        for item in iter_export(stream, open_after=open_after):
+            if isinstance(item, ConversationProblem):
+                where = item.conversation or f"#{item.index}"
+                yield IngestionError(display, item.problem, conversation=where, file_sha256=sha)
+            elif depth_of(item.document) > limits.max_depth:
+                yield IngestionError(
+                    display,
+                    f"JSON nesting is over the limit of {limits.max_depth} levels",
+                    conversation=item.run_id,
+                    file_sha256=sha,
+                )
+            else:
+                yield item
+    except FormatError as exc:
+        yield IngestionError(display, str(exc), file_sha256=sha)
+    except UnicodeDecodeError as exc:
+        yield IngestionError(display, f"not valid UTF-8 near byte {exc.start}; re-export it as UTF-8", file_sha256=sha)
+    except Exception as exc:  # ijson reports broken streams with its own error types
+        yield IngestionError(display, f"not valid JSON: {exc}", file_sha256=sha)
+
+
+def iter_run_file(
+    path: Path, display: str, *, sha: str | None = None, limits: Limits = Limits(), open_after: str | None = None
+) -> Iterator[Run | IngestionError]:
+    """The runs in one file, and an IngestionError for each part that could not be read."""
+    try:
+        if path.suffix.lower() == ".zip":
+            from nexus_assets.core.formats.exports import open_export_zip
+
+            try:
+                stream = open_export_zip(path)
+            except zipfile.BadZipFile:
+                raise FormatError("not a readable zip archive; download the export again") from None
+            with stream:
+                yield from _stream_export(stream, display, sha, limits, open_after)
+            return
+        with path.open("rb") as fh:
+            first = _first_significant_byte(fh)
+            if first == b"[":
+                yield from _stream_export(fh, display, sha, limits, open_after)
+                return
+        yield _load_whole(path, limits, open_after)
+    except FormatError as exc:
+        yield IngestionError(display, str(exc), file_sha256=sha)
+    except OSError as exc:
+        yield IngestionError(display, f"could not be read: {exc.strerror or exc}", file_sha256=sha)

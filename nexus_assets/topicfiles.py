@@ -1,0 +1,61 @@
+"""Topic definitions from `data/topics/*.yaml`, validated with pydantic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from nexus_assets.core.models import Topic
+
+
+@dataclass(frozen=True)
+class TopicFile:
+    path: Path
+    topic: Topic | None
+    problem: str | None = None
+
+
+def _explain(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'topic'}: {e['msg']}" for e in exc.errors())
+
+
+def read_topic_file(path: Path) -> TopicFile:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return TopicFile(path, None, f"topic file {path}: not UTF-8 text")
+    except yaml.YAMLError as exc:
+        return TopicFile(path, None, f"topic file {path}: not valid YAML: {exc}")
+    if not isinstance(data, dict):
+        return TopicFile(path, None, f"topic file {path}: expected a mapping with topic_id, display_name, extraction_policy")
+    try:
+        return TopicFile(path, Topic.model_validate(data))
+    except ValidationError as exc:
+        return TopicFile(path, None, f"topic file {path}: {_explain(exc)}")
+
+
+def read_topic_files(topics_dir: Path) -> list[TopicFile]:
+    """Every topic file in the folder; two files defining one topic_id is an error for the second."""
+    if not topics_dir.is_dir():
+        return []
+    files = sorted(p for p in topics_dir.iterdir() if p.suffix.lower() in (".yaml", ".yml") and p.is_file())
+    seen: dict[str, Path] = {}
+    out = []
+    for path in files:
+        tf = read_topic_file(path)
+        if tf.topic is not None and tf.topic.topic_id in seen:
+            tf = TopicFile(path, None, f"topic file {path}: topic_id {tf.topic.topic_id!r} is already defined in {seen[tf.topic.topic_id]}")
+        elif tf.topic is not None:
+            seen[tf.topic.topic_id] = path
+        out.append(tf)
+    return out
+
+
+def find_topic(topics_dir: Path, topic_id: str) -> TopicFile | None:
+    for tf in read_topic_files(topics_dir):
+        if tf.topic is not None and tf.topic.topic_id == topic_id:
+            return tf
+    return None

@@ -1,0 +1,55 @@
+"""Trace: for each source address of a brick, the node it was lifted from, with the brick's span."""
+
+from __future__ import annotations
+
+from nexus_assets.core.drift import address_problem
+from nexus_assets.core.paths import resolve_string
+from nexus_assets.vault import RunVersion, Vault
+
+
+def trace_brick(vault: Vault, brick_id: str) -> dict:
+    (brick,) = vault.bricks(brick_ids=[brick_id])
+    seen_in = dict(
+        ((r, p, s, e, c), v)
+        for r, p, s, e, c, v in vault.conn.execute(
+            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, version_id FROM occurrences
+               WHERE topic_id = ?""",
+            [brick.topic_id],
+        ).fetchall()
+    )
+    keys = {}
+    for a in brick.sources:
+        version = seen_in.get((a.run_id, a.json_path, a.start, a.end, a.node_checksum))
+        if version:
+            keys[a] = RunVersion(a.run_id, version)
+    runs = vault.load_runs(set(keys.values()))
+    latest = vault.latest_runs({a.run_id for a in brick.sources})
+    traces = []
+    for a in brick.sources:
+        run = runs.get(keys.get(a))
+        node_text = resolve_string(run.document, a.json_path)[1] if run else ""
+        current = latest.get(a.run_id)
+        problem = address_problem(current.document, a) if current else f"run {a.run_id} is not in the vault"
+        traces.append(
+            {
+                **a.model_dump(),
+                "version_id": keys[a].version_id if a in keys else None,
+                "node_text": node_text,
+                "quote": node_text[a.start : a.end],
+                "current": problem is None,
+                "problem": problem,
+                "run_status": current.status if current else None,
+            }
+        )
+    return {
+        "brick_id": brick.brick_id,
+        "topic_id": brick.topic_id,
+        "content": brick.content,
+        "fingerprint": brick.fingerprint,
+        "state": brick.state,
+        "order_index": brick.order_index,
+        "superseded_by": brick.superseded_by,
+        "stale": brick.stale,
+        "sources": [s.model_dump() for s in brick.sources],
+        "traces": traces,
+    }

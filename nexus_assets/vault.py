@@ -1,0 +1,710 @@
+"""The vault: everything Nexus Sync knows, in one DuckDB file.
+
+Append-only by design (DESIGN §2.8): a sync inserts; the only updates are a brick's state,
+order, stale flag and superseded_by, and a run's latest-version marker. A topic's visible
+result (bricks, their sources and the manifest) is published in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import duckdb
+import pandas as pd
+
+from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.models import (
+    Brick,
+    IngestionError,
+    Manifest,
+    ManifestEntry,
+    Occurrence,
+    Rejection,
+    Run,
+    RunStatus,
+    SourceAddress,
+    Topic,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS topics (
+    topic_id TEXT PRIMARY KEY,
+    display_name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    ordering_rule TEXT NOT NULL,
+    definition_json TEXT NOT NULL,
+    source_file TEXT,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS topic_transitions (
+    topic_id TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    changed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_files (
+    file_sha256 TEXT NOT NULL,
+    path TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    first_seen TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (file_sha256, path)
+);
+CREATE SEQUENCE IF NOT EXISTS ingest_seq;
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    format TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at TEXT,
+    source_file TEXT NOT NULL,
+    file_sha256 TEXT NOT NULL,
+    raw_json TEXT NOT NULL,
+    ingest_seq BIGINT NOT NULL,
+    is_latest BOOLEAN NOT NULL,
+    ingested_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (run_id, version_id)
+);
+CREATE TABLE IF NOT EXISTS run_closures (
+    run_id TEXT PRIMARY KEY,
+    actor TEXT NOT NULL,
+    closed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS extractions (
+    extraction_key TEXT PRIMARY KEY,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    extractor TEXT NOT NULL,
+    pointers_json TEXT NOT NULL,
+    validated BOOLEAN NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS occurrences (
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    json_path TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    node_checksum TEXT NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    ts TEXT,
+    position INTEGER NOT NULL,
+    extraction_key TEXT NOT NULL,
+    PRIMARY KEY (topic_id, run_id, json_path, start_offset, end_offset, node_checksum)
+);
+CREATE TABLE IF NOT EXISTS rejections (
+    extraction_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    json_path TEXT,
+    verbatim_quote TEXT,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (extraction_key, seq)
+);
+CREATE TABLE IF NOT EXISTS bricks (
+    brick_id TEXT PRIMARY KEY,
+    topic_id TEXT NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    order_index INTEGER,
+    superseded_by TEXT,
+    stale BOOLEAN NOT NULL,
+    first_seen TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS brick_sources (
+    brick_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    json_path TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    node_checksum TEXT NOT NULL,
+    PRIMARY KEY (brick_id, run_id, json_path, start_offset, end_offset, node_checksum)
+);
+CREATE TABLE IF NOT EXISTS manifests (
+    topic_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    previous_hash TEXT,
+    bricks_json TEXT NOT NULL,
+    sealed BOOLEAN NOT NULL,
+    dagster_run_id TEXT,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (topic_id, seq)
+);
+CREATE TABLE IF NOT EXISTS ingestion_errors (
+    file TEXT NOT NULL,
+    file_sha256 TEXT,
+    conversation TEXT,
+    problem TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS syncs (
+    topic_id TEXT NOT NULL,
+    dagster_run_id TEXT,
+    status TEXT NOT NULL,
+    manifest_hash TEXT,
+    detail TEXT,
+    finished_at TIMESTAMPTZ NOT NULL
+);
+"""
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class VaultBusy(RuntimeError):
+    """Another process holds the DuckDB write lock for longer than we were willing to wait."""
+
+
+def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
+    """Open the vault, waiting for another writer to finish instead of failing at once."""
+    db_path = Path(db_path)
+    if read_only and not db_path.exists():
+        raise FileNotFoundError(f"no vault at {db_path}; run `nexus sync` first or pass --db")
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(db_path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                if "lock" in str(exc).lower():
+                    raise VaultBusy(f"vault {db_path} is locked by another process: {exc}") from None
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+@dataclass(frozen=True)
+class RunVersion:
+    run_id: str
+    version_id: str
+
+
+class Vault:
+    """Typed access to the vault over one DuckDB connection."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
+        self.conn = conn
+        if migrate:
+            conn.execute(SCHEMA)
+
+    @classmethod
+    @contextmanager
+    def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator["Vault"]:
+        conn = connect(db_path, read_only=read_only)
+        try:
+            yield cls(conn, migrate=not read_only)
+        finally:
+            conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _insert_df(self, table: str, rows: list[dict], *, conflict: str = "DO NOTHING") -> None:
+        if not rows:
+            return
+        frame = pd.DataFrame(rows)
+        self.conn.register("_rows", frame)
+        try:
+            cols = ", ".join(frame.columns)
+            self.conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows ON CONFLICT {conflict}")
+        finally:
+            self.conn.unregister("_rows")
+
+    # Topics
+
+    def topic_state(self, topic_id: str) -> str | None:
+        row = self.conn.execute("SELECT state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
+        return row[0] if row else None
+
+    def record_topic(self, topic: Topic, source_file: str | None, *, actor: str = "topic file") -> Topic:
+        """Store a topic definition; returns it with the state the vault holds.
+
+        Sealing is one-way: a LOCKED (or SEALING) topic stays so whatever its file says.
+        """
+        before = self.topic_state(topic.topic_id)
+        state = topic.state
+        if before in ("SEALING", "LOCKED"):
+            state = before
+        stored = topic.model_copy(update={"state": state})
+        self.conn.execute(
+            """INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (topic_id) DO UPDATE SET display_name = excluded.display_name,
+               state = excluded.state, ordering_rule = excluded.ordering_rule,
+               definition_json = excluded.definition_json, source_file = excluded.source_file,
+               updated_at = excluded.updated_at""",
+            [
+                topic.topic_id,
+                topic.display_name,
+                state,
+                topic.ordering_rule,
+                canonical_json(stored.model_dump(mode="json")),
+                source_file,
+                now(),
+            ],
+        )
+        if before != state:
+            self.conn.execute(
+                "INSERT INTO topic_transitions VALUES (?, ?, ?, ?, ?)", [topic.topic_id, before, state, actor, now()]
+            )
+        return stored
+
+    def topics(self) -> list[Topic]:
+        rows = self.conn.execute("SELECT definition_json, state FROM topics ORDER BY topic_id").fetchall()
+        return [Topic.model_validate({**json.loads(d), "state": s}) for d, s in rows]
+
+    def topic(self, topic_id: str) -> Topic | None:
+        row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
+        return Topic.model_validate({**json.loads(row[0]), "state": row[1]}) if row else None
+
+    # Run files and runs
+
+    def file_seen(self, file_sha256: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
+
+    def record_file(self, file_sha256: str, path: str, runs: int, errors: int) -> None:
+        self.conn.execute(
+            "INSERT INTO run_files VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [file_sha256, path, runs, errors, now()],
+        )
+
+    def record_errors(self, errors: Sequence[IngestionError]) -> None:
+        self._insert_df(
+            "ingestion_errors",
+            [
+                {"file": e.file, "file_sha256": e.file_sha256, "conversation": e.conversation, "problem": e.problem, "recorded_at": now()}
+                for e in errors
+            ],
+        )
+
+    def latest_versions(self, run_ids: Iterable[str] | None = None) -> dict[str, str]:
+        rows = self.conn.execute("SELECT run_id, version_id FROM runs WHERE is_latest").fetchall()
+        wanted = set(run_ids) if run_ids is not None else None
+        return {r: v for r, v in rows if wanted is None or r in wanted}
+
+    def store_runs(self, runs: Sequence[Run], *, source_file: str, file_sha256: str) -> tuple[list[Run], list[Run]]:
+        """Insert runs not seen before; returns (new runs, new versions of known runs).
+
+        A known (run_id, version_id) is a no-op. A new version becomes the latest one; older
+        versions stay so every stored address can still be shown.
+        """
+        if not runs:
+            return [], []
+        latest = self.latest_versions(r.run_id for r in runs)
+        known = {
+            (r, v)
+            for r, v in self.conn.execute(
+                "SELECT run_id, version_id FROM runs WHERE run_id IN (SELECT unnest(?))", [[r.run_id for r in runs]]
+            ).fetchall()
+        }
+        fresh, changed, rows = [], [], []
+        for run in runs:
+            if (run.run_id, run.version_id) in known:
+                continue
+            known.add((run.run_id, run.version_id))
+            (changed if run.run_id in latest else fresh).append(run)
+            rows.append(run)
+        if not rows:
+            return [], []
+        seq_base = self.conn.execute("SELECT nextval('ingest_seq')").fetchone()[0]
+        previous_seq = dict(
+            self.conn.execute(
+                "SELECT run_id, min(ingest_seq) FROM runs WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id",
+                [[r.run_id for r in changed]],
+            ).fetchall()
+        ) if changed else {}
+        self.conn.execute(
+            "UPDATE runs SET is_latest = false WHERE is_latest AND run_id IN (SELECT unnest(?))",
+            [[r.run_id for r in rows]],
+        )
+        stamp = now()
+        last_row = {r.run_id: i for i, r in enumerate(rows)}
+        self._insert_df(
+            "runs",
+            [
+                {
+                    "run_id": r.run_id,
+                    "version_id": r.version_id,
+                    "format": r.format,
+                    "status": r.status,
+                    "started_at": r.started_at,
+                    "source_file": source_file,
+                    "file_sha256": file_sha256,
+                    "raw_json": json.dumps(r.document, ensure_ascii=False),
+                    # Ingestion order is per run, not per version: a new version keeps its place.
+                    "ingest_seq": previous_seq.get(r.run_id, seq_base * 1_000_000 + i),
+                    "is_latest": last_row[r.run_id] == i,
+                    "ingested_at": stamp,
+                }
+                for i, r in enumerate(rows)
+            ],
+        )
+        return fresh, changed
+
+    def close_run(self, run_id: str, actor: str = "nexus close") -> bool:
+        """Close a run (one-way). False when it was closed already."""
+        if self.conn.execute("SELECT 1 FROM runs WHERE run_id = ? LIMIT 1", [run_id]).fetchone() is None:
+            raise KeyError(run_id)
+        if self.run_status([run_id]).get(run_id) == "CLOSED":
+            return False
+        self.conn.execute("INSERT INTO run_closures VALUES (?, ?, ?) ON CONFLICT DO NOTHING", [run_id, actor, now()])
+        return True
+
+    def run_status(self, run_ids: Iterable[str] | None = None) -> dict[str, RunStatus]:
+        """CLOSED once any version said so or a person closed it: closing never reverts."""
+        rows = self.conn.execute(
+            """SELECT run_id, bool_or(status = 'CLOSED') OR run_id IN (SELECT run_id FROM run_closures)
+               FROM runs GROUP BY run_id"""
+        ).fetchall()
+        wanted = set(run_ids) if run_ids is not None else None
+        return {r: ("CLOSED" if closed else "OPEN") for r, closed in rows if wanted is None or r in wanted}
+
+    def ingestion_seq(self) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT run_id, min(ingest_seq) FROM runs GROUP BY run_id").fetchall())
+
+    def load_runs(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]:
+        from nexus_assets.runfiles import parse_document
+
+        keys = list(keys)
+        if not keys:
+            return {}
+        frame = pd.DataFrame([{"run_id": k.run_id, "version_id": k.version_id} for k in keys])
+        self.conn.register("_keys", frame)
+        try:
+            rows = self.conn.execute(
+                """SELECT r.run_id, r.version_id, r.raw_json, r.status FROM runs r
+                   JOIN _keys k USING (run_id, version_id)"""
+            ).fetchall()
+        finally:
+            self.conn.unregister("_keys")
+        status = self.run_status({r[0] for r in rows})
+        out = {}
+        for run_id, version_id, raw, _ in rows:
+            run = parse_document(json.loads(raw))
+            out[RunVersion(run_id, version_id)] = _with(run, status=status.get(run_id, run.status), version_id=version_id)
+        return out
+
+    def latest_runs(self, run_ids: Iterable[str] | None = None) -> dict[str, Run]:
+        versions = self.latest_versions(run_ids)
+        loaded = self.load_runs(RunVersion(r, v) for r, v in versions.items())
+        return {k.run_id: run for k, run in loaded.items()}
+
+    def run_sources(self, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """run_id -> (file it was last ingested from, latest version_id)."""
+        rows = self.conn.execute(
+            "SELECT run_id, source_file, version_id FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))",
+            [list(run_ids)],
+        ).fetchall()
+        return {r: (f, v) for r, f, v in rows}
+
+    # Extractions, occurrences, rejections
+
+    def extraction_keys_present(self, keys: Iterable[str]) -> set[str]:
+        keys = list(keys)
+        if not keys:
+            return set()
+        rows = self.conn.execute(
+            "SELECT extraction_key FROM extractions WHERE extraction_key IN (SELECT unnest(?))", [keys]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def store_extraction(self, key: str, topic_id: str, run: RunVersion, extractor: str, pointers: list) -> None:
+        self.conn.execute(
+            "INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
+            [key, topic_id, run.run_id, run.version_id, extractor, json.dumps(pointers, ensure_ascii=False), now()],
+        )
+
+    def unvalidated_extractions(self, topic_id: str) -> list[tuple[str, RunVersion, list]]:
+        rows = self.conn.execute(
+            """SELECT extraction_key, run_id, version_id, pointers_json FROM extractions
+               WHERE topic_id = ? AND NOT validated ORDER BY run_id, version_id, extraction_key""",
+            [topic_id],
+        ).fetchall()
+        return [(k, RunVersion(r, v), json.loads(p)) for k, r, v, p in rows]
+
+    def store_validation(
+        self, key: str, run: RunVersion, occurrences: Sequence[Occurrence], rejections: Sequence[Rejection]
+    ) -> None:
+        self._insert_df(
+            "occurrences",
+            [
+                {
+                    "topic_id": o.topic_id,
+                    "run_id": o.address.run_id,
+                    "version_id": run.version_id,
+                    "json_path": o.address.json_path,
+                    "start_offset": o.address.start,
+                    "end_offset": o.address.end,
+                    "node_checksum": o.address.node_checksum,
+                    "content": o.content,
+                    "fingerprint": o.fingerprint,
+                    "ts": o.timestamp,
+                    "position": o.position,
+                    "extraction_key": key,
+                }
+                for o in occurrences
+            ],
+        )
+        stamp = now()
+        self._insert_df(
+            "rejections",
+            [
+                {
+                    "extraction_key": key,
+                    "seq": i,
+                    "topic_id": r.topic_id,
+                    "run_id": r.run_id,
+                    "version_id": run.version_id,
+                    "json_path": r.json_path,
+                    "verbatim_quote": r.verbatim_quote,
+                    "reason": r.reason,
+                    "detail": r.detail,
+                    "recorded_at": stamp,
+                }
+                for i, r in enumerate(rejections)
+            ],
+        )
+        self.conn.execute("UPDATE extractions SET validated = true WHERE extraction_key = ?", [key])
+
+    def occurrences(self, topic_id: str) -> list[tuple[Occurrence, str]]:
+        """Every occurrence ever validated for the topic, with the run version it was seen in."""
+        rows = self.conn.execute(
+            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
+                      position, version_id
+               FROM occurrences WHERE topic_id = ?""",
+            [topic_id],
+        ).fetchall()
+        return [
+            (
+                Occurrence(
+                    topic_id=topic_id,
+                    address=SourceAddress(run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4]),
+                    content=r[5],
+                    fingerprint=r[6],
+                    timestamp=r[7],
+                    position=r[8],
+                ),
+                r[9],
+            )
+            for r in rows
+        ]
+
+    def rejections(self, topic_id: str) -> list[dict]:
+        cur = self.conn.execute(
+            """SELECT topic_id, run_id, json_path, verbatim_quote, reason, detail FROM rejections
+               WHERE topic_id = ? ORDER BY run_id, recorded_at, extraction_key, seq""",
+            [topic_id],
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def rejection_counts(self, topic_id: str) -> dict[str, int]:
+        return dict(
+            self.conn.execute(
+                "SELECT reason, count(*) FROM rejections WHERE topic_id = ? GROUP BY reason ORDER BY reason", [topic_id]
+            ).fetchall()
+        )
+
+    # Bricks and manifests
+
+    def bricks(self, topic_id: str | None = None, *, brick_ids: Iterable[str] | None = None) -> list[Brick]:
+        where, params = [], []
+        if topic_id is not None:
+            where.append("b.topic_id = ?")
+            params.append(topic_id)
+        if brick_ids is not None:
+            where.append("b.brick_id IN (SELECT unnest(?))")
+            params.append(list(brick_ids))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self.conn.execute(
+            f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
+                       b.superseded_by, b.stale,
+                       list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
+                                        "end" := s.end_offset, node_checksum := s.node_checksum) ORDER BY s.seq)
+                FROM bricks b LEFT JOIN brick_sources s USING (brick_id) {clause}
+                GROUP BY ALL
+                ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id""",
+            params,
+        ).fetchall()
+        return [
+            Brick(
+                brick_id=r[0],
+                topic_id=r[1],
+                content=r[2],
+                fingerprint=r[3],
+                state=r[4],
+                order_index=r[5],
+                superseded_by=r[6],
+                stale=r[7],
+                sources=tuple(SourceAddress(**s) for s in r[8] if s["run_id"] is not None),
+            )
+            for r in rows
+        ]
+
+    def publish(self, topic_id: str, bricks: Sequence[Brick], manifest: Manifest | None, *, dagster_run_id: str | None, sealed: bool = False) -> None:
+        """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically."""
+        prior = {b.brick_id: b for b in self.bricks(topic_id)}
+        stamp = now()
+        with self.transaction():
+            new_rows, changed = [], []
+            for b in bricks:
+                before = prior.get(b.brick_id)
+                if before is None:
+                    new_rows.append(b)
+                elif (before.state, before.order_index, before.superseded_by, before.stale) != (
+                    b.state,
+                    b.order_index,
+                    b.superseded_by,
+                    b.stale,
+                ):
+                    changed.append(b)
+            self._insert_df(
+                "bricks",
+                [
+                    {
+                        "brick_id": b.brick_id,
+                        "topic_id": b.topic_id,
+                        "content": b.content,
+                        "fingerprint": b.fingerprint,
+                        "state": b.state,
+                        "order_index": b.order_index,
+                        "superseded_by": b.superseded_by,
+                        "stale": b.stale,
+                        "first_seen": stamp,
+                        "updated_at": stamp,
+                    }
+                    for b in new_rows
+                ],
+            )
+            for b in changed:
+                self.conn.execute(
+                    """UPDATE bricks SET state = ?, order_index = ?, superseded_by = ?, stale = ?, updated_at = ?
+                       WHERE brick_id = ?""",
+                    [b.state, b.order_index, b.superseded_by, b.stale, stamp, b.brick_id],
+                )
+            source_rows = []
+            for b in bricks:
+                known = set(prior[b.brick_id].sources) if b.brick_id in prior else set()
+                if known == set(b.sources):
+                    continue
+                for seq, s in enumerate(b.sources):
+                    source_rows.append(
+                        {
+                            "brick_id": b.brick_id,
+                            "seq": seq,
+                            "run_id": s.run_id,
+                            "json_path": s.json_path,
+                            "start_offset": s.start,
+                            "end_offset": s.end,
+                            "node_checksum": s.node_checksum,
+                        }
+                    )
+            # Canonical first: a source that arrived later can take seq 0, so seq is refreshed.
+            self._insert_df(
+                "brick_sources",
+                source_rows,
+                conflict="(brick_id, run_id, json_path, start_offset, end_offset, node_checksum) DO UPDATE SET seq = excluded.seq",
+            )
+            if manifest is not None:
+                seq = self.conn.execute(
+                    "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
+                ).fetchone()[0]
+                self.conn.execute(
+                    "INSERT INTO manifests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        topic_id,
+                        seq,
+                        manifest.manifest_hash,
+                        manifest.previous_hash,
+                        json.dumps([e.model_dump() for e in manifest.bricks]),
+                        sealed,
+                        dagster_run_id,
+                        stamp,
+                    ],
+                )
+            current = manifest or self.latest_manifest(topic_id)
+            self.conn.execute(
+                "INSERT INTO syncs VALUES (?, ?, 'ok', ?, NULL, ?)",
+                [topic_id, dagster_run_id, current.manifest_hash if current else None, stamp],
+            )
+
+    def flag_stale(self, brick_ids: Iterable[str]) -> None:
+        ids = sorted(set(brick_ids))
+        if ids:
+            self.conn.execute(
+                "UPDATE bricks SET stale = true, updated_at = ? WHERE NOT stale AND brick_id IN (SELECT unnest(?))", [now(), ids]
+            )
+
+    def manifests(self, topic_id: str) -> list[Manifest]:
+        rows = self.conn.execute(
+            "SELECT manifest_hash, previous_hash, bricks_json FROM manifests WHERE topic_id = ? ORDER BY seq", [topic_id]
+        ).fetchall()
+        return [
+            Manifest(
+                topic_id=topic_id,
+                manifest_hash=h,
+                previous_hash=p,
+                bricks=tuple(ManifestEntry(**e) for e in json.loads(b)),
+            )
+            for h, p, b in rows
+        ]
+
+    def latest_manifest(self, topic_id: str) -> Manifest | None:
+        row = self.conn.execute(
+            "SELECT manifest_hash, previous_hash, bricks_json FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1",
+            [topic_id],
+        ).fetchone()
+        if row is None:
+            return None
+        return Manifest(
+            topic_id=topic_id,
+            manifest_hash=row[0],
+            previous_hash=row[1],
+            bricks=tuple(ManifestEntry(**e) for e in json.loads(row[2])),
+        )
+
+    def ingestion_errors(self) -> list[dict]:
+        cur = self.conn.execute(
+            "SELECT file, conversation, problem, file_sha256, recorded_at FROM ingestion_errors ORDER BY recorded_at, file"
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def brick_counts(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for topic_id, state, n in self.conn.execute(
+            "SELECT topic_id, state, count(*) FROM bricks GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            counts.setdefault(topic_id, {})[state] = n
+        return counts
+
+
+def _with(run: Run, **changes) -> Run:
+    return replace(run, **changes)
