@@ -17,7 +17,11 @@ from nexus_assets.defs.sensors import nexus_files_sensor
 DEFAULT_DB = "data/nexus.duckdb"
 
 
-def build_defs(
+ASSETS = [raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
+CHECKS = [hallucination_rejection, checksum_drift]
+
+
+def build_resources(
     *,
     db_path: str | None = None,
     runs_dir: str | None = None,
@@ -25,7 +29,8 @@ def build_defs(
     extractor: str | None = None,
     open_after: str | None = None,
     progress: bool = False,
-) -> dg.Definitions:
+) -> dict:
+    """Resources from arguments, else NEXUS_* environment variables, else the shipped defaults."""
     settings = NexusSettings(
         runs_dir=runs_dir or os.environ.get("NEXUS_RUNS_DIR", "data/runs"),
         topics_dir=topics_dir or os.environ.get("NEXUS_TOPICS_DIR", "data/topics"),
@@ -33,18 +38,22 @@ def build_defs(
         progress=progress,
     )
     duckdb = DuckDBResource(database=db_path or os.environ.get("NEXUS_DB", DEFAULT_DB))
+    return {
+        "settings": settings,
+        "duckdb": duckdb,
+        "vault": VaultResource(duckdb=duckdb),
+        "extractor": ExtractorResource(backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded")),
+    }
+
+
+def build_defs(**kwargs) -> dg.Definitions:
     return dg.Definitions(
-        assets=[raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest],
-        asset_checks=[hallucination_rejection, checksum_drift],
+        assets=ASSETS,
+        asset_checks=CHECKS,
         jobs=[sync_job],
         schedules=[nightly_sync],
         sensors=[nexus_files_sensor],
-        resources={
-            "settings": settings,
-            "duckdb": duckdb,
-            "vault": VaultResource(duckdb=duckdb),
-            "extractor": ExtractorResource(backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded")),
-        },
+        resources=build_resources(**kwargs),
         # One process per run: a partition costs ~2.7 s instead of ~10 s with subprocesses.
         executor=dg.in_process_executor,
     )

@@ -8,6 +8,7 @@ result (bricks, their sources and the manifest) is published in one transaction.
 from __future__ import annotations
 
 import json
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -165,6 +166,8 @@ CREATE TABLE IF NOT EXISTS syncs (
 );
 """
 
+TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
@@ -206,7 +209,14 @@ class Vault:
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
         self.conn = conn
         if migrate:
-            conn.execute(SCHEMA)
+            present = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+                ).fetchall()
+            }
+            if not set(TABLES) <= present:
+                conn.execute(SCHEMA)
 
     @classmethod
     @contextmanager

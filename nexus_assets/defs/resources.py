@@ -59,5 +59,10 @@ class VaultResource(dg.ConfigurableResource):
 
     @contextmanager
     def open(self) -> Iterator[Vault]:
+        Path(self.duckdb.database).parent.mkdir(parents=True, exist_ok=True)
         with self.duckdb.get_connection() as conn:
-            yield Vault(conn)
+            # get_connection does not close on error; a leaked handle would block later opens.
+            try:
+                yield Vault(conn)
+            finally:
+                conn.close()

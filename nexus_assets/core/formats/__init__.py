@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+
 
 class FormatError(ValueError):
     """A document that is JSON but not a run this format can read; the message says what is wrong."""
@@ -22,3 +24,12 @@ def detect_format(value: Any) -> str | None:
         if "chat_messages" in value:
             return "claude"
     return None
+
+
+def document_version(document: Any) -> str:
+    """A run version's id: the hash of its canonical JSON, so whitespace and file names don't count."""
+    try:
+        return sha256_hex(canonical_json(document))
+    except UnicodeEncodeError as exc:
+        # json.loads accepts "\ud800"; such a string can never be stored or hashed as UTF-8.
+        raise FormatError(f"contains an unpaired UTF-16 surrogate escape ({exc.object[exc.start:exc.end]!r}); fix the export") from None

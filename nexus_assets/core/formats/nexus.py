@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.formats import FormatError
+from nexus_assets.core.formats import FormatError, document_version
 from nexus_assets.core.models import Node, Run
 from nexus_assets.core.order import normalize_timestamp
 
@@ -71,5 +70,5 @@ def nexus_run(document: Any) -> Run:
         format="nexus",
         document=document,
         nodes=nodes,
-        version_id=sha256_hex(canonical_json(document)),
+        version_id=document_version(document),
     )

@@ -1,0 +1,281 @@
+"""ChatGPT and Claude data exports: a `conversations.json` array, read one conversation at a time.
+
+Exports grow to hundreds of megabytes, so the array is streamed with ijson and only one
+conversation is held in memory. A conversation that cannot be read becomes a
+`ConversationProblem`; the rest of the export still imports. Also the rules both export adapters
+share: conversation labels for error messages, run ids and the OPEN/CLOSED status.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any, BinaryIO, Iterator
+
+import ijson
+from pydantic import ValidationError
+
+from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.models import Run, RunStatus
+from nexus_assets.core.order import normalize_timestamp
+
+try:
+    _ijson: Any = ijson.get_backend("yajl2_c")
+except ImportError:  # no compiled backend on this platform: ijson picks the best pure one
+    _ijson = ijson
+
+EXPORT_MEMBER = "conversations.json"
+_BOM = b"\xef\xbb\xbf"
+_READ_SIZE = 64 * 1024
+_MAX_RUN_ID = 256
+
+
+class ConversationError(FormatError):
+    """One conversation of an export is not readable; `detail` says why without the label."""
+
+    def __init__(self, conversation: str, detail: str):
+        super().__init__(f"conversation {conversation}: {detail}")
+        self.conversation = conversation
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ConversationProblem:
+    """A conversation in an export that was not imported. `index` is its position in the array."""
+
+    index: int
+    conversation: str | None
+    problem: str
+
+
+class BrokenExportError(FormatError):
+    """The export's JSON breaks off or goes bad part-way; conversations before it were yielded."""
+
+    def __init__(self, message: str, *, conversations_read: int, bytes_read: int):
+        super().__init__(message)
+        self.conversations_read = conversations_read
+        self.bytes_read = bytes_read
+
+
+def conversation_label(conversation: Any, id_keys: tuple[str, ...], index: int | None) -> str:
+    """How error messages name a conversation: its id, else its position and title."""
+    if isinstance(conversation, dict):
+        for key in id_keys:
+            value = conversation.get(key)
+            if isinstance(value, str) and value.strip():
+                return repr(value)
+    label = f"#{index}" if index is not None else "(no id)"
+    title = (conversation.get("title") or conversation.get("name")) if isinstance(conversation, dict) else None
+    if isinstance(title, str) and title.strip():
+        label += f" ({title.strip()[:60]!r})"
+    return label
+
+
+def export_run_id(conversation: dict, id_keys: tuple[str, ...], label: str) -> str:
+    """The first of `id_keys` holding a usable id; it becomes the run_id, so it must be a clean key."""
+    for key in id_keys:
+        value = conversation.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if len(value) > _MAX_RUN_ID:
+            raise ConversationError(label, f"{key!r} is {len(value)} characters, over {_MAX_RUN_ID}")
+        if any(ch in value for ch in "\x00\n\r\t"):
+            raise ConversationError(label, f"{key!r} contains control characters")
+        return value
+    wanted = " nor ".join(repr(k) for k in id_keys)
+    raise ConversationError(label, f"has no id (neither {wanted} is a non-empty string)")
+
+
+def normalize_open_after(open_after: str | None) -> str | None:
+    if open_after is None:
+        return None
+    normalized = normalize_timestamp(open_after)
+    if normalized is None:
+        raise ValueError(f"open_after {open_after!r} is not an ISO 8601 timestamp")
+    return normalized
+
+
+def export_status(last_activity: Any, created: Any, open_after: str | None) -> RunStatus:
+    """CLOSED, unless `open_after` is set and the conversation was active at or after it.
+
+    Exports are snapshots of finished chats, hence CLOSED by default; a user who keeps chatting
+    sets `open_after` so that recent conversations stay OPEN and their bricks IMPROVISE.
+    """
+    threshold = normalize_open_after(open_after)
+    if threshold is None:
+        return "CLOSED"
+    # A conversation without a readable update time was last active when it was created.
+    active = normalize_timestamp(last_activity) or normalize_timestamp(created)
+    return "OPEN" if active is not None and active >= threshold else "CLOSED"
+
+
+def explain(exc: ValidationError, limit: int = 3) -> str:
+    """Pydantic's errors as `where: what`, with where written like a path into the conversation."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+        what = err["msg"][:1].lower() + err["msg"][1:]
+        parts.append(f"{where or 'conversation'}: {what}")
+    more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
+    return "; ".join(parts) + more
+
+
+class _Prefixed:
+    """A read-only byte stream that replays already-peeked bytes before the rest of `stream`."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head = head
+        self._stream = stream
+        self.bytes_read = len(head)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            if size is None or size < 0:
+                data, self._head = self._head + self._stream.read(), b""
+            else:
+                data, self._head = self._head[:size], self._head[size:]
+            return data
+        data = self._stream.read(size)
+        self.bytes_read += len(data)
+        return data
+
+
+def _open_array(stream: BinaryIO) -> _Prefixed:
+    """Check that the stream holds a JSON array before streaming it; skip a UTF-8 BOM."""
+    head = b""
+    while True:
+        chunk = stream.read(_READ_SIZE)
+        if not chunk:
+            break
+        head += chunk
+        if head.lstrip(_BOM + b" \t\r\n"):
+            break
+    if head.startswith(_BOM):
+        head = head[len(_BOM):]
+    significant = head.lstrip(b" \t\r\n")[:1]
+    if not significant:
+        raise FormatError("export is empty; expected a JSON array of conversations")
+    if significant != b"[":
+        found = "an object" if significant == b"{" else f"{significant.decode('latin-1')!r}"
+        raise FormatError(
+            f"export does not start with a JSON array (found {found}); a ChatGPT or Claude "
+            "conversations.json is an array of conversations"
+        )
+    return _Prefixed(head, stream)
+
+
+def _first_line(exc: Exception) -> str:
+    # yajl's messages carry a multi-line excerpt of the input (sometimes as bytes); the first
+    # line is the diagnosis.
+    message = exc.args[0] if exc.args else exc
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    return str(message).strip().splitlines()[0] if str(message).strip() else type(exc).__name__
+
+
+def _convert(item: Any, index: int, open_after: str | None) -> Run | ConversationProblem:
+    from nexus_assets.core.formats.chatgpt import chatgpt_run
+    from nexus_assets.core.formats.claude import claude_run
+
+    if not isinstance(item, dict):
+        kind = "null" if item is None else type(item).__name__
+        return ConversationProblem(index, None, f"array item #{index} is {kind}, not a conversation object")
+    kind = detect_format(item)
+    try:
+        if kind == "chatgpt":
+            return chatgpt_run(item, open_after=open_after, index=index)
+        if kind == "claude":
+            return claude_run(item, open_after=open_after, index=index)
+    except ConversationError as exc:
+        return ConversationProblem(index, _plain_id(item), exc.detail)
+    except FormatError as exc:
+        return ConversationProblem(index, _plain_id(item), str(exc))
+    except RecursionError:
+        return ConversationProblem(index, _plain_id(item), "JSON nesting is too deep to read")
+    keys = sorted(item)[:8]
+    return ConversationProblem(
+        index,
+        _plain_id(item),
+        f"not a ChatGPT conversation (no 'mapping') or a Claude conversation (no 'chat_messages'); found keys {keys}",
+    )
+
+
+def _plain_id(item: dict) -> str | None:
+    for key in ("conversation_id", "id", "uuid"):
+        value = item.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def iter_export(stream: BinaryIO, *, open_after: str | None = None) -> Iterator[Run | ConversationProblem]:
+    """Each conversation of a ChatGPT or Claude export as a `Run`, or the problem that stopped it.
+
+    Memory stays bounded by the largest single conversation. A duplicate conversation id is a
+    problem for the later copy: the first run with that id was already yielded. A JSON stream
+    that breaks part-way raises `BrokenExportError` after every conversation before the break.
+    """
+    normalize_open_after(open_after)  # a bad setting fails before anything is read
+    source = _open_array(stream)
+    items = _ijson.items(source, "item", use_float=True)  # floats, not Decimal: canonical_json needs them
+    seen: dict[str, int] = {}
+    index = 0
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
+            reason = _first_line(exc)
+            hint = " (the file looks truncated)" if "premature EOF" in reason else ""
+            raise BrokenExportError(
+                f"export JSON is broken after {index} complete conversation(s) "
+                f"({source.bytes_read} bytes read): {reason}{hint}",
+                conversations_read=index,
+                bytes_read=source.bytes_read,
+            ) from None
+        result = _convert(item, index, open_after)
+        if isinstance(result, Run):
+            first = seen.get(result.run_id)
+            if first is not None:
+                result = ConversationProblem(
+                    index,
+                    result.run_id,
+                    f"duplicate conversation id {result.run_id!r} (first at array item #{first}, which was kept)",
+                )
+            else:
+                seen[result.run_id] = index
+        yield result
+        index += 1
+
+
+def open_export_zip(path: str | PathLike[str]) -> BinaryIO:
+    """The `conversations.json` inside a ChatGPT/Claude `.zip` export, as a stream (not read whole).
+
+    Exports put it at the top level, but a re-zipped download often nests it in a folder; the
+    shallowest one wins. The caller closes the returned stream, which also releases the zip.
+    """
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
+    with archive:
+        candidates = [
+            info
+            for info in archive.infolist()
+            if not info.is_dir()
+            and posixpath.basename(info.filename).lower() == EXPORT_MEMBER
+            and not info.filename.startswith("__MACOSX/")
+        ]
+        if not candidates:
+            raise FormatError("zip has no conversations.json; expected a ChatGPT or Claude data export")
+        chosen = min(candidates, key=lambda info: (info.filename.count("/"), info.filename))
+        try:
+            # The member stream keeps the archive's file open after `archive` closes here.
+            return archive.open(chosen)  # type: ignore[return-value]
+        except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:
+            raise FormatError(f"zip member {chosen.filename} cannot be opened: {exc}") from None

@@ -1,0 +1,158 @@
+"""The pointer prompt (DESIGN §5): the model points at verbatim text, code decides the rest.
+
+Everything the model sees is rendered here, deterministically, so the rendered messages can be
+hashed into a call's materialization key. Bump PROMPT_VERSION whenever the wording changes in a
+way that should invalidate stored replies (the prompt hash changes anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.models import Node, Run, Topic
+from nexus_assets.core.paths import value_at
+
+PROMPT_VERSION = "pointer-v1"
+
+POINTER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "extracted_pointers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "topic_id": {"type": "string"},
+                    "json_path": {"type": "string"},
+                    "verbatim_quote": {"type": "string"},
+                },
+                "required": ["topic_id", "json_path", "verbatim_quote"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["extracted_pointers"],
+    "additionalProperties": False,
+}
+
+
+def node_entry(run: Run, node: Node) -> dict[str, str] | None:
+    """One node as the model sees it; None for a node that is not (or no longer) a string."""
+    try:
+        text = value_at(run.document, node.steps)
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(text, str):
+        return None
+    return {"json_path": node.path, "type": node.node_type, "text": text}
+
+
+def build_fragment(run: Run, nodes: Iterable[Node]) -> dict[str, Any]:
+    """The source JSON fragment of one chunk. Paths stay relative to the whole run document,
+    so a pointer into chunk 3 resolves against the run exactly like one into chunk 1."""
+    entries = [e for e in (node_entry(run, n) for n in nodes) if e is not None]
+    return {"run_id": run.run_id, "nodes": entries}
+
+
+def render_fragment(fragment: dict[str, Any]) -> str:
+    # canonical_json: the same chunk renders to the same bytes whatever dict order the caller used.
+    return canonical_json(fragment)
+
+
+def _user_prompt(
+    *,
+    topic_id: str,
+    display_name: str,
+    scope_description: str,
+    exclusion_criteria: Iterable[str],
+    run_id: str,
+    fragment: dict[str, Any],
+) -> str:
+    exclusions = list(exclusion_criteria)
+    excluded = "\n".join(f"- {c}" for c in exclusions) if exclusions else "- (none beyond the scope)"
+    return (
+        f"Topic id: {topic_id}\n"
+        f"Topic name: {display_name}\n"
+        f"In scope: {scope_description}\n"
+        f"Out of scope (never point at these):\n{excluded}\n"
+        f"Run id: {run_id}\n"
+        "\n"
+        "Source JSON fragment (each node's json_path is its address in the whole run document):\n"
+        f"{render_fragment(fragment)}\n"
+        "\n"
+        f'Reply with the JSON object {{"extracted_pointers": [...]}} for topic "{topic_id}".'
+    )
+
+
+_EXAMPLE_FRAGMENT = {
+    "run_id": "run-42",
+    "nodes": [
+        {
+            "json_path": "$['messages'][0]['content']",
+            "type": "user_message",
+            "text": "Thanks a lot! One more question about the build cache.",
+        },
+        {
+            "json_path": "$['messages'][1]['content']",
+            "type": "assistant_message",
+            "text": "Sure. The cache key includes the compiler version, so upgrading the compiler "
+            "invalidates every entry. Entries older than 30 days are evicted nightly. Hope that helps!",
+        },
+    ],
+}
+_EXAMPLE_REPLY = {
+    "extracted_pointers": [
+        {
+            "topic_id": "build-cache",
+            "json_path": "$['messages'][1]['content']",
+            "verbatim_quote": "The cache key includes the compiler version, so upgrading the compiler "
+            "invalidates every entry.",
+        },
+        {
+            "topic_id": "build-cache",
+            "json_path": "$['messages'][1]['content']",
+            "verbatim_quote": "Entries older than 30 days are evicted nightly.",
+        },
+    ]
+}
+
+# The example is rendered with the same code as real requests, so its layout cannot drift.
+SYSTEM_PROMPT = f"""You are a pointer, not an author. You read a fragment of one conversation and point at the exact text in it that belongs to one topic. Code copies the text you point at; you never write it.
+
+Rules:
+1. Quote verbatim. Copy the characters exactly as they appear in the node's "text": same words, case, punctuation, spacing and typos. No paraphrasing, summarising, translating, correcting, ellipses or added words.
+2. One quote comes from one node. Never merge or join text from different nodes.
+3. No inference. Point only at text that itself states something within the topic's scope; never at what is merely implied. Skip anything that is out of scope or matches an exclusion.
+4. Use the smallest verbatim quote that still holds the whole fact, usually one sentence or clause. Several facts in one node give several pointers.
+5. json_path: copy the node's "json_path" exactly as given. Never invent, shorten or renumber a path.
+6. Return only the path and the verbatim quote. Never return character offsets, positions or line numbers.
+7. topic_id: the topic id of the request.
+8. Reply with one JSON object and nothing else: {{"extracted_pointers": [{{"topic_id": "...", "json_path": "...", "verbatim_quote": "..."}}]}}. When nothing in the fragment is in scope, reply {{"extracted_pointers": []}}.
+
+Example request:
+{_user_prompt(
+    topic_id="build-cache",
+    display_name="Build cache policy",
+    scope_description="How and when build cache entries are invalidated or evicted.",
+    exclusion_criteria=["General pleasantries"],
+    run_id="run-42",
+    fragment=_EXAMPLE_FRAGMENT,
+)}
+
+Example reply:
+{canonical_json(_EXAMPLE_REPLY)}"""
+
+
+def render_messages(topic: Topic, run_id: str, fragment: dict[str, Any]) -> list[dict[str, str]]:
+    """The chat messages for one chunk: the fixed system prompt and the topic + fragment."""
+    policy = topic.extraction_policy
+    user = _user_prompt(
+        topic_id=topic.topic_id,
+        display_name=topic.display_name,
+        scope_description=policy.scope_description,
+        exclusion_criteria=policy.exclusion_criteria,
+        run_id=run_id,
+        fragment=fragment,
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

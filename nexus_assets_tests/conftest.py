@@ -1,0 +1,28 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from nexus_assets_tests.project import Project, sample_project
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """The shipped sample data copied into a temp dir, with a vault path of its own."""
+    return sample_project(tmp_path / "proj")
+
+
+@pytest.fixture
+def empty_project(tmp_path: Path) -> Project:
+    p = Project(tmp_path / "proj")
+    p.runs.mkdir(parents=True)
+    p.topics.mkdir(parents=True)
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests use ephemeral instances unless they set DAGSTER_HOME themselves.
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    for var in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR", "NEXUS_EXTRACTOR"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,26 @@
+"""Real Dagster materializations of the topic graph against a test project."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from nexus_assets.definitions import ASSETS, CHECKS, build_resources
+from nexus_assets_tests.project import Project
+
+
+def materialize_topic(project: Project, topic_id: str, instance: dg.DagsterInstance, **resource_args) -> dg.ExecuteInProcessResult:
+    if topic_id not in instance.get_dynamic_partitions("topics"):
+        instance.add_dynamic_partitions("topics", [topic_id])
+    return dg.materialize(
+        [*ASSETS, *CHECKS],
+        partition_key=topic_id,
+        instance=instance,
+        resources=build_resources(
+            db_path=str(project.db), runs_dir=str(project.runs), topics_dir=str(project.topics), **resource_args
+        ),
+        raise_on_error=False,
+    )
+
+
+def check_results(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}

@@ -1,0 +1,121 @@
+"""The topic asset graph, materialized for real with Dagster against real DuckDB files."""
+
+import shutil
+
+import dagster as dg
+import pytest
+
+from nexus_assets.definitions import defs
+from nexus_assets.vault import Vault
+from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
+from nexus_assets_tests.project import Project, sample_project
+
+ACTIVE = ["nexus-server-sync", "storage-decisions"]
+
+
+def manifest_hashes(project: Project) -> dict[str, str]:
+    with Vault.open(project.db, read_only=True) as v:
+        return {t: v.latest_manifest(t).manifest_hash for t in ACTIVE}
+
+
+def test_definitions_load_with_the_documented_shape():
+    repo = defs.get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert keys == {"raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest"}
+    groups = {k.to_user_string(): repo.asset_graph.get(k).group_name for k in repo.asset_graph.get_all_asset_keys()}
+    assert groups == {
+        "raw_runs": "raw_runs",
+        "pointer_extractions": "pointers",
+        "validated_bricks": "bricks",
+        "resolved_brick_states": "states",
+        "topic_manifest": "manifest",
+    }
+    checks = {k.name for k in repo.asset_graph.asset_check_keys}
+    assert checks == {"hallucination_rejection", "checksum_drift"}
+    assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
+    assert [s.name for s in repo.schedule_defs] == ["nightly_sync"]
+    assert [s.name for s in repo.sensor_defs] == ["nexus_files_sensor"]
+
+
+def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
+    with dg.instance_for_test() as instance:
+        for topic_id in ACTIVE:
+            result = materialize_topic(project, topic_id, instance)
+            assert result.success
+            assert check_results(result) == {"hallucination_rejection": True, "checksum_drift": True}
+            meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
+            assert meta["bricks"].value > 0
+            assert len(meta["manifest_hash"].value) == 64
+            preview = result.asset_materializations_for_node("resolved_brick_states")[0].metadata["preview"]
+            assert "| # | state |" in preview.value
+    with Vault.open(project.db, read_only=True) as v:
+        for topic_id in ACTIVE:
+            visible = [b for b in v.bricks(topic_id) if b.state != "SUPERSEDED"]
+            assert visible, topic_id
+            assert [b.order_index for b in visible] == list(range(len(visible)))
+
+
+def test_draft_topic_is_never_compiled(project: Project):
+    with dg.instance_for_test() as instance:
+        result = materialize_topic(project, "team-rituals", instance)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "DRAFT" in failure.event_specific_data.error.message
+    with Vault.open(project.db, read_only=True) as v:
+        assert v.bricks("team-rituals") == []
+        assert v.latest_manifest("team-rituals") is None
+
+
+def test_second_sync_leaves_every_manifest_hash_unchanged(project: Project):
+    with dg.instance_for_test() as instance:
+        for topic_id in ACTIVE:
+            materialize_topic(project, topic_id, instance)
+        first = manifest_hashes(project)
+        for topic_id in ACTIVE:
+            result = materialize_topic(project, topic_id, instance)
+            assert result.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
+    assert manifest_hashes(project) == first
+    with Vault.open(project.db, read_only=True) as v:
+        assert all(len(v.manifests(t)) == 1 for t in ACTIVE)
+
+
+def test_fresh_vault_over_renamed_files_gives_the_same_hashes(tmp_path):
+    a = sample_project(tmp_path / "a")
+    b = Project(tmp_path / "b")
+    shutil.copytree(a.topics, b.topics)
+    # Same runs, other file names and folders, reverse discovery order.
+    for n, path in enumerate(sorted(a.runs.rglob("*.json"), reverse=True)):
+        target = b.runs / f"zz-{n}" / f"renamed-{n}.json"
+        target.parent.mkdir(parents=True)
+        shutil.copy(path, target)
+    with dg.instance_for_test() as instance:
+        for topic_id in ACTIVE:
+            materialize_topic(a, topic_id, instance)
+        for topic_id in reversed(ACTIVE):
+            materialize_topic(b, topic_id, instance)
+    assert manifest_hashes(a) == manifest_hashes(b)
+    with Vault.open(a.db, read_only=True) as va, Vault.open(b.db, read_only=True) as vb:
+        for t in ACTIVE:
+            assert va.bricks(t) == vb.bricks(t)
+
+
+def test_no_ghost_topics_improvise_bricks_show_right_after_a_sync(empty_project: Project):
+    p = empty_project
+    p.write_topic("ghosts", keywords=["sync"])
+    from nexus_assets_tests.project import nexus_run
+
+    p.write_run("open.json", nexus_run("r-open", [("user", "The sync is still being designed.")], status="OPEN"))
+    with dg.instance_for_test() as instance:
+        assert materialize_topic(p, "ghosts", instance).success
+    with Vault.open(p.db, read_only=True) as v:
+        (brick,) = v.bricks("ghosts")
+        assert brick.state == "IMPROVISE"
+        assert v.latest_manifest("ghosts").bricks[0].brick_id == brick.brick_id
+
+
+def test_a_missing_topic_file_fails_with_a_clear_message(project: Project):
+    with dg.instance_for_test() as instance:
+        result = materialize_topic(project, "no-such-topic", instance)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "no valid topic file defines 'no-such-topic'" in failure.event_specific_data.error.message
