@@ -91,6 +91,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if not selected:
         raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync")
 
+    # Every topic file is recorded, so `nexus topics` shows DRAFT ones too; only compiled ones sync.
+    with open_vault(args, write=True) as vault:
+        for tf in files:
+            if tf.topic is not None:
+                vault.record_topic(tf.topic, str(tf.path))
+
     defs = build_defs(
         db_path=args.db,
         runs_dir=str(runs_dir),

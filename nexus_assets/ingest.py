@@ -36,7 +36,7 @@ def ingest_runs(
     vault: Vault,
     runs_dir: Path,
     *,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
     open_after: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> IngestReport:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -21,11 +21,16 @@ from nexus_assets.core.paths import depth_of
 RUN_FILE_SUFFIXES = (".json", ".zip")
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
 @dataclass(frozen=True)
 class Limits:
     # One Nexus run file is loaded whole; exports are streamed conversation by conversation.
-    max_file_bytes: int = int(os.environ.get("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024))
-    max_depth: int = int(os.environ.get("NEXUS_MAX_JSON_DEPTH", 64))
+    max_file_bytes: int = field(default_factory=lambda: _env_int("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024))
+    max_depth: int = field(default_factory=lambda: _env_int("NEXUS_MAX_JSON_DEPTH", 64))
 
 
 def scan_run_files(runs_dir: Path) -> list[Path]:
@@ -131,9 +136,10 @@ def _stream_export(
 
 
 def iter_run_file(
-    path: Path, display: str, *, sha: str | None = None, limits: Limits = Limits(), open_after: str | None = None
+    path: Path, display: str, *, sha: str | None = None, limits: Limits | None = None, open_after: str | None = None
 ) -> Iterator[Run | IngestionError]:
     """The runs in one file, and an IngestionError for each part that could not be read."""
+    limits = limits or Limits()
     try:
         if path.suffix.lower() == ".zip":
             from nexus_assets.core.formats.exports import open_export_zip

@@ -237,14 +237,15 @@ class Vault:
             raise
         self.conn.execute("COMMIT")
 
-    def _insert_df(self, table: str, rows: list[dict], *, conflict: str = "DO NOTHING") -> None:
+    def _insert_df(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
         if not rows:
             return
         frame = pd.DataFrame(rows)
         self.conn.register("_rows", frame)
         try:
             cols = ", ".join(frame.columns)
-            self.conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows ON CONFLICT {conflict}")
+            on_conflict = f" ON CONFLICT {conflict}" if conflict else ""
+            self.conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows{on_conflict}")
         finally:
             self.conn.unregister("_rows")
 
@@ -312,6 +313,7 @@ class Vault:
                 {"file": e.file, "file_sha256": e.file_sha256, "conversation": e.conversation, "problem": e.problem, "recorded_at": now()}
                 for e in errors
             ],
+            conflict=None,
         )
 
     def latest_versions(self, run_ids: Iterable[str] | None = None) -> dict[str, str]:

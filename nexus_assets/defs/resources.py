@@ -24,13 +24,14 @@ class NexusSettings(dg.ConfigurableResource):
         default=None,
         description="Export conversations updated at or after this ISO time are treated as OPEN.",
     )
-    max_run_file_bytes: int = Limits().max_file_bytes
-    max_json_depth: int = Limits().max_depth
+    max_run_file_bytes: int | None = Field(default=None, description="Default: NEXUS_MAX_RUN_FILE_BYTES or 32 MiB.")
+    max_json_depth: int | None = Field(default=None, description="Default: NEXUS_MAX_JSON_DEPTH or 64.")
     progress: bool = Field(default=False, description="Print one-line progress to stderr (the CLI sets it).")
 
     @property
     def limits(self) -> Limits:
-        return Limits(max_file_bytes=self.max_run_file_bytes, max_depth=self.max_json_depth)
+        given = {"max_file_bytes": self.max_run_file_bytes, "max_depth": self.max_json_depth}
+        return Limits(**{k: v for k, v in given.items() if v is not None})
 
     def say(self, context: dg.OpExecutionContext | dg.AssetCheckExecutionContext, message: str) -> None:
         context.log.info(message)

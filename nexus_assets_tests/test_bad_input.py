@@ -1,0 +1,91 @@
+"""Invariant 11: a malformed run file is an ingestion error naming the file and the problem;
+every other run still compiles and nothing already in the vault is lost."""
+
+import json
+
+import pytest
+
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.project import Project, nexus_run
+
+TOPIC = "storage-decisions"
+
+
+def deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+BAD_FILES = {
+    "truncated.json": (b'{"run_id": "t", "status": "CLOSED", "messages": [{"role": "user", "content": "the vault is', "not valid JSON"),
+    "latin1.json": (
+        json.dumps({"run_id": "l", "status": "CLOSED", "messages": [{"role": "user", "content": "caf\u00e9 vault"}]}, ensure_ascii=False).encode("latin-1"),
+        "not valid UTF-8 at byte",
+    ),
+    "unknown-shape.json": (json.dumps({"title": "notes", "items": [1, 2, 3]}).encode(), "not a known run format"),
+    "empty.json": (b"", "file is empty"),
+    "whitespace.json": (b"  \n\t ", "file is empty"),
+    "too-deep.json": (
+        ('{"run_id": "d", "status": "CLOSED", "messages": [], "extra": ' + deep(200) + "}").encode(),
+        "nesting is",
+    ),
+    "recursion-bomb.json": (
+        ('{"run_id": "d2", "status": "CLOSED", "messages": [], "extra": ' + deep(100_000) + "}").encode(),
+        "nesting",
+    ),
+    "bad-status.json": (json.dumps({"run_id": "s", "status": "DONE", "messages": []}).encode(), "status"),
+    "content-not-string.json": (
+        json.dumps({"run_id": "c", "status": "CLOSED", "messages": [{"role": "user", "content": 42}]}).encode(),
+        "messages[0].content",
+    ),
+    "surrogate.json": (b'{"run_id": "u", "status": "CLOSED", "messages": [{"role": "user", "content": "vault \\ud800"}]}', "surrogate"),
+}
+
+
+@pytest.fixture
+def synced(project: Project, capsys) -> Project:
+    run_json(capsys, *project.sync_args(TOPIC))
+    return project
+
+
+def test_each_malformed_file_is_an_error_and_the_rest_still_compiles(synced: Project, capsys):
+    p = synced
+    before = run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")
+    manifest_before = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
+    for name, (data, _) in BAD_FILES.items():
+        p.write_bytes(f"bad/{name}", data)
+    p.write_run("good/new.json", nexus_run("run-new-good", [("user", "We chose DuckDB for the vault because it is embedded.")]))
+
+    results = run_json(capsys, *p.sync_args(TOPIC))
+    assert results[0]["success"], results
+
+    errors = run_json(capsys, *p.cli_args(), "errors")
+    by_file = {e["file"].rsplit("/", 1)[-1]: e["problem"] for e in errors}
+    for name, (_, expected) in BAD_FILES.items():
+        assert name in by_file, f"no ingestion error for {name}"
+        assert expected in by_file[name], (name, by_file[name])
+    assert all("/bad/" in e["file"] for e in errors), "errors name the file"
+
+    after = {b["brick_id"]: b for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")}
+    for b in before:
+        assert after[b["brick_id"]]["content"] == b["content"]
+    assert any(s["run_id"] == "run-new-good" for b in after.values() for s in b["sources"])
+    assert run_json(capsys, *p.cli_args(), "manifest", TOPIC)["manifest_hash"] != manifest_before["manifest_hash"]
+
+
+def test_an_oversized_file_is_refused_with_the_limit_named(empty_project: Project, capsys, monkeypatch):
+    p = empty_project
+    p.write_topic("limits", keywords=["vault"])
+    p.write_run("big.json", nexus_run("big", [("user", "vault " + "x" * 5000)]))
+    p.write_run("small.json", nexus_run("small", [("user", "The vault is small.")]))
+    monkeypatch.setenv("NEXUS_MAX_RUN_FILE_BYTES", "4096")
+    run_json(capsys, *p.sync_args("limits"))
+    (error,) = run_json(capsys, *p.cli_args(), "errors")
+    assert error["file"].endswith("big.json") and "over the 4096-byte limit" in error["problem"]
+    assert [b["content"] for b in run_json(capsys, *p.cli_args(), "bricks", "limits")] == ["The vault is small."]
+
+
+def test_a_broken_topic_file_is_named_and_other_topics_still_sync(project: Project, capsys):
+    (project.topics / "broken.yaml").write_text("topic_id: Not A Slug\ndisplay_name: x\n", encoding="utf-8")
+    results = run_json(capsys, *project.sync_args())
+    assert [r["topic_id"] for r in results] == ["nexus-server-sync", "storage-decisions"]
+    assert all(r["success"] for r in results)

@@ -1,0 +1,113 @@
+"""The `nexus` command's surfaces (DESIGN §7): names, --json fields and exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.project import Project
+
+BRICK_FIELDS = {"brick_id", "topic_id", "content", "fingerprint", "state", "order_index", "superseded_by", "stale", "sources"}
+SOURCE_FIELDS = {"run_id", "json_path", "start", "end", "node_checksum"}
+
+
+def test_sync_then_every_listing_speaks_the_contract(project: Project, capsys):
+    results = run_json(capsys, *project.sync_args())
+    assert [r["topic_id"] for r in results] == ["nexus-server-sync", "storage-decisions"]
+    assert all(r["success"] and all(r["checks"].values()) for r in results)
+
+    topics = {t["topic_id"]: t for t in run_json(capsys, *project.cli_args(), "topics")}
+    assert topics["team-rituals"]["state"] == "DRAFT" and topics["team-rituals"]["visible_bricks"] == 0
+    assert topics["nexus-server-sync"]["visible_bricks"] > 0
+
+    bricks = run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync")
+    assert bricks and all(set(b) >= BRICK_FIELDS for b in bricks)
+    assert all(set(s) >= SOURCE_FIELDS for b in bricks for s in b["sources"])
+    assert [b["order_index"] for b in bricks] == list(range(len(bricks)))
+    assert all(b["state"] != "SUPERSEDED" for b in bricks)
+
+    everything = run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync", "--all")
+    superseded = [b for b in everything if b["state"] == "SUPERSEDED"]
+    assert superseded and all(b["superseded_by"] in {x["brick_id"] for x in bricks} for b in superseded)
+    assert all(b["order_index"] is None for b in superseded)
+
+    linked = [b for b in bricks if len(b["sources"]) > 1]
+    assert linked, "the sample data repeats a sentence across runs"
+
+    manifest = run_json(capsys, *project.cli_args(), "manifest", "nexus-server-sync")
+    assert set(manifest) >= {"topic_id", "manifest_hash", "bricks"}
+    assert [e["brick_id"] for e in manifest["bricks"]] == [b["brick_id"] for b in bricks]
+    assert all(set(e) == {"order_index", "brick_id", "fingerprint", "state"} for e in manifest["bricks"])
+
+    traced = run_json(capsys, *project.cli_args(), "trace", linked[0]["brick_id"])
+    assert len(traced["traces"]) == len(linked[0]["sources"])
+    for t in traced["traces"]:
+        assert t["node_text"][t["start"] : t["end"]] == t["quote"]
+        assert t["current"] is True
+
+    assert run_json(capsys, *project.cli_args(), "rejections", "nexus-server-sync") == []
+    assert run_json(capsys, *project.cli_args(), "errors") == []
+    verify = run_json(capsys, *project.cli_args(), "verify")
+    assert verify["ok"] and verify["sources_checked"] >= len(bricks)
+
+
+def test_trace_marks_the_brick_text_in_plain_output(project: Project, capsys):
+    run_json(capsys, *project.sync_args("storage-decisions"))
+    brick = run_json(capsys, *project.cli_args(), "bricks", "storage-decisions")[0]
+    code, out, _ = run_cli(capsys, *project.cli_args(), "trace", brick["brick_id"][:10])
+    assert code == 0
+    assert f"⟦{brick['content']}⟧" in out
+
+
+def test_bad_usage_exits_2_with_a_message(project: Project, capsys):
+    code, _, err = run_cli(capsys, *project.cli_args(), "bricks", "nexus-server-sync")
+    assert code == 2 and "no vault" in err
+    run_json(capsys, *project.sync_args("storage-decisions"))
+    code, _, err = run_cli(capsys, *project.cli_args(), "bricks", "nope")
+    assert code == 2 and "unknown topic 'nope'" in err
+    code, _, err = run_cli(capsys, *project.sync_args("nope"))
+    assert code == 2 and "unknown topic 'nope'" in err
+    code, _, err = run_cli(capsys, *project.sync_args("team-rituals"))
+    assert code == 2 and "DRAFT" in err
+    code, _, err = run_cli(capsys, *project.cli_args(), "trace", "0000")
+    assert code == 2 and "no brick" in err
+    code, _, err = run_cli(capsys, *project.cli_args(), "close", "no-such-run")
+    assert code == 2 and "no run 'no-such-run'" in err
+
+
+def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):
+    run_json(capsys, *project.sync_args("nexus-server-sync"))
+    open_run = "run-2026-11-18-open-brainstorm"
+    before = [b for b in run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync") if b["sources"][0]["run_id"] == open_run]
+    assert before and all(b["state"] == "IMPROVISE" for b in before)
+    assert run_json(capsys, *project.cli_args(), "close", open_run)["changed"] is True
+    assert run_json(capsys, *project.cli_args(), "close", open_run)["changed"] is False
+    run_json(capsys, *project.sync_args("nexus-server-sync"))
+    after = {b["brick_id"]: b for b in run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync", "--all")}
+    for b in before:
+        assert after[b["brick_id"]]["state"] == "FORMING"
+        assert after[b["brick_id"]]["content"] == b["content"]
+        assert after[b["brick_id"]]["sources"] == b["sources"]
+    # SUPERSEDED is permanent: closing the fragment's run does not bring it back.
+    assert any(b["state"] == "SUPERSEDED" for b in after.values())
+
+
+def test_the_installed_command_runs_and_records_runs_in_dagster_home(project: Project, tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    nexus = os.path.join(os.path.dirname(sys.executable), "nexus")
+    done = subprocess.run([nexus, *project.sync_args("storage-decisions"), "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(done.stdout)
+    from dagster import DagsterInstance
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        with DagsterInstance.get() as instance:
+            run = instance.get_run_by_id(result["dagster_run_id"])
+            assert run is not None and run.job_name == "sync_topics"
+            assert run.tags.get("dagster/partition") == "storage-decisions"
+    finally:
+        del os.environ["DAGSTER_HOME"]

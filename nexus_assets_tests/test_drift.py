@@ -1,0 +1,63 @@
+"""Invariant 9: a source that changes after a sync flags exactly its bricks stale; nothing is deleted."""
+
+import json
+
+import dagster as dg
+
+from nexus_assets.vault import Vault
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
+from nexus_assets_tests.project import Project
+
+TOPIC = "storage-decisions"
+RUN_FILE = "nexus/2026-10-09-vault-design.json"
+RUN_ID = "run-2026-10-09-vault-design"
+EDITED = "$['messages'][5]['content']"
+
+
+def edit_closed_run(project: Project) -> None:
+    path = project.runs / RUN_FILE
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["status"] == "CLOSED"
+    doc["messages"][5]["content"] = doc["messages"][5]["content"].replace("flagged stale", "quietly rewritten")
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+
+
+def bricks_of_node(bricks: list[dict]) -> set[str]:
+    return {b["brick_id"] for b in bricks if any(s["run_id"] == RUN_ID and s["json_path"] == EDITED for s in b["sources"])}
+
+
+def test_verify_names_exactly_the_bricks_of_the_edited_node(project: Project, capsys):
+    run_json(capsys, *project.sync_args(TOPIC))
+    before = run_json(capsys, *project.cli_args(), "bricks", TOPIC, "--all")
+    expected = bricks_of_node(before)
+    assert expected, "the sample run has bricks in the node we edit"
+    edit_closed_run(project)
+
+    report = run_json(capsys, *project.cli_args(), "verify", expect=1)
+    assert report["ok"] is False
+    assert set(report["stale_bricks"]) == expected
+    assert all(d["json_path"] == EDITED and d["run_id"] == RUN_ID for d in report["drift"])
+
+    after = {b["brick_id"]: b for b in run_json(capsys, *project.cli_args(), "bricks", TOPIC, "--all")}
+    assert set(after) == {b["brick_id"] for b in before}, "no brick was deleted"
+    assert {bid for bid, b in after.items() if b["stale"]} == expected
+    for b in before:
+        assert after[b["brick_id"]]["content"] == b["content"]
+
+
+def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(project: Project):
+    with dg.instance_for_test() as instance:
+        assert check_results(materialize_topic(project, TOPIC, instance))["checksum_drift"]
+        with Vault.open(project.db, read_only=True) as v:
+            expected = {b.brick_id for b in v.bricks(TOPIC) if any(s.json_path == EDITED and s.run_id == RUN_ID for s in b.sources)}
+        edit_closed_run(project)
+        result = materialize_topic(project, TOPIC, instance)
+    (drift,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "checksum_drift"]
+    assert not drift.passed
+    assert set(drift.metadata["stale_bricks"].value) == expected
+    with Vault.open(project.db, read_only=True) as v:
+        stale = {b.brick_id for b in v.bricks(TOPIC) if b.stale}
+        assert stale == expected
+        # The old version stays in the vault so the original address can still be shown.
+        assert v.conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 2
