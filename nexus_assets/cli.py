@@ -102,6 +102,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         runs_dir=str(runs_dir),
         topics_dir=str(topics_dir),
         extractor=args.extractor,
+        replay_only=args.replay_only,
         progress=not args.json,
     )
     job = defs.resolve_job_def("sync_topics")
@@ -283,6 +284,68 @@ def cmd_errors(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from nexus_assets.extractors import VaultCallStore
+    from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+    from nexus_assets.llm.client import LLMConfig, LLMConfigError
+    from nexus_assets.planning import _NoCalls, current_runs, plan_topic
+    from nexus_assets.topicfiles import read_topic_files
+
+    env = dict(os.environ)
+    # Planning sends nothing, so only the model (part of every call key) and prices matter.
+    env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
+    env.setdefault("OPENAI_API_KEY", "unused")
+    try:
+        config = LLMConfig.from_env(env)
+    except LLMConfigError as exc:
+        raise UsageError(f"{exc}; the plan needs NEXUS_LLM_MODEL because the model is part of every call key") from None
+    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(Path(args.topics_dir)) if tf.topic is not None}
+    if args.topic:
+        unknown = [t for t in args.topic if t not in topics]
+        if unknown:
+            raise UsageError(f"unknown topic {unknown[0]!r}; topic files define: {', '.join(sorted(topics)) or 'none'}")
+        selected = [topics[t] for t in dict.fromkeys(args.topic)]
+    else:
+        selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
+    runs = current_runs(Path(args.runs_dir))
+    budget = args.token_budget or DEFAULT_TOKEN_BUDGET
+    db = Path(args.db)
+    plans = []
+    if db.exists():
+        with open_vault(args) as vault:
+            store = VaultCallStore(vault)
+            plans = [plan_topic(t, runs, config=config, store=store, token_budget=budget) for t in selected]
+    else:
+        plans = [plan_topic(t, runs, config=config, store=_NoCalls(), token_budget=budget) for t in selected]
+    data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans]}
+    lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
+    for p in plans:
+        cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
+        lines.append(
+            f"{p.topic_id}: {p.runs_in_scope}/{p.runs_total} runs in scope; {p.calls} calls "
+            f"({p.cached_calls} cached, {p.uncached_calls} to send); ~{p.input_tokens_to_send} input + "
+            f"~{p.output_tokens_to_send} output tokens to send (~{p.input_tokens_without_prefilter} input without the "
+            f"pre-filter); {cost}"
+        )
+    emit(args, data, "\n".join(lines))
+    return 0
+
+
+def cmd_calls(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        if args.topic:
+            require_topic(vault, args.topic)
+        rows = vault.llm_calls(args.topic)
+    text = "\n".join(
+        f"{str(r['recorded_at'])[:19]} {r['status']:<6} {r['topic_id']} {r['run_id']} chunk {r['chunk_index'] + 1}/{r['chunk_count']} "
+        f"{r['model']} {r['prompt_version']} in={r['prompt_tokens']} out={r['completion_tokens']} {r['latency_ms']}ms "
+        f"key {r['call_key'][:12]}{' — ' + r['error'] if r['error'] else ''}"
+        for r in rows
+    )
+    emit(args, rows, text or "no LLM calls recorded")
+    return 0
+
+
 def cmd_close(args: argparse.Namespace) -> int:
     with open_vault(args, write=True) as vault:
         try:
@@ -294,6 +357,27 @@ def cmd_close(args: argparse.Namespace) -> int:
         {"run_id": args.run_id, "closed": True, "changed": changed},
         f"run {args.run_id} {'closed' if changed else 'was already closed'}; bricks move to FORMING on the next sync",
     )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nexus_assets.web.server import LOOPBACK_NAMES, make_server
+
+    if not Path(args.db).exists():
+        print(f"warning: no vault at {args.db} yet; pages say so until `nexus sync` creates it", file=sys.stderr)
+    if args.host not in LOOPBACK_NAMES:
+        print(f"warning: --host {args.host} makes the vault readable from other machines", file=sys.stderr)
+    try:
+        server = make_server(args.db, args.host, args.port, log_requests=True)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pass another --port (0 picks a free one)") from None
+    print(f"Nexus trace viewer (read-only) on {server.url} ; Ctrl-C stops it", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -310,7 +394,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default=os.environ.get("NEXUS_RUNS_DIR", "data/runs"))
     p.add_argument("--topics-dir", default=os.environ.get("NEXUS_TOPICS_DIR", "data/topics"))
     p.add_argument("--extractor", choices=["embedded", "openai"], default=os.environ.get("NEXUS_EXTRACTOR", "embedded"))
+    p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
     p.set_defaults(func=cmd_sync)
+    p = sub.add_parser("plan", parents=[common], help="what a sync with the openai extractor would call and cost; sends nothing")
+    p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
+    p.add_argument("--runs-dir", default=os.environ.get("NEXUS_RUNS_DIR", "data/runs"))
+    p.add_argument("--topics-dir", default=os.environ.get("NEXUS_TOPICS_DIR", "data/topics"))
+    p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")
+    p.add_argument("--topic", help="only this topic's calls")
+    p.set_defaults(func=cmd_calls)
 
     sub.add_parser("topics", parents=[common], help="topics with state and brick counts").set_defaults(func=cmd_topics)
     p = sub.add_parser("bricks", parents=[common], help="a topic's visible bricks in order")
@@ -333,6 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("close", parents=[common], help="close a run (one-way)")
     p.add_argument("run_id")
     p.set_defaults(func=cmd_close)
+    p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -24,10 +24,15 @@ class ExtractReport:
     reused: int = 0
     pointers: int = 0
     incomplete: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
-    """Ask the extractor about every latest run version it has not answered for yet."""
+    """Ask the extractor about every latest run version it has not answered for yet.
+
+    Not one transaction: each answer (and each paid LLM call) is kept as soon as it exists, so a
+    failure later in the topic never costs what was already extracted.
+    """
     report = ExtractReport()
     versions = [RunVersion(r, v) for r, v in sorted(vault.latest_versions().items())]
     report.candidates = len(versions)
@@ -39,17 +44,19 @@ def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress:
     for start in range(0, len(todo), 200):
         chunk = todo[start : start + 200]
         runs = vault.load_runs(chunk)
-        with vault.transaction():
-            for i, rv in enumerate(chunk, start):
-                result = extractor.extract(topic, runs[rv])
-                if not result.complete:
-                    report.incomplete.append(rv.run_id)
-                    continue
-                vault.store_extraction(keys[rv], topic.topic_id, rv, extractor.identity, result.pointers)
-                report.extracted += 1
-                report.pointers += len(result.pointers)
-                if progress and (i + 1) % step == 0:
-                    progress(f"{topic.topic_id}: extracted {i + 1}/{len(todo)} runs")
+        answers = []
+        for i, rv in enumerate(chunk, start):
+            result = extractor.extract(topic, runs[rv])
+            if not result.complete:
+                report.incomplete.append(rv.run_id)
+                report.notes += [f"{rv.run_id}: {n}" for n in result.notes]
+                continue
+            answers.append((keys[rv], rv, result.pointers))
+            report.extracted += 1
+            report.pointers += len(result.pointers)
+            if progress and (i + 1) % step == 0:
+                progress(f"{topic.topic_id}: extracted {i + 1}/{len(todo)} runs")
+        vault.store_extractions(topic.topic_id, extractor.identity, answers)
     return report
 
 

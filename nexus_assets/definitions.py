@@ -27,6 +27,7 @@ def build_resources(
     runs_dir: str | None = None,
     topics_dir: str | None = None,
     extractor: str | None = None,
+    replay_only: bool = False,
     open_after: str | None = None,
     progress: bool = False,
 ) -> dict:
@@ -42,7 +43,9 @@ def build_resources(
         "settings": settings,
         "duckdb": duckdb,
         "vault": VaultResource(duckdb=duckdb),
-        "extractor": ExtractorResource(backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded")),
+        "extractor": ExtractorResource(
+            backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded"), replay_only=replay_only
+        ),
     }
 
 

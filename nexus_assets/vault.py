@@ -156,6 +156,27 @@ CREATE TABLE IF NOT EXISTS ingestion_errors (
     problem TEXT NOT NULL,
     recorded_at TIMESTAMPTZ NOT NULL
 );
+CREATE TABLE IF NOT EXISTS llm_calls (
+    call_key TEXT NOT NULL,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    request_json TEXT NOT NULL,
+    raw_response TEXT,
+    pointers_json TEXT NOT NULL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    latency_ms INTEGER,
+    status TEXT NOT NULL,
+    error TEXT,
+    attempts INTEGER NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    response_format TEXT,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
 CREATE TABLE IF NOT EXISTS syncs (
     topic_id TEXT NOT NULL,
     dagster_run_id TEXT,
@@ -447,10 +468,23 @@ class Vault:
         ).fetchall()
         return {r[0] for r in rows}
 
-    def store_extraction(self, key: str, topic_id: str, run: RunVersion, extractor: str, pointers: list) -> None:
-        self.conn.execute(
-            "INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
-            [key, topic_id, run.run_id, run.version_id, extractor, json.dumps(pointers, ensure_ascii=False), now()],
+    def store_extractions(self, topic_id: str, extractor: str, answers: Sequence[tuple[str, RunVersion, list]]) -> None:
+        stamp = now()
+        self._insert_df(
+            "extractions",
+            [
+                {
+                    "extraction_key": key,
+                    "topic_id": topic_id,
+                    "run_id": rv.run_id,
+                    "version_id": rv.version_id,
+                    "extractor": extractor,
+                    "pointers_json": json.dumps(pointers, ensure_ascii=False),
+                    "validated": False,
+                    "created_at": stamp,
+                }
+                for key, rv, pointers in answers
+            ],
         )
 
     def unvalidated_extractions(self, topic_id: str) -> list[tuple[str, RunVersion, list]]:
@@ -543,6 +577,41 @@ class Vault:
                 "SELECT reason, count(*) FROM rejections WHERE topic_id = ? GROUP BY reason ORDER BY reason", [topic_id]
             ).fetchall()
         )
+
+    # LLM calls: the audit trail and the replay cache (only successful calls are replayed)
+
+    LLM_CALL_COLUMNS = (
+        "call_key, topic_id, run_id, model, prompt_version, prompt_hash, request_json, raw_response, pointers_json, "
+        "prompt_tokens, completion_tokens, latency_ms, status, error, attempts, chunk_index, chunk_count, response_format"
+    )
+
+    def successful_llm_call(self, key: str) -> dict | None:
+        cur = self.conn.execute(
+            f"SELECT {self.LLM_CALL_COLUMNS} FROM llm_calls WHERE call_key = ? AND status = 'ok' ORDER BY recorded_at LIMIT 1",
+            [key],
+        )
+        rows = cur.fetchall()
+        return dict(zip([c[0] for c in cur.description], rows[0])) if rows else None
+
+    def record_llm_call(self, row: dict) -> None:
+        """Append one call; committed at once, so a paid-for answer survives a later failure."""
+        cols = self.LLM_CALL_COLUMNS.split(", ")
+        self.conn.execute(
+            f"INSERT INTO llm_calls ({self.LLM_CALL_COLUMNS}, recorded_at) VALUES ({', '.join('?' * (len(cols) + 1))})",
+            [row[c] for c in cols] + [now()],
+        )
+
+    def llm_calls(self, topic_id: str | None = None) -> list[dict]:
+        where = "WHERE topic_id = ?" if topic_id else ""
+        cur = self.conn.execute(
+            f"""SELECT call_key, topic_id, run_id, model, prompt_version, prompt_hash, status, error, attempts,
+                       prompt_tokens, completion_tokens, latency_ms, chunk_index, chunk_count, response_format,
+                       recorded_at, raw_response
+                FROM llm_calls {where} ORDER BY recorded_at, call_key""",
+            [topic_id] if topic_id else [],
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     # Bricks and manifests
 

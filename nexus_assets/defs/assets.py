@@ -10,9 +10,12 @@ from nexus_assets.compiler import extract_phase, publish_phase, resolve_phase, v
 from nexus_assets.core.models import Brick, Topic
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
+from nexus_assets.extractors import OpenAIExtractor
+from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.ingest import ingest_runs
 from nexus_assets.topicfiles import find_topic
 from nexus_assets.vault import Vault
+from nexus_assets.web.links import topic_url
 
 WRITER_POOL = "duckdb_writer"
 PREVIEW_BRICKS = 20
@@ -109,22 +112,42 @@ def pointer_extractions(
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
             return dg.MaterializeResult(metadata={"skipped": "topic is LOCKED"})
-        report = extract_phase(v, topic, extractor.build(), progress=lambda m: settings.say(context, m))
+        backend = extractor.build(v)
+        try:
+            report = extract_phase(v, topic, backend, progress=lambda m: settings.say(context, m))
+        except (LLMFatalError, CacheMiss) as exc:
+            raise dg.Failure(f"{topic.topic_id}: {exc}") from None
+        finally:
+            if isinstance(backend, OpenAIExtractor):
+                backend.close()
     settings.say(
         context,
         f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged",
     )
-    if report.incomplete:
-        context.log.warning(f"extraction incomplete for runs: {', '.join(report.incomplete)}; they are retried next sync")
-    return dg.MaterializeResult(
-        metadata={
-            "runs_considered": report.candidates,
-            "runs_extracted": report.extracted,
-            "runs_unchanged": report.reused,
-            "pointers": report.pointers,
-            "runs_incomplete": len(report.incomplete),
+    metadata = {
+        "extractor": backend.identity,
+        "runs_considered": report.candidates,
+        "runs_extracted": report.extracted,
+        "runs_unchanged": report.reused,
+        "pointers": report.pointers,
+        "runs_incomplete": len(report.incomplete),
+    }
+    if isinstance(backend, OpenAIExtractor):
+        metadata |= {
+            "llm_calls": backend.calls,
+            "llm_requests_sent": backend.requests_sent,
+            "llm_calls_failed": len(backend.failed),
+            "failed_calls": dg.MetadataValue.md(
+                "\n".join(f"- run `{r.run_id}` chunk {r.chunk_index + 1}/{r.chunk_count}: {r.error}" for r in backend.failed)
+                or "_none_"
+            ),
         }
-    )
+    if report.incomplete:
+        context.log.warning(
+            f"{len(report.incomplete)} runs not fully extracted (failed LLM calls); they are retried next sync: "
+            + "; ".join(report.notes[:20])
+        )
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(
@@ -208,5 +231,6 @@ def topic_manifest(
             "new_manifest": recorded,
             "bricks": len(visible),
             "preview": dg.MetadataValue.md(bricks_preview(resolved_brick_states)),
+            "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }
     )

@@ -1,6 +1,7 @@
 """Resources: where the inputs live, which extractor points, and the vault connection."""
 
 
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,9 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from nexus_assets.extractors import EmbeddedExtractor, Extractor
+from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtractor, VaultCallStore
+from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.runfiles import Limits
 from nexus_assets.vault import Vault
 
@@ -43,14 +46,35 @@ class NexusSettings(dg.ConfigurableResource):
 
 
 class ExtractorResource(dg.ConfigurableResource):
-    """Which extractor points at text. `embedded` is offline and deterministic."""
+    """Which extractor points at text. `embedded` is offline and deterministic; `openai` calls any
+    OpenAI-compatible server (OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL)."""
 
     backend: Literal["embedded", "openai"] = "embedded"
+    model: str | None = Field(default=None, description="Overrides NEXUS_LLM_MODEL.")
+    base_url: str | None = Field(default=None, description="Overrides OPENAI_BASE_URL.")
+    replay_only: bool = Field(default=False, description="Fail on a cache miss instead of calling the model.")
+    token_budget: int | None = Field(
+        default=None, description="Source tokens per call (NEXUS_LLM_TOKEN_BUDGET, else 3000); larger runs are chunked."
+    )
+    backoff_base_s: float | None = Field(default=None, description="First retry delay (NEXUS_LLM_BACKOFF_S, else 0.5 s).")
 
-    def build(self) -> Extractor:
+    def llm_config(self) -> LLMConfig:
+        backoff = self.backoff_base_s if self.backoff_base_s is not None else os.environ.get("NEXUS_LLM_BACKOFF_S")
+        overrides = {
+            k: v
+            for k, v in {"model": self.model, "base_url": self.base_url, "backoff_base_s": backoff}.items()
+            if v not in (None, "")
+        }
+        try:
+            return LLMConfig.from_env(**overrides)
+        except LLMConfigError as exc:
+            raise dg.Failure(str(exc)) from None
+
+    def build(self, vault: Vault) -> Extractor:
         if self.backend == "embedded":
             return EmbeddedExtractor()
-        raise dg.Failure(f"extractor backend {self.backend!r} is not available in this build")
+        budget = self.token_budget or int(os.environ.get("NEXUS_LLM_TOKEN_BUDGET") or DEFAULT_TOKEN_BUDGET)
+        return OpenAIExtractor(self.llm_config(), VaultCallStore(vault), replay_only=self.replay_only, token_budget=budget)
 
 
 class VaultResource(dg.ConfigurableResource):

@@ -1,0 +1,78 @@
+"""`dagster dev` loads the code location and its webserver answers on 127.0.0.1."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from nexus_assets_tests.project import REPO
+
+# dagster dev started from a script ignores SIGINT/SIGTERM (FACTS.md): give it its own session
+# with default signal handling, and stop the whole group.
+LAUNCHER = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.load(resp)
+
+
+def test_dagster_dev_serves_the_code_location(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "NEXUS_DB": str(tmp_path / "vault.duckdb")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        info = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as resp:
+                    info = json.load(resp)
+                    break
+            except OSError:
+                time.sleep(1)
+        assert info is not None, f"webserver did not answer: {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else 'timeout'}"
+        query = "{ workspaceOrError { ... on Workspace { locationEntries { name locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+        while time.monotonic() < deadline:
+            entries = graphql(port, query)["data"]["workspaceOrError"]["locationEntries"]
+            if entries and entries[0]["locationOrLoadError"]:
+                break
+            time.sleep(1)
+        (entry,) = entries
+        assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
+        jobs = graphql(port, '{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } schedules { name } sensors { name } } } } }')
+        (repo,) = jobs["data"]["repositoriesOrError"]["nodes"]
+        assert "sync_topics" in {j["name"] for j in repo["jobs"]}
+        assert {s["name"] for s in repo["schedules"]} >= {"nightly_sync"}
+        assert {s["name"] for s in repo["sensors"]} >= {"nexus_files_sensor"}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

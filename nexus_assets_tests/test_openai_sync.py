@@ -1,0 +1,168 @@
+"""The openai extractor through the whole sync, against a real Chat Completions server on 127.0.0.1.
+
+The server plays a hostile model: next to one true quote per node it returns paraphrases, wrong
+paths, paths to objects, wildcards, empty quotes, other topics and malformed objects. Only the
+true quotes may become bricks; every other pointer must be a rejection with its reason code.
+"""
+
+import json
+from collections import Counter
+
+import pytest
+
+from nexus_assets.core.sentences import sentences
+from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, ErrorReply, FakeOpenAIServer, Reply
+from nexus_assets_tests.project import Project, nexus_run
+
+TOPIC = "vault-notes"
+HOSTILE_REASONS = [
+    "quote_not_found",
+    "path_not_found",
+    "node_not_string",
+    "path_not_singular",
+    "empty_quote",
+    "unknown_topic",
+    "malformed_pointer",
+    "malformed_pointer",
+]
+
+
+def fragment_of(body: dict) -> tuple[str, dict]:
+    user = body["messages"][-1]["content"].splitlines()
+    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("Topic id: "))
+    marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
+    return topic_id, json.loads(user[marker + 1])
+
+
+def hostile_model(body: dict) -> dict:
+    topic_id, fragment = fragment_of(body)
+    pointers = []
+    for node in fragment["nodes"]:
+        path, first = node["json_path"], sentences(node["text"])[0]
+        pointers += [
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first},
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "In other words, " + first.lower()},
+            {"topic_id": topic_id, "json_path": "$.messages[99].content", "verbatim_quote": first},
+            {"topic_id": topic_id, "json_path": path.rsplit("[", 1)[0], "verbatim_quote": first},
+            {"topic_id": topic_id, "json_path": "$..content", "verbatim_quote": first},
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "  "},
+            {"topic_id": "some-other-topic", "json_path": path, "verbatim_quote": first},
+            {"json_path": path},
+            "just a string",
+        ]
+    return {"extracted_pointers": pointers}
+
+
+@pytest.fixture
+def llm_project(empty_project: Project, monkeypatch) -> Project:
+    p = empty_project
+    p.write_topic(TOPIC, keywords=["vault"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "The vault is append-only. Nothing is deleted."), ("assistant", "Yes, the vault keeps history. It also keeps checksums.")]))
+    p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB. One writer at a time."), ("user", "Unrelated small talk.")], status="OPEN"))
+    monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    monkeypatch.setenv("NEXUS_LLM_BACKOFF_S", "0.01")
+    return p
+
+
+def sync(p: Project, capsys, *extra: str, expect: int = 0):
+    return run_json(capsys, *p.sync_args(TOPIC), "--extractor", "openai", *extra, expect=expect)
+
+
+def test_only_true_quotes_become_bricks_and_every_lie_is_a_rejection(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(handler=hostile_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        (result,) = sync(p, capsys)
+        assert result["success"] and all(result["checks"].values())
+        assert server.request_count == 2  # one chunk per run; out-of-scope nodes never sent
+        sent = json.dumps(server.requests)
+        assert "Unrelated small talk" not in sent, "the keyword pre-filter skips nodes before any call"
+        assert all(r["temperature"] == 0 and not r.get("stream") and "seed" in r for r in server.requests)
+
+    bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC)
+    assert sorted(b["content"] for b in bricks) == sorted(
+        ["The vault is append-only.", "Yes, the vault keeps history.", "Our vault lives in DuckDB."]
+    )
+    rejections = run_json(capsys, *p.cli_args(), "rejections", TOPIC)
+    assert Counter(r["reason"] for r in rejections) == Counter(HOSTILE_REASONS * 3)
+    assert {r["run_id"] for r in rejections} == {"run-a", "run-b"}
+    calls = run_json(capsys, *p.cli_args(), "calls", "--topic", TOPIC)
+    assert len(calls) == 2 and all(c["status"] == "ok" and c["prompt_tokens"] for c in calls)
+
+
+def test_a_second_sync_replays_from_the_vault_sending_nothing(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(handler=hostile_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        sync(p, capsys)
+        first = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
+        sent = server.request_count
+        # A fresh vault would not help: drop the extraction cache so replay must come from llm_calls.
+        from nexus_assets.vault import Vault
+
+        with Vault.open(p.db) as v:
+            v.conn.execute("DELETE FROM extractions")
+            v.conn.execute("DELETE FROM occurrences")
+        sync(p, capsys, "--replay-only")
+        assert server.request_count == sent, "replay sends zero requests"
+    assert run_json(capsys, *p.cli_args(), "manifest", TOPIC)["manifest_hash"] == first["manifest_hash"]
+
+
+def test_replay_only_fails_on_a_cache_miss_instead_of_calling(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(handler=hostile_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code, _, err = run_cli(capsys, *p.sync_args(TOPIC), "--extractor", "openai", "--replay-only")
+        assert code == 1
+        assert "no stored" in err.lower() or "cache miss" in err.lower() or "replay" in err.lower()
+        assert server.request_count == 0
+
+
+def test_a_refused_key_is_one_clear_line_and_nothing_is_compiled(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(api_key="sk-other") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code, _, err = run_cli(capsys, *p.sync_args(TOPIC), "--extractor", "openai")
+    assert code == 1
+    assert "OPENAI_API_KEY was refused" in err and "(401)" in err
+    assert run_json(capsys, *p.cli_args(), "bricks", TOPIC) == []
+
+
+def test_failed_calls_are_recorded_never_cached_and_retried_next_sync(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(handler=hostile_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        # run-a: a 500 storm outlasting the retries; run-b: 429 then a prose-wrapped answer... then not JSON.
+        server.script(*[ErrorReply(500)] * 5, ErrorReply(429), Reply("Sure! I could not find anything, sorry."))
+        (result,) = sync(p, capsys)
+        assert result["success"]
+        calls = run_json(capsys, *p.cli_args(), "calls")
+        assert [c["status"] for c in calls] == ["failed", "failed"]
+        assert "500" in calls[0]["error"] and "JSON" in calls[1]["error"]
+        assert run_json(capsys, *p.cli_args(), "bricks", TOPIC) == []
+        before = server.request_count
+        sync(p, capsys)
+        assert server.request_count == before + 2, "both failed runs are asked again"
+    assert len(run_json(capsys, *p.cli_args(), "bricks", TOPIC)) == 3
+    assert [c["status"] for c in run_json(capsys, *p.cli_args(), "calls")] == ["failed", "failed", "ok", "ok"]
+
+
+def test_chunking_a_run_two_ways_gives_the_same_bricks(llm_project: Project, capsys, monkeypatch, tmp_path):
+    p = llm_project
+    long_run = [("user" if i % 2 else "assistant", f"Message {i}: the vault stores item {i} safely. Filler {'x' * 300}.") for i in range(12)]
+    p.write_run("long.json", nexus_run("run-long", long_run))
+    hashes, contents = [], []
+    for budget, db in (("100000", "one-chunk.duckdb"), ("150", "many-chunks.duckdb")):
+        monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", budget)
+        with FakeOpenAIServer(handler=hostile_model) as server:
+            monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+            args = ["--db", str(tmp_path / db)]
+            run_json(capsys, *args, *p.sync_args(TOPIC)[2:], "--extractor", "openai")
+            hashes.append(run_json(capsys, *args, "manifest", TOPIC)["manifest_hash"])
+            contents.append(run_json(capsys, *args, "bricks", TOPIC))
+            if budget == "150":
+                assert server.request_count > 6, "the small budget really split the run"
+    assert hashes[0] == hashes[1]
+    assert contents[0] == contents[1]
