@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.models import (
     Brick,
     IngestionError,
@@ -148,6 +149,17 @@ CREATE TABLE IF NOT EXISTS manifests (
     dagster_run_id TEXT,
     created_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (topic_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sealed_bricks (
+    topic_id TEXT NOT NULL,
+    brick_id TEXT NOT NULL,
+    order_index INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sources_json TEXT NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    sealed_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (topic_id, brick_id)
 );
 CREATE TABLE IF NOT EXISTS ingestion_errors (
     file TEXT NOT NULL,
@@ -308,6 +320,15 @@ class Vault:
             )
         return stored
 
+    def transition_topic(self, topic_id: str, to_state: str, *, actor: str) -> None:
+        """Move a recorded topic to `to_state` (activation and sealing go through here, not a topic file)."""
+        before = self.topic_state(topic_id)
+        if before is None:
+            raise KeyError(topic_id)
+        if before != to_state:
+            self.conn.execute("UPDATE topics SET state = ?, updated_at = ? WHERE topic_id = ?", [to_state, now(), topic_id])
+            self.conn.execute("INSERT INTO topic_transitions VALUES (?, ?, ?, ?, ?)", [topic_id, before, to_state, actor, now()])
+
     def topics(self) -> list[Topic]:
         rows = self.conn.execute("SELECT definition_json, state FROM topics ORDER BY topic_id").fetchall()
         return [Topic.model_validate({**json.loads(d), "state": s}) for d, s in rows]
@@ -357,13 +378,20 @@ class Vault:
                 "SELECT run_id, version_id FROM runs WHERE run_id IN (SELECT unnest(?))", [[r.run_id for r in runs]]
             ).fetchall()
         }
-        fresh, changed, rows = [], [], []
+        fresh, changed, rows, seen_again = [], [], [], []
         for run in runs:
             if (run.run_id, run.version_id) in known:
+                seen_again.append([run.run_id, run.version_id])
                 continue
             known.add((run.run_id, run.version_id))
             (changed if run.run_id in latest else fresh).append(run)
             rows.append(run)
+        if seen_again:
+            # A re-export under another name: same content, so only where `verify` should look moves.
+            self.conn.executemany(
+                "UPDATE runs SET source_file = ?, file_sha256 = ? WHERE run_id = ? AND version_id = ?",
+                [[source_file, file_sha256, r, v] for r, v in seen_again],
+            )
         if not rows:
             return [], []
         seq_base = self.conn.execute("SELECT nextval('ingest_seq')").fetchone()[0]
@@ -652,6 +680,12 @@ class Vault:
     def publish(self, topic_id: str, bricks: Sequence[Brick], manifest: Manifest | None, *, dagster_run_id: str | None, sealed: bool = False) -> None:
         """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically."""
         prior = {b.brick_id: b for b in self.bricks(topic_id)}
+        refused = final_brick_changes(prior, bricks)
+        if refused:
+            raise FinalBrickChanged(
+                f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
+                f"in a new topic. {'; '.join(refused[:10])}"
+            )
         stamp = now()
         with self.transaction():
             new_rows, changed = [], []
