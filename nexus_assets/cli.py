@@ -71,6 +71,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"topics folder {topics_dir} does not exist; pass --topics-dir")
     if not runs_dir.is_dir():
         raise UsageError(f"runs folder {runs_dir} does not exist; pass --runs-dir")
+    if args.open_after:
+        from nexus_assets.core.order import normalize_timestamp
+
+        if normalize_timestamp(args.open_after) is None:
+            raise UsageError(f"--open-after {args.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")
     files = read_topic_files(topics_dir)
     for tf in files:
         if tf.problem:
@@ -103,6 +108,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         topics_dir=str(topics_dir),
         extractor=args.extractor,
         replay_only=args.replay_only,
+        open_after=args.open_after,
         progress=not args.json,
     )
     job = defs.resolve_job_def("sync_topics")
@@ -395,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics-dir", default=os.environ.get("NEXUS_TOPICS_DIR", "data/topics"))
     p.add_argument("--extractor", choices=["embedded", "openai"], default=os.environ.get("NEXUS_EXTRACTOR", "embedded"))
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
+    p.add_argument(
+        "--open-after",
+        default=os.environ.get("NEXUS_OPEN_AFTER"),
+        help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
+    )
     p.set_defaults(func=cmd_sync)
     p = sub.add_parser("plan", parents=[common], help="what a sync with the openai extractor would call and cost; sends nothing")
     p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")

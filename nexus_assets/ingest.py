@@ -27,9 +27,10 @@ class IngestReport:
 def display_name(path: Path) -> str:
     """The path as a person typed it: relative to the working directory when it is below it."""
     try:
-        return os.path.relpath(path)
+        relative = os.path.relpath(path)
     except ValueError:
-        return str(path)
+        return str(path.resolve())
+    return str(path.resolve()) if relative.startswith("..") else relative
 
 
 def ingest_runs(
