@@ -30,20 +30,28 @@ def normalize_timestamp(value: Any) -> str | None:
                 moment = moment.replace(tzinfo=timezone.utc)
         else:
             return None
+        moment = moment.astimezone(timezone.utc)
     except (ValueError, OverflowError, OSError):
         return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Zero-padded year by hand: strftime("%Y") gives "999" for year 999, which sorts after "2024".
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S.%f}Z"
 
 
 def occurrence_key(occ: Occurrence) -> OrderKey:
-    """(timestamp, run_id, document position, start); a missing timestamp sorts last."""
+    """(timestamp, run_id, document position, start); a missing timestamp sorts last.
+
+    end, path and content break the remaining ties, so no two occurrences ever compare equal and
+    the result never depends on the order they arrived in.
+    """
     return (
         occ.timestamp is None,
         occ.timestamp or "",
         occ.address.run_id,
         occ.position,
         occ.address.start,
+        occ.address.end,
         occ.address.json_path,
+        occ.content,
     )
 
 

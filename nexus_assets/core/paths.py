@@ -2,7 +2,8 @@
 
 jsonpath-ng parses the (lenient) syntax extractors write; the normalized form is built from the
 match's own context chain so that `$.messages[-1].content` and `$['messages'][3]['content']`
-give one address for one node.
+give one address for one node. Paths with backslash escapes go to jsonpath-rfc9535, which
+reads them as the RFC says.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Iterator
 
+import jsonpath_rfc9535
 from jsonpath_ng import jsonpath
 from jsonpath_ng import parse as _jsonpath_parse
 
@@ -89,10 +91,32 @@ def _steps_of(datum: jsonpath.DatumInContext) -> Steps:
     return tuple(steps)
 
 
+@lru_cache(maxsize=4096)
+def _parse_rfc9535(path: str):
+    return jsonpath_rfc9535.compile(path)
+
+
+def _resolve_escaped(document: Any, path: str) -> tuple[Steps, Any]:
+    """Paths with backslash escapes (`$['a\\nb']`, as format_path writes control characters):
+    jsonpath-ng reads `\\n` as `n`, so these go to an RFC 9535 implementation instead."""
+    try:
+        query = _parse_rfc9535(path)
+    except jsonpath_rfc9535.JSONPathError as exc:
+        raise PathError("malformed_pointer", f"json_path {path!r} is not valid JSONPath: {exc}") from None
+    matches = query.find(document)
+    if not matches:
+        raise PathError("path_not_found", f"json_path {path!r} matches no node")
+    if len(matches) > 1:
+        raise PathError("path_not_singular", f"json_path {path!r} matches {len(matches)} nodes")
+    return tuple(matches[0].location), matches[0].value
+
+
 def resolve_steps(document: Any, path: str) -> tuple[Steps, Any]:
     """The single node `path` names in `document`, as (normalized steps, value)."""
     if not isinstance(path, str) or not path.strip():
         raise PathError("malformed_pointer", "json_path is empty")
+    if "\\" in path:
+        return _resolve_escaped(document, path)
     try:
         parsed = _parse(path)
     except Exception as exc:  # jsonpath-ng raises bare Exception subclasses for syntax errors

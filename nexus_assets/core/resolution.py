@@ -92,16 +92,15 @@ def resolve_topic(
     for bid in superseded_by:
         states[bid] = "SUPERSEDED"
 
-    visible = [g for g in groups if states[g.brick_id] != "SUPERSEDED"]
+    # A sealed order never changes: FINAL bricks keep their places and anything newer follows them.
     frozen = {bid: b.order_index for bid, b in prior.items() if b.state == "FINAL" and b.order_index is not None}
-    if visible and all(g.brick_id in frozen for g in visible):
-        visible.sort(key=lambda g: frozen[g.brick_id])
-    else:
-        visible.sort(
-            key=lambda g: brick_sort_key(
-                g.canonical, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)
-            )
-        )
+    visible = [g for g in groups if states[g.brick_id] != "SUPERSEDED"]
+    kept = sorted((g for g in visible if g.brick_id in frozen), key=lambda g: frozen[g.brick_id])
+    fresh = sorted(
+        (g for g in visible if g.brick_id not in frozen),
+        key=lambda g: brick_sort_key(g.canonical, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)),
+    )
+    visible = kept + fresh
 
     bricks: list[Brick] = []
     for index, g in enumerate(visible):

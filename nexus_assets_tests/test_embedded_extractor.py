@@ -1,0 +1,182 @@
+"""The embedded extractor (DESIGN §5): offline and deterministic. It returns whole sentences of
+in-scope nodes that contain a required keyword (whole word, any case), as untrusted pointers that
+go through the same gate as an LLM's."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nexus_assets.core.extract_embedded import extract_embedded
+from nexus_assets.core.formats.nexus import nexus_run
+from nexus_assets.core.gate import validate_pointer
+from nexus_assets.core.models import ExtractionPolicy, Occurrence, Topic
+from nexus_assets.core.sentences import sentences
+from nexus_assets_tests.strategies import TOPIC, make_run
+
+
+def topic(keywords=("sync", "brick", "compiler"), node_types=("user_message", "assistant_message")) -> Topic:
+    return Topic(
+        topic_id=TOPIC,
+        display_name="Nexus Server Sync Architecture",
+        extraction_policy=ExtractionPolicy(
+            scope_description="Technical constraints and data-flow rules of the sync engine.",
+            target_node_types=node_types,
+            required_keywords=keywords,
+            exclusion_criteria=("General pleasantries",),
+        ),
+        ordering_rule="chronological",
+        state="ACTIVE",
+    )
+
+
+MESSAGES = [
+    ("user", "We sync nightly. The async worker is separate! Syncing is done. Sync again tomorrow?"),
+    ("assistant", "Bricks are verbatim. A brick is a unit. The COMPILER decides."),
+    ("system", "The sync engine is configured here."),
+    ("tool", "sync result: ok."),
+    ("user", "Nothing relevant here. Just chatting."),
+    ("user", "The sync_engine is a name. Resync happens. Also SYNC."),
+    ("assistant", "Use sync-engine mode. Thanks!"),
+]
+RUN = make_run("run-1", [c for _, c in MESSAGES], roles=[r for r, _ in MESSAGES])
+
+
+def quotes(pointers):
+    return [(p["json_path"], p["verbatim_quote"]) for p in pointers]
+
+
+def test_whole_sentences_with_a_whole_word_keyword_in_any_case():
+    assert quotes(extract_embedded(topic(), RUN)) == [
+        ("$['messages'][0]['content']", "We sync nightly."),
+        ("$['messages'][0]['content']", "Sync again tomorrow?"),
+        ("$['messages'][1]['content']", "A brick is a unit."),
+        ("$['messages'][1]['content']", "The COMPILER decides."),
+        ("$['messages'][5]['content']", "Also SYNC."),
+        ("$['messages'][6]['content']", "Use sync-engine mode."),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, matches",
+    [
+        ("Sync now.", True),
+        ("We SYNC now.", True),
+        ("sync", True),
+        ("(sync) now.", True),
+        ("re-sync now.", True),
+        ("Syncing now.", False),
+        ("The async path.", False),
+        ("Resync now.", False),
+        ("sync_engine now.", False),
+        ("sync2 now.", False),
+        ("ｓｙｎｃ now.", False),  # fullwidth is a different word: keywords are matched, not normalised
+    ],
+)
+def test_keyword_must_be_a_whole_word(text, matches):
+    run = make_run("r", text)
+    expected = [("$['messages'][0]['content']", sentences(text)[0])] if matches else []
+    assert quotes(extract_embedded(topic(keywords=("Sync",)), run)) == expected
+
+
+def test_keyword_list_case_does_not_matter():
+    upper = extract_embedded(topic(keywords=("SYNC", "Brick", "compiler")), RUN)
+    assert upper == extract_embedded(topic(), RUN)
+
+
+def test_respects_target_node_types():
+    system_only = extract_embedded(topic(node_types=("system_message",)), RUN)
+    assert quotes(system_only) == [("$['messages'][2]['content']", "The sync engine is configured here.")]
+    tools = extract_embedded(topic(node_types=("tool_message",)), RUN)
+    assert quotes(tools) == [("$['messages'][3]['content']", "sync result: ok.")]
+    everything = quotes(extract_embedded(topic(node_types=None), RUN))
+    assert ("$['messages'][2]['content']", "The sync engine is configured here.") in everything
+    assert ("$['messages'][3]['content']", "sync result: ok.") in everything
+
+
+def test_without_required_keywords_every_sentence_of_in_scope_nodes():
+    got = quotes(extract_embedded(topic(keywords=None), RUN))
+    expected = [
+        (f"$['messages'][{i}]['content']", s)
+        for i, (role, text) in enumerate(MESSAGES)
+        if role in ("user", "assistant")
+        for s in sentences(text)
+    ]
+    assert got == expected
+
+
+def test_pointers_name_the_topic_and_only_the_three_fields():
+    for p in extract_embedded(topic(), RUN):
+        assert set(p) == {"topic_id", "json_path", "verbatim_quote"}
+        assert p["topic_id"] == TOPIC
+
+
+def test_every_pointer_passes_the_gate_unchanged():
+    for p in extract_embedded(topic(keywords=None, node_types=None), RUN):
+        result = validate_pointer(p, topic_id=TOPIC, run=RUN)
+        assert isinstance(result, Occurrence), result
+        assert result.content == p["verbatim_quote"]
+        assert result.address.json_path == p["json_path"]
+
+
+def test_deterministic():
+    again = nexus_run(copy.deepcopy(RUN.document))
+    assert extract_embedded(topic(), RUN) == extract_embedded(topic(), RUN) == extract_embedded(topic(), again)
+
+
+def test_empty_and_blank_messages_give_nothing():
+    run = make_run("r", ["", "   \n\t", "Sync."])
+    assert quotes(extract_embedded(topic(keywords=None), run)) == [("$['messages'][2]['content']", "Sync.")]
+
+
+# --- property --------------------------------------------------------------------------------
+
+VOCAB = ["sync", "Sync", "SYNC", "async", "syncing", "brick", "bricks", "the", "engine", "is", "fast",
+         "日本", "🧱", "e.g.", "Dr.", "3.14", "`code`", "sync_engine", "re-sync", "(sync)"]
+ENDS = [".", "!", "?", "", "…", "。"]
+KEYWORDS = ("sync", "brick")
+WHOLE_WORD = re.compile(r"(?<!\w)(?:sync|brick)(?!\w)", re.IGNORECASE)
+
+
+@st.composite
+def chatty_text(draw) -> str:
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        words = draw(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6))
+        words[0] = words[0][:1].upper() + words[0][1:]
+        out.append(" ".join(words) + draw(st.sampled_from(ENDS)))
+    return draw(st.sampled_from([" ", "\n", "  ", "\n\n- "])).join(out)
+
+
+@st.composite
+def chatty_runs(draw):
+    n = draw(st.integers(1, 5))
+    roles = draw(st.lists(st.sampled_from(["user", "assistant", "system", "tool", "other"]), min_size=n, max_size=n))
+    texts = draw(st.lists(chatty_text(), min_size=n, max_size=n))
+    return make_run("prop-run", texts, roles=roles)
+
+
+@settings(max_examples=80, deadline=None)
+@given(run=chatty_runs(), node_types=st.sampled_from([None, ("user_message",), ("user_message", "assistant_message")]))
+def test_extracts_exactly_the_keyword_sentences_of_in_scope_nodes(run, node_types):
+    t = topic(keywords=KEYWORDS, node_types=node_types)
+    pointers = extract_embedded(t, run)
+    role_types = {"user": "user_message", "assistant": "assistant_message", "system": "system_message",
+                  "tool": "tool_message"}
+    expected = []
+    for i, message in enumerate(run.document["messages"]):
+        node_type = role_types.get(message["role"], "other")
+        if node_types is not None and node_type not in node_types:
+            continue
+        for sentence in sentences(message["content"]):
+            if WHOLE_WORD.search(sentence):
+                expected.append((f"$['messages'][{i}]['content']", sentence))
+    assert quotes(pointers) == expected
+    for p in pointers:
+        result = validate_pointer(p, topic_id=TOPIC, run=run)
+        assert isinstance(result, Occurrence) and result.content == p["verbatim_quote"]
+    assert extract_embedded(t, run) == pointers
