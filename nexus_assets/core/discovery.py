@@ -35,6 +35,7 @@ STOPWORDS = frozenset(
     much must my myself need needs never new next no nor not nothing now of off often ok okay old on once one only
     or other others our ours ourselves out over own part per perhaps please probably put quite rather re really
     right same say says see seem seems she should show shows simply since so some something sort still such sure
+    create creates created happen happens happened prove proves proved
     take takes tell than thank thanks that the their theirs them themselves then there these they thing things
     think this those though thought through thus to together too try turn turns two under until up upon us use
     used uses using usually ve very via want wants was wasn way we well were what whatever when where whether

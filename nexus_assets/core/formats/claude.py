@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictStr
 
 from nexus_assets.core.formats import document_version
 from nexus_assets.core.formats.exports import (
-    ConversationError,
-    conversation_label,
-    explain,
-    export_run_id,
+    checked_conversation,
     export_status,
 )
 from nexus_assets.core.formats.nexus import ROLE_NODE_TYPES
@@ -80,14 +77,7 @@ def _message_texts(message: dict, sender_type: NodeType) -> Iterator[tuple[Steps
 
 def claude_run(conversation: dict, *, open_after: str | None = None, index: int | None = None) -> Run:
     """One Claude conversation as a run; `index` (its place in the export) only names it in errors."""
-    label = conversation_label(conversation, ID_KEYS, index)
-    if not isinstance(conversation, dict):
-        raise ConversationError(label, f"is {type(conversation).__name__}, not an object")
-    run_id = export_run_id(conversation, ID_KEYS, label)
-    try:
-        _Conversation.model_validate(conversation)
-    except ValidationError as exc:
-        raise ConversationError(label, explain(exc)) from None
+    label, run_id = checked_conversation(conversation, _Conversation, ID_KEYS, index)
 
     nodes: list[Node] = []
     for i, message in enumerate(conversation["chat_messages"]):

@@ -15,7 +15,7 @@ from os import PathLike
 from typing import Any, BinaryIO, Iterator
 
 import ijson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from nexus_assets.core.formats import FormatError, detect_format
 from nexus_assets.core.models import Run, RunStatus
@@ -122,6 +122,19 @@ def explain(exc: ValidationError, limit: int = 3) -> str:
         parts.append(f"{where or 'conversation'}: {what}")
     more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
     return "; ".join(parts) + more
+
+
+def checked_conversation(conversation: Any, shape: type[BaseModel], id_keys: tuple[str, ...], index: int | None) -> tuple[str, str]:
+    """(label, run_id) of a conversation whose shape validates; ConversationError naming it otherwise."""
+    label = conversation_label(conversation, id_keys, index)
+    if not isinstance(conversation, dict):
+        raise ConversationError(label, f"is {type(conversation).__name__}, not an object")
+    run_id = export_run_id(conversation, id_keys, label)
+    try:
+        shape.model_validate(conversation)
+    except ValidationError as exc:
+        raise ConversationError(label, explain(exc)) from None
+    return label, run_id
 
 
 class _Prefixed:
