@@ -29,17 +29,7 @@ def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
 
 
 def brick_json(b: Brick) -> dict:
-    return {
-        "brick_id": b.brick_id,
-        "topic_id": b.topic_id,
-        "content": b.content,
-        "fingerprint": b.fingerprint,
-        "state": b.state,
-        "order_index": b.order_index,
-        "superseded_by": b.superseded_by,
-        "stale": b.stale,
-        "sources": [s.model_dump() for s in b.sources],
-    }
+    return b.model_dump(mode="json")
 
 
 def one_line(text: str, width: int = 100) -> str:
@@ -97,10 +87,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync")
 
     # Every topic file is recorded, so `nexus topics` shows DRAFT ones too; only compiled ones sync.
+    from nexus_assets.lifecycle import TopicFileError, record_topic_files
+
     with open_vault(args, write=True) as vault:
-        for tf in files:
-            if tf.topic is not None:
-                vault.record_topic(tf.topic, str(tf.path))
+        try:
+            record_topic_files(vault, files)
+        except TopicFileError as exc:
+            raise UsageError(f"{exc}. Nothing was compiled.") from None
 
     defs = build_defs(
         db_path=args.db,
@@ -256,16 +249,18 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from nexus_assets.drift import file_drift
+    from nexus_assets.lifecycle import immutability_problems
 
     with open_vault(args, write=True) as vault:
         bricks = vault.bricks()
         drifts = file_drift(vault, bricks)
         vault.flag_stale(d.brick_id for d in drifts)
-        chain = []
+        chain, final = [], []
         for t in vault.topics():
             chain += chain_problems(vault.manifests(t.topic_id))
+            final += immutability_problems(vault, t.topic_id, with_chain=False)
     data = {
-        "ok": not drifts and not chain,
+        "ok": not drifts and not chain and not final,
         "bricks_checked": len(bricks),
         "sources_checked": sum(len(b.sources) for b in bricks),
         "drift": [
@@ -273,11 +268,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
         ],
         "stale_bricks": sorted({d.brick_id for d in drifts}),
         "chain_problems": chain,
+        "immutability_problems": final,
     }
     lines = [f"checked {data['sources_checked']} source addresses of {len(bricks)} bricks"]
     lines += [f"DRIFT {d.brick_id[:12]} ({d.topic_id}): {d.problem}" for d in drifts]
     lines += [f"CHAIN {p}" for p in chain]
-    lines.append("ok" if data["ok"] else f"{len(data['stale_bricks'])} stale bricks, {len(chain)} manifest chain problems")
+    lines += [f"FINAL {p}" for p in final]
+    lines.append(
+        "ok"
+        if data["ok"]
+        else f"{len(data['stale_bricks'])} stale bricks, {len(chain)} manifest chain problems, {len(final)} FINAL brick problems"
+    )
     emit(args, data, "\n".join(lines))
     return 0 if data["ok"] else 1
 
@@ -431,13 +432,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trace", parents=[common], help="a brick's source nodes with its text marked")
     p.add_argument("brick_id")
     p.set_defaults(func=cmd_trace)
-    sub.add_parser("verify", parents=[common], help="re-check sources against run files, and manifest chains").set_defaults(
-        func=cmd_verify
-    )
+    sub.add_parser(
+        "verify", parents=[common], help="re-check sources against run files, manifest chains and sealed (FINAL) bricks"
+    ).set_defaults(func=cmd_verify)
     sub.add_parser("errors", parents=[common], help="ingestion errors").set_defaults(func=cmd_errors)
     p = sub.add_parser("close", parents=[common], help="close a run (one-way)")
     p.add_argument("run_id")
     p.set_defaults(func=cmd_close)
+    from nexus_assets.lifecycle_cli import add_lifecycle_commands
+
+    add_lifecycle_commands(sub, common)
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
     p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")

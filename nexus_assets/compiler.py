@@ -106,8 +106,11 @@ def publish_phase(
     """Store the resolved bricks and, if the visible list changed, the next manifest.
 
     Returns (the topic's current manifest, whether a new one was recorded).
+    A LOCKED topic publishes nothing: its sealed manifest is final, whatever the vault now holds.
     """
     previous = vault.latest_manifest(topic.topic_id)
+    if topic.state == "LOCKED":
+        return previous, False
     manifest = build_manifest(topic.topic_id, bricks, previous)
     vault.publish(topic.topic_id, bricks, manifest, dagster_run_id=dagster_run_id, sealed=sealed)
     return (manifest or previous), manifest is not None

@@ -8,8 +8,9 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, topic_manifest, validated_bricks
-from nexus_assets.defs.checks import checksum_drift, hallucination_rejection
+from nexus_assets.defs.checks import checksum_drift, final_immutability, hallucination_rejection
 from nexus_assets.defs.jobs import sync_job
+from nexus_assets.defs.lifecycle import seal_topic
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
@@ -18,7 +19,7 @@ DEFAULT_DB = "data/nexus.duckdb"
 
 
 ASSETS = [raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
-CHECKS = [hallucination_rejection, checksum_drift]
+CHECKS = [hallucination_rejection, checksum_drift, final_immutability]
 
 
 def build_resources(
@@ -53,7 +54,7 @@ def build_defs(**kwargs) -> dg.Definitions:
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=CHECKS,
-        jobs=[sync_job],
+        jobs=[sync_job, seal_topic],
         schedules=[nightly_sync],
         sensors=[nexus_files_sensor],
         resources=build_resources(**kwargs),

@@ -25,6 +25,9 @@ def test_three_partitions_materialized_concurrently_against_one_duckdb_file(empt
     home.mkdir()
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # Dagster creates its sqlite schema on first use; three first uses at once race each other
+    # (alembic "table already exists"), which has nothing to do with the vault. Create it once.
+    subprocess.run([sys.executable, "-c", "from dagster import DagsterInstance; DagsterInstance.get()"], env=env, check=True)
     nexus = os.path.join(os.path.dirname(sys.executable), "nexus")
     procs = [
         subprocess.Popen([nexus, *p.sync_args(t), "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -14,11 +14,11 @@ import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from nexus_assets.core.models import ExtractionPolicy, Run, Topic
-from nexus_assets.core.paths import value_at
+from nexus_assets.core.scope import node_text
 
 TEXT_NODE_TYPES = ("user_message", "assistant_message")
 
@@ -100,23 +100,15 @@ def duplicate_of(keywords: Iterable[str], existing: Sequence[Topic]) -> str | No
 
 
 def slug(words: Iterable[str]) -> str:
-    text = "-".join(re.sub(r"[^a-z0-9]+", "-", unicodedata.normalize("NFKD", w).encode("ascii", "ignore").decode().lower()).strip("-") for w in words)
-    text = re.sub(r"-{2,}", "-", text).strip("-")[:64].rstrip("-")
-    return text if text and text[0].isalnum() else ""
+    """A topic_id from words: ASCII letters and digits joined by hyphens, at most 64 characters ("" if none)."""
+    ascii_words = (unicodedata.normalize("NFKD", w).encode("ascii", "ignore").decode().lower() for w in words)
+    text = "-".join(re.sub(r"[^a-z0-9]+", "-", w) for w in ascii_words)
+    return re.sub(r"-{2,}", "-", text).strip("-")[:64].rstrip("-")
 
 
 def _run_messages(run: Run) -> list[str]:
-    texts = []
-    for node in run.nodes:
-        if node.node_type not in TEXT_NODE_TYPES:
-            continue
-        try:
-            value = value_at(run.document, node.steps)
-        except (KeyError, IndexError, TypeError):
-            continue
-        if isinstance(value, str) and value.strip():
-            texts.append(value)
-    return texts
+    texts = (node_text(run, node) for node in run.nodes if node.node_type in TEXT_NODE_TYPES)
+    return [t for t in texts if t and t.strip()]
 
 
 def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_proposals: int | None = None) -> list[Proposal]:

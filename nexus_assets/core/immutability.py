@@ -7,7 +7,7 @@ part a guard cannot give, because anyone can edit the DuckDB file directly.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import fingerprint
@@ -59,10 +59,8 @@ def final_problems(
     final = {b.brick_id for b in bricks if b.state == "FINAL"}
     if sealed is None:
         if final:
-            return [
-                f"topic {topic_id!r} has {len(final)} FINAL bricks but no sealed manifest: "
-                f"{', '.join(sorted(b[:12] for b in final)[:10])}"
-            ]
+            ids = ", ".join(sorted(b[:12] for b in final)[:10])
+            return [f"topic {topic_id!r} has {len(final)} FINAL bricks but no sealed manifest: {ids}"]
         return []
     problems = []
     expected = {e.brick_id: e for e in sealed.bricks}

@@ -8,8 +8,8 @@ its bricks' ids hash its topic_id and its manifests freeze its order.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from nexus_assets.core.models import Topic, TopicState
 

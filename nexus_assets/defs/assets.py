@@ -13,6 +13,7 @@ from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultR
 from nexus_assets.extractors import OpenAIExtractor
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.ingest import ingest_runs
+from nexus_assets.lifecycle import TopicFileError, record_topic_files, runs_ignored_since_lock
 from nexus_assets.topicfiles import find_topic
 from nexus_assets.vault import Vault
 from nexus_assets.web.links import topic_url
@@ -59,7 +60,10 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             "fix or restore it (see `nexus topics`), or remove the partition"
         )
     with vault.open() as v:
-        topic = v.record_topic(topic_file.topic, str(topic_file.path))
+        try:
+            (topic,) = record_topic_files(v, [topic_file])
+        except TopicFileError as exc:
+            raise dg.Failure(f"{exc}. Nothing was compiled.") from None
         if topic.state == "DRAFT":
             raise dg.Failure(
                 f"topic {topic_id!r} is DRAFT: a person must activate it (`nexus activate {topic_id}`) before it is compiled"
@@ -72,6 +76,8 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             progress=lambda m: settings.say(context, m),
         )
         latest = v.latest_versions()
+        # A LOCKED topic still sees new runs arrive; they are listed here, never compiled into it.
+        ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
     for err in report.errors:
         context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
     settings.say(
@@ -87,6 +93,7 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             "runs_new": report.runs_new,
             "run_versions_new": report.versions_new,
             "runs_latest": len(latest),
+            **({"runs_ignored_locked": dg.MetadataValue.json(ignored)} if ignored is not None else {}),
             "ingestion_errors": len(report.errors),
             "errors": dg.MetadataValue.md(
                 "\n".join(f"- `{e.file}`{' / ' + e.conversation if e.conversation else ''}: {e.problem}" for e in report.errors)

@@ -1,4 +1,5 @@
-"""Asset checks: the two promises a person must be able to see hold — no invented text, no silent drift."""
+"""Asset checks: the promises a person must be able to see hold — no invented text, no silent drift,
+and no edit to what was sealed."""
 
 
 import dagster as dg
@@ -7,6 +8,7 @@ from nexus_assets.core.drift import slice_problem
 from nexus_assets.defs.assets import WRITER_POOL, topic_manifest, validated_bricks
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift import file_drift
+from nexus_assets.lifecycle import immutability_problems, sealed_manifest
 from nexus_assets.vault import RunVersion
 
 
@@ -67,4 +69,31 @@ def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource)
             "drift": dg.MetadataValue.md("\n".join(f"- `{d.brick_id[:12]}` {d.problem}" for d in drifts[:50]) or "_none_"),
         },
         description=(f"{len(stale)} stale bricks: {', '.join(b[:12] for b in stale[:10])}" if stale else "no drift"),
+    )
+
+
+@dg.asset_check(
+    asset=topic_manifest,
+    pool=WRITER_POOL,
+    description="FINAL bricks equal the sealed manifest and seal-time snapshot (ids, recomputed fingerprints, "
+    "text, order, state, sources), and the manifest hash chain is intact.",
+)
+def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    topic_id = context.partition_key
+    with vault.open() as v:
+        problems = immutability_problems(v, topic_id)
+        sealed = sealed_manifest(v, topic_id)
+        final = sum(1 for b in v.bricks(topic_id) if b.state == "FINAL")
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={
+            "sealed_manifest": sealed.manifest_hash if sealed else "",
+            "final_bricks": final,
+            "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:50]) or "_none_"),
+        },
+        description=(
+            f"{len(problems)} problems: {problems[0]}"
+            if problems
+            else ("FINAL bricks match the sealed manifest" if sealed else "not sealed; manifest chain intact")
+        ),
     )

@@ -205,16 +205,17 @@ def parse_reply(text: str | None) -> list[Any]:
     raise ReplyNotJSON(f"the reply holds no pointer JSON: {snippet!r}")
 
 
-# Ladder of output constraints, strictest first; servers that refuse one get the next.
-_RESPONSE_FORMATS: tuple[tuple[str, dict[str, Any] | None], ...] = (
-    (
-        "json_schema",
-        {"type": "json_schema", "json_schema": {"name": "pointers", "schema": POINTER_SCHEMA, "strict": False}},
-    ),
-    # llama.cpp takes a schema this way (FACTS.md); other servers ignore the extra key.
-    ("json_object", {"type": "json_object", "schema": POINTER_SCHEMA}),
-    ("none", None),
-)
+def response_formats(schema: dict[str, Any], name: str) -> tuple[tuple[str, dict[str, Any] | None], ...]:
+    """Ladder of output constraints for `schema`, strictest first; servers that refuse one get the next."""
+    return (
+        ("json_schema", {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}),
+        # llama.cpp takes a schema this way (FACTS.md); other servers ignore the extra key.
+        ("json_object", {"type": "json_object", "schema": schema}),
+        ("none", None),
+    )
+
+
+_RESPONSE_FORMATS = response_formats(POINTER_SCHEMA, "pointers")
 _RETRY_STATUS = {408, 409, 429}
 
 
@@ -379,8 +380,11 @@ class PointerClient:
                 pass
         return delay
 
-    def complete(self, messages: list[dict[str, Any]]) -> ChatReply:
+    def complete(
+        self, messages: list[dict[str, Any]], *, formats: tuple[tuple[str, dict[str, Any] | None], ...] = _RESPONSE_FORMATS
+    ) -> ChatReply:
         """One chat completion with retries and response_format fallback.
+        `formats`: another reply schema's ladder (see `response_formats`); pointers by default.
         Raises LLMFatalError (stop everything) or CallFailed (this call only)."""
         cfg = self.config
         url = cfg.base_url
@@ -389,7 +393,7 @@ class PointerClient:
         attempts = retries = 0
         while True:
             attempts += 1
-            mode, response_format = _RESPONSE_FORMATS[format_index]
+            mode, response_format = formats[format_index]
             kwargs: dict[str, Any] = {
                 "model": cfg.model,
                 "messages": messages,
@@ -414,7 +418,7 @@ class PointerClient:
                     continue
                 # Which 400 means "unsupported response_format" differs per server: try the
                 # next rung and only remember a rung once a request through it succeeded.
-                if format_index + 1 < len(_RESPONSE_FORMATS):
+                if format_index + 1 < len(formats):
                     format_index += 1
                     continue
                 raise CallFailed(f"{url} rejected the request (400): {message}", attempts=attempts) from None

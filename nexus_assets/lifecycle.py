@@ -1,0 +1,508 @@
+"""The topic lifecycle over the vault and the topic files (DESIGN §2.7).
+
+DRAFT → ACTIVE is the human gate (`activate`); ACTIVE → SEALING → LOCKED is `seal`, which only
+runs when its gates pass. Both the `nexus` command and the Dagster `seal_topic` job call these
+functions. Every state change is a row in `topic_transitions` with who made it and when.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from nexus_assets.compiler import publish_phase, resolve_phase
+from nexus_assets.core.immutability import final_problems
+from nexus_assets.core.lifecycle import (
+    SEALED_STATES,
+    RecordedTopic,
+    StateLineError,
+    definition_problems,
+    set_state_line,
+)
+from nexus_assets.core.manifest import chain_problems
+from nexus_assets.core.models import (
+    Brick,
+    Manifest,
+    ManifestEntry,
+    SourceAddress,
+    Topic,
+    TopicState,
+)
+from nexus_assets.drift import file_drift
+from nexus_assets.runfiles import file_sha256, scan_run_files
+from nexus_assets.topicfiles import TopicFile, find_topic, read_topic_files
+from nexus_assets.vault import Vault, now
+
+
+class LifecycleError(ValueError):
+    """The request cannot be carried out as asked (unknown topic, wrong state, bad topic file)."""
+
+
+class TopicFileError(LifecycleError):
+    """A topic file may not be recorded as it stands (its identity changed, or it claims a seal)."""
+
+
+def user_actor(how: str) -> str:
+    """Who did it and through what, for `topic_transitions`: e.g. "alice (nexus activate)"."""
+    try:
+        user = os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown user"
+    return f"{user} ({how})"
+
+
+def _file_key(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+# What the vault remembers
+
+
+def recorded_topics(vault: Vault) -> dict[str, RecordedTopic]:
+    states = dict(
+        vault.conn.execute(
+            "SELECT topic_id, list(DISTINCT to_state ORDER BY to_state) FROM topic_transitions GROUP BY topic_id"
+        ).fetchall()
+    )
+    files = dict(vault.conn.execute("SELECT topic_id, source_file FROM topics").fetchall())
+    return {
+        t.topic_id: RecordedTopic(t, files.get(t.topic_id), tuple(states.get(t.topic_id) or ()))
+        for t in vault.topics()
+    }
+
+
+def topic_history(vault: Vault, topic_id: str) -> list[dict]:
+    """Every state change of a topic, oldest first: from_state, to_state, actor, changed_at."""
+    cur = vault.conn.execute(
+        """SELECT from_state, to_state, actor, changed_at FROM topic_transitions
+           WHERE topic_id = ? ORDER BY changed_at, rowid""",
+        [topic_id],
+    )
+    cols = [c[0] for c in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def sealed_manifest(vault: Vault, topic_id: str) -> Manifest | None:
+    row = vault.conn.execute(
+        """SELECT manifest_hash, previous_hash, bricks_json FROM manifests
+           WHERE topic_id = ? AND sealed ORDER BY seq DESC LIMIT 1""",
+        [topic_id],
+    ).fetchone()
+    if row is None:
+        return None
+    return Manifest(
+        topic_id=topic_id,
+        manifest_hash=row[0],
+        previous_hash=row[1],
+        bricks=tuple(ManifestEntry(**e) for e in json.loads(row[2])),
+    )
+
+
+def sealed_snapshot(vault: Vault, topic_id: str) -> dict[str, Brick]:
+    """The FINAL bricks exactly as they were when the topic was sealed."""
+    rows = vault.conn.execute(
+        "SELECT brick_id, order_index, content, fingerprint, sources_json FROM sealed_bricks WHERE topic_id = ?",
+        [topic_id],
+    ).fetchall()
+    return {
+        bid: Brick(
+            brick_id=bid,
+            topic_id=topic_id,
+            content=content,
+            fingerprint=fp,
+            state="FINAL",
+            order_index=order,
+            sources=tuple(SourceAddress(**s) for s in json.loads(sources)),
+        )
+        for bid, order, content, fp, sources in rows
+    }
+
+
+def _store_snapshot(vault: Vault, topic_id: str, bricks: Sequence[Brick], manifest_hash: str) -> None:
+    stamp = now()
+    rows = [
+        [
+            topic_id,
+            b.brick_id,
+            b.order_index,
+            b.content,
+            b.fingerprint,
+            json.dumps([s.model_dump() for s in b.sources], ensure_ascii=False),
+            manifest_hash,
+            stamp,
+        ]
+        for b in bricks
+        if b.state == "FINAL"
+    ]
+    if rows:
+        # A seal resumed after a crash finds its snapshot half written: the first rows win.
+        vault.conn.executemany("INSERT INTO sealed_bricks VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+
+
+def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True) -> list[str]:
+    """Everything that shows the topic's FINAL bricks or its manifest history were altered."""
+    problems = chain_problems(vault.manifests(topic_id)) if with_chain else []
+    return problems + final_problems(
+        topic_id,
+        vault.bricks(topic_id),
+        sealed_manifest(vault, topic_id),
+        sealed_snapshot(vault, topic_id),
+        vault.latest_manifest(topic_id),
+    )
+
+
+def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:
+    """Runs (or new versions of runs) ingested after the topic was LOCKED: seen, never compiled into it."""
+    row = vault.conn.execute(
+        "SELECT max(changed_at) FROM topic_transitions WHERE topic_id = ? AND to_state = 'LOCKED'", [topic_id]
+    ).fetchone()
+    if row is None or row[0] is None:
+        return []
+    rows = vault.conn.execute("SELECT DISTINCT run_id FROM runs WHERE ingested_at > ? ORDER BY run_id", [row[0]]).fetchall()
+    return [r[0] for r in rows]
+
+
+# Topic files
+
+
+def topic_file_problems(vault: Vault, files: Sequence[TopicFile]) -> list[str]:
+    recorded = recorded_topics(vault)
+    by_file: dict[str, RecordedTopic] = {}
+    for r in recorded.values():
+        if r.source_file and (r.was_active or _file_key(r.source_file) not in by_file):
+            by_file[_file_key(r.source_file)] = r
+    problems = []
+    for tf in files:
+        if tf.topic is None:
+            continue
+        problems += definition_problems(
+            tf.topic, str(tf.path), recorded.get(tf.topic.topic_id), previous_id=by_file.get(_file_key(tf.path))
+        )
+    return problems
+
+
+def record_topic_files(vault: Vault, files: Sequence[TopicFile], *, actor: str = "topic file") -> list[Topic]:
+    """Record valid topic files in the vault, all or none: any identity problem raises TopicFileError."""
+    problems = topic_file_problems(vault, files)
+    if problems:
+        raise TopicFileError("\n".join(problems))
+    return [vault.record_topic(tf.topic, _file_key(tf.path), actor=actor) for tf in files if tf.topic is not None]
+
+
+def rewrite_state(path: Path, state: TopicState) -> None:
+    """Set the `state:` line of a topic file, keeping every other byte; checked before it is written."""
+    raw = path.read_bytes()
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    text = raw.decode("utf-8-sig")
+    try:
+        new = set_state_line(text, state)
+    except StateLineError as exc:
+        raise TopicFileError(f"topic file {path}: cannot set `state: {state}`: {exc}") from None
+    before, after = yaml.safe_load(text) or {}, yaml.safe_load(new)
+    if not isinstance(after, dict) or after.get("state") != state or {k: v for k, v in after.items() if k != "state"} != {
+        k: v for k, v in before.items() if k != "state"
+    }:
+        raise TopicFileError(f"topic file {path}: its `state:` line could not be rewritten safely; set `state: {state}` by hand")
+    tmp = path.with_name(f".{path.name}.nexus-tmp")
+    tmp.write_bytes((b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+    shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+
+
+def _topic_file(topics_dir: Path, topic_id: str) -> TopicFile:
+    files = read_topic_files(topics_dir)
+    for tf in files:
+        if tf.topic is not None and tf.topic.topic_id == topic_id:
+            return tf
+    broken = [tf.problem for tf in files if tf.problem and tf.path.stem == topic_id]
+    raise LifecycleError(
+        f"no valid topic file defines {topic_id!r} in {topics_dir}"
+        + (f" ({broken[0]})" if broken else "")
+        + "; write one, or propose one with `nexus discover`"
+    )
+
+
+# The human gate
+
+
+@dataclass
+class Activation:
+    topic_id: str
+    path: str
+    previous_state: str | None
+    file_rewritten: bool
+    state: str = "ACTIVE"
+
+
+def activate(vault: Vault, topics_dir: Path, topic_id: str, *, actor: str) -> Activation:
+    """DRAFT → ACTIVE: rewrite only the file's `state:` line and record who activated it."""
+    tf = _topic_file(topics_dir, topic_id)
+    before = vault.topic_state(topic_id)
+    if before in SEALED_STATES:
+        raise LifecycleError(
+            f"topic {topic_id!r} is {before} (sealed); it cannot become ACTIVE again. Create a new topic for new material"
+        )
+    problems = topic_file_problems(vault, [tf])
+    if problems:
+        raise TopicFileError("\n".join(problems))
+    if before is None:
+        vault.record_topic(tf.topic, _file_key(tf.path))  # the proposal itself, as a person left it
+    rewritten = tf.topic.state != "ACTIVE"
+    if rewritten:
+        rewrite_state(tf.path, "ACTIVE")
+    vault.record_topic(tf.topic.model_copy(update={"state": "ACTIVE"}), _file_key(tf.path), actor=actor)
+    return Activation(topic_id, str(tf.path), before, rewritten)
+
+
+# Sealing
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    gate: str  # no_bricks | open_runs | stale_bricks | manifest_chain | sync_out_of_date
+    problem: str
+    offending: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"gate": self.gate, "problem": self.problem, "offending": list(self.offending)}
+
+
+class SealRefused(LifecycleError):
+    def __init__(self, topic_id: str, failures: Sequence[GateFailure]):
+        self.topic_id = topic_id
+        self.failures = list(failures)
+        super().__init__(
+            f"seal of {topic_id!r} refused:\n" + "\n".join(f"- gate {f.gate}: {f.problem}" for f in self.failures)
+        )
+
+
+def _listed(items: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _latest_sync(vault: Vault, topic_id: str) -> datetime | None:
+    row = vault.conn.execute("SELECT max(finished_at) FROM syncs WHERE topic_id = ? AND status = 'ok'", [topic_id]).fetchone()
+    return row[0] if row else None
+
+
+def _definition(topic: Topic) -> dict:
+    return topic.model_dump(mode="json", exclude={"state"})
+
+
+def sync_lag(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> tuple[list[str], list[str]]:
+    """What the topic's latest successful sync has not seen: (reasons, offending runs and files)."""
+    tid = topic.topic_id
+    last = _latest_sync(vault, tid)
+    if last is None:
+        return [f"topic {tid!r} has never been synced"], []
+    reasons, offending = [], []
+    ingested = [
+        r[0]
+        for r in vault.conn.execute(
+            "SELECT DISTINCT run_id FROM runs WHERE ingested_at > ? ORDER BY run_id", [last]
+        ).fetchall()
+    ]
+    if ingested:
+        reasons.append(f"runs ingested after it: {_listed(ingested)}")
+        offending += ingested
+    closed = [
+        r[0]
+        for r in vault.conn.execute(
+            "SELECT run_id FROM run_closures WHERE closed_at > ? ORDER BY run_id", [last]
+        ).fetchall()
+    ]
+    if closed:
+        reasons.append(f"runs closed after it: {_listed(closed)}")
+        offending += [r for r in closed if r not in offending]
+    # A sync can succeed with runs its extractor did not answer for (failed LLM calls are retried
+    # by the next sync); their bricks would be missing from the seal.
+    unanswered = [
+        r[0]
+        for r in vault.conn.execute(
+            """SELECT r.run_id FROM runs r WHERE r.is_latest AND NOT EXISTS (
+                   SELECT 1 FROM extractions e WHERE e.topic_id = ? AND e.run_id = r.run_id
+                   AND e.version_id = r.version_id AND e.validated)
+               ORDER BY r.run_id""",
+            [tid],
+        ).fetchall()
+    ]
+    if unanswered:
+        reasons.append(f"runs not extracted and validated for it yet: {_listed(unanswered)}")
+        offending += [r for r in unanswered if r not in offending]
+    if runs_dir is not None:
+        unseen = [str(p) for p in scan_run_files(runs_dir) if not vault.file_seen(file_sha256(p))]
+        if unseen:
+            reasons.append(f"run files not ingested yet: {_listed(unseen)}")
+            offending += unseen
+    if topics_dir is not None:
+        tf = find_topic(topics_dir, tid)
+        if tf is not None and tf.topic is not None and _definition(tf.topic) != _definition(topic):
+            reasons.append(f"its topic file {tf.path} changed")
+            offending.append(str(tf.path))
+    return reasons, offending
+
+
+def seal_gates(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> list[GateFailure]:
+    """Every gate that stops the topic from being sealed now; empty when it may be sealed."""
+    tid = topic.topic_id
+    failures = []
+    bricks = vault.bricks(tid)
+    visible = [b for b in bricks if b.state != "SUPERSEDED"]
+    if not visible:
+        failures.append(
+            GateFailure(
+                "no_bricks",
+                f"topic {tid!r} has no bricks, so there is nothing to seal; sync it (`nexus sync --topic {tid}`) "
+                "or widen its required_keywords",
+            )
+        )
+    run_ids = sorted({s.run_id for b in bricks for s in b.sources})
+    status = vault.run_status(run_ids)
+    open_runs = [r for r in run_ids if status.get(r, "OPEN") == "OPEN"]
+    if open_runs:
+        failures.append(
+            GateFailure(
+                "open_runs",
+                f"{len(open_runs)} source run(s) of its bricks are still OPEN: {_listed(open_runs)}; "
+                f"close each with `nexus close RUN_ID` once its conversation is over, sync, then seal again",
+                tuple(open_runs),
+            )
+        )
+    drifts = file_drift(vault, visible)
+    vault.flag_stale(d.brick_id for d in drifts)
+    why = {d.brick_id: d.problem for d in reversed(drifts)}
+    stale = sorted({b.brick_id for b in visible if b.stale} | set(why))
+    if stale:
+        described = [f"{b[:12]}" + (f" ({why[b]})" if b in why else "") for b in stale]
+        failures.append(
+            GateFailure(
+                "stale_bricks",
+                f"{len(stale)} brick(s) are stale, their source text changed since it was compiled: {_listed(described, 5)}; "
+                f"restore the source text of those runs and sync again (`nexus trace BRICK_ID` shows where)",
+                tuple(stale),
+            )
+        )
+    chain = chain_problems(vault.manifests(tid))
+    if chain:
+        failures.append(
+            GateFailure(
+                "manifest_chain",
+                f"the manifest history of {tid!r} was altered ({'; '.join(chain[:3])}); a topic whose history does not "
+                "verify cannot be sealed: restore the vault from a backup and run `nexus verify`",
+            )
+        )
+    reasons, offending = sync_lag(vault, topic, topics_dir=topics_dir, runs_dir=runs_dir)
+    if reasons:
+        failures.append(
+            GateFailure(
+                "sync_out_of_date",
+                f"the latest sync of {tid!r} does not reflect the current inputs ({'; '.join(reasons)}); "
+                f"run `nexus sync --topic {tid}`, then seal again",
+                tuple(offending),
+            )
+        )
+    return failures
+
+
+@dataclass
+class SealResult:
+    topic_id: str
+    state: str
+    manifest_hash: str | None
+    bricks: int
+    new_manifest: bool = False
+    already_sealed: bool = False
+    file_updated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "topic_id": self.topic_id,
+            "sealed": True,
+            "state": self.state,
+            "manifest_hash": self.manifest_hash,
+            "bricks": self.bricks,
+            "new_manifest": self.new_manifest,
+            "already_sealed": self.already_sealed,
+            "file_updated": self.file_updated,
+            "notes": self.notes,
+        }
+
+
+def seal(
+    vault: Vault,
+    topic_id: str,
+    *,
+    actor: str,
+    topics_dir: Path | None = None,
+    runs_dir: Path | None = None,
+    dagster_run_id: str | None = None,
+) -> SealResult:
+    """ACTIVE → SEALING → LOCKED: every visible brick becomes FINAL, the order freezes, the final
+    manifest is recorded (sealed) with a snapshot of its bricks, and the topic file says LOCKED.
+
+    Raises SealRefused when a gate fails. A seal interrupted in SEALING resumes when run again.
+    """
+    topic = vault.topic(topic_id)
+    if topic is None:
+        known = ", ".join(t.topic_id for t in vault.topics()) or "none"
+        raise LifecycleError(f"unknown topic {topic_id!r}; topics in the vault: {known}")
+    if topic.state == "LOCKED":
+        sealed = sealed_manifest(vault, topic_id)
+        count = len(sealed.bricks) if sealed else 0
+        return SealResult(topic_id, "LOCKED", sealed.manifest_hash if sealed else None, count, already_sealed=True)
+    if topic.state == "DRAFT":
+        raise LifecycleError(
+            f"topic {topic_id!r} is DRAFT; activate it (`nexus activate {topic_id}`), sync it, and close its runs before sealing"
+        )
+    failures = seal_gates(vault, topic, topics_dir=topics_dir, runs_dir=runs_dir)
+    if failures:
+        raise SealRefused(topic_id, failures)
+
+    prior = {b.brick_id: b for b in vault.bricks(topic_id)}
+    bricks = resolve_phase(vault, topic, sealed=True)
+
+    def unchanged(b: Brick) -> bool:
+        before = prior.get(b.brick_id)
+        return before is not None and (b.content, b.sources, b.order_index) == (before.content, before.sources, before.order_index)
+
+    # Promotion flips state only; anything else means the vault is behind its inputs.
+    moved = [b.brick_id[:12] for b in bricks if b.state == "FINAL" and not unchanged(b)]
+    if moved:
+        problem = (
+            f"sealing would change bricks beyond their state: {_listed(moved)}; "
+            f"run `nexus sync --topic {topic_id}`, then seal again"
+        )
+        raise SealRefused(topic_id, [GateFailure("sync_out_of_date", problem, tuple(moved))])
+    vault.transition_topic(topic_id, "SEALING", actor=actor)
+    manifest, recorded = publish_phase(vault, topic, bricks, dagster_run_id=dagster_run_id, sealed=True)
+    with vault.transaction():
+        _store_snapshot(vault, topic_id, bricks, manifest.manifest_hash)
+    problems = immutability_problems(vault, topic_id)
+    if problems:
+        raise LifecycleError(
+            f"topic {topic_id!r} stays SEALING: its sealed state does not verify: {'; '.join(problems[:5])}; "
+            "run `nexus verify` and repair the vault before sealing again"
+        )
+    vault.transition_topic(topic_id, "LOCKED", actor=actor)
+    result = SealResult(topic_id, "LOCKED", manifest.manifest_hash, len(manifest.bricks), new_manifest=recorded)
+    if topics_dir is not None:
+        tf = find_topic(topics_dir, topic_id)
+        if tf is None:
+            result.notes.append(f"no topic file defines {topic_id!r} in {topics_dir}; the vault keeps it LOCKED regardless")
+        else:
+            try:
+                rewrite_state(tf.path, "LOCKED")
+                result.file_updated = True
+            except (TopicFileError, OSError) as exc:
+                result.notes.append(f"{exc}; the vault keeps it LOCKED regardless")
+    return result

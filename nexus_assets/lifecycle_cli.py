@@ -1,0 +1,168 @@
+"""`nexus discover`, `nexus activate` and `nexus seal`: the topic lifecycle on the command line (DESIGN §7).
+
+Exit codes as everywhere: 0 done; 1 the work ran but was refused (a seal gate, an unusable LLM
+reply); 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from nexus_assets.cli import UsageError, emit, open_vault
+from nexus_assets.lifecycle import (
+    LifecycleError,
+    SealRefused,
+    activate,
+    seal,
+    topic_history,
+    user_actor,
+)
+
+
+def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
+    topics_dir, runs_dir = Path(args.topics_dir), Path(getattr(args, "runs_dir", "data/runs"))
+    if must_exist and not topics_dir.is_dir():
+        raise UsageError(f"topics folder {topics_dir} does not exist; pass --topics-dir")
+    return topics_dir, runs_dir
+
+
+def _history(vault, topic_id: str) -> list[dict]:
+    return [{**h, "changed_at": str(h["changed_at"])} for h in topic_history(vault, topic_id)]
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from nexus_assets.discovery import (
+        DiscoveryError,
+        discover_embedded,
+        discover_llm,
+        recent_runs,
+    )
+
+    topics_dir, runs_dir = Path(args.topics_dir), Path(args.runs_dir)
+    if not runs_dir.is_dir():
+        raise UsageError(f"runs folder {runs_dir} does not exist; pass --runs-dir")
+    if args.recent < 1 or (args.max is not None and args.max < 1):
+        raise UsageError("--recent and --max take a positive number")
+    runs = recent_runs(runs_dir, args.recent)
+    if not runs:
+        raise UsageError(f"no readable runs in {runs_dir}; nothing to discover topics from")
+    with open_vault(args, write=True) as vault:
+        # Topics the vault knows (a rejected proposal whose file was deleted too) are never proposed again.
+        recorded = vault.topics()
+        if args.extractor == "openai":
+            from nexus_assets.extractors import VaultCallStore
+            from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
+
+            try:
+                config = LLMConfig.from_env()
+            except LLMConfigError as exc:
+                raise UsageError(str(exc)) from None
+            try:
+                report, written = discover_llm(
+                    runs, topics_dir, config=config, store=VaultCallStore(vault), recorded=recorded, max_proposals=args.max
+                )
+            except LLMFatalError as exc:
+                raise UsageError(str(exc)) from None
+            except DiscoveryError as exc:
+                print(f"nexus: discover: {exc}", file=sys.stderr)
+                return 1
+        else:
+            report, written = discover_embedded(runs, topics_dir, recorded=recorded, max_proposals=args.max)
+        actor = user_actor("nexus discover")
+        by_id = {t.topic_id: t for t in written}
+        for row in report.written:
+            vault.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
+    lines = [f"looked at {report.runs_considered} recent runs ({report.extractor})"]
+    for w in report.written:
+        lines.append(f"wrote DRAFT {w['path']}: {w['display_name']} [{', '.join(w['required_keywords'])}]")
+    for s in report.skipped:
+        lines.append(f"skipped {s['topic_id']}: {s['reason']}")
+    if report.written:
+        lines.append("review each file, then `nexus activate TOPIC` to compile it")
+    else:
+        lines.append("no new topics to propose")
+    emit(args, report.as_dict(), "\n".join(lines))
+    return 0
+
+
+def cmd_activate(args: argparse.Namespace) -> int:
+    topics_dir, _ = _dirs(args)
+    with open_vault(args, write=True) as vault:
+        try:
+            done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate"))
+        except LifecycleError as exc:
+            raise UsageError(str(exc)) from None
+        history = _history(vault, args.topic)
+    data = {
+        "topic_id": done.topic_id,
+        "state": done.state,
+        "previous_state": done.previous_state,
+        "file": done.path,
+        "file_rewritten": done.file_rewritten,
+        "transitions": history,
+    }
+    if done.previous_state == "ACTIVE" and not done.file_rewritten:
+        text = f"topic {done.topic_id} was already ACTIVE"
+    else:
+        text = (
+            f"topic {done.topic_id} is ACTIVE (was {done.previous_state or 'unrecorded'})"
+            + (f"; {done.path} now says `state: ACTIVE`" if done.file_rewritten else "")
+            + f". Compile it with `nexus sync --topic {done.topic_id}`"
+        )
+    emit(args, data, text)
+    return 0
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    topics_dir, runs_dir = _dirs(args, must_exist=False)
+    if not Path(args.db).exists():
+        raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
+    with open_vault(args, write=True) as vault:
+        try:
+            result = seal(vault, args.topic, actor=user_actor("nexus seal"), topics_dir=topics_dir, runs_dir=runs_dir)
+        except SealRefused as exc:
+            emit(args, {"topic_id": exc.topic_id, "sealed": False, "failed_gates": [f.as_dict() for f in exc.failures]})
+            print(f"nexus: {exc}", file=sys.stderr)
+            return 1
+        except LifecycleError as exc:
+            raise UsageError(str(exc)) from None
+        history = _history(vault, args.topic)
+    data = {**result.as_dict(), "transitions": history}
+    for note in result.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if result.already_sealed:
+        text = f"topic {result.topic_id} is already LOCKED (sealed manifest {(result.manifest_hash or '-')[:16]}); nothing changed"
+    else:
+        text = (
+            f"sealed {result.topic_id}: {result.bricks} bricks FINAL, order frozen; manifest {result.manifest_hash[:16]}; "
+            f"state LOCKED{' (topic file updated)' if result.file_updated else ''}"
+        )
+    emit(args, data, text)
+    return 0
+
+
+def add_lifecycle_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    runs_default = os.environ.get("NEXUS_RUNS_DIR", "data/runs")
+    topics_default = os.environ.get("NEXUS_TOPICS_DIR", "data/topics")
+
+    p = sub.add_parser("discover", parents=[common], help="propose topics from recent runs as DRAFT topic files")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--extractor", choices=["embedded", "openai"], default=os.environ.get("NEXUS_EXTRACTOR", "embedded"))
+    p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
+    p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
+    p.set_defaults(func=cmd_discover)
+
+    p = sub.add_parser("activate", parents=[common], help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")
+    p.add_argument("topic")
+    p.add_argument("--topics-dir", default=topics_default)
+    p.set_defaults(func=cmd_activate)
+
+    p = sub.add_parser("seal", parents=[common], help="ACTIVE → LOCKED: every brick FINAL and immutable, once the gates pass")
+    p.add_argument("topic")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    p.set_defaults(func=cmd_seal)

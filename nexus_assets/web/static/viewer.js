@@ -1,0 +1,134 @@
+// Source panel of the topic page. Every piece of conversation text reaches the DOM as a text
+// node (textContent / createTextNode), never through innerHTML.
+"use strict";
+
+(function () {
+  const layout = document.getElementById("layout");
+  const panel = document.getElementById("panel");
+  if (!layout || !panel) return;
+
+  // el("dt", {class: "x"}, "text", childNode, ...): strings become text nodes.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+    for (const child of children) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  const STATE_BADGE = {
+    FINAL: ["badge badge-final", "🔒 final"],
+    FORMING: ["badge badge-forming", "forming"],
+    IMPROVISE: ["badge badge-draft", "draft — evolving"],
+    SUPERSEDED: ["badge badge-superseded", "superseded"],
+  };
+
+  function badge(state) {
+    const [cls, label] = STATE_BADGE[state] || ["badge", state];
+    return el("span", { class: cls }, label);
+  }
+
+  function metaRow(term, ...value) {
+    return [el("dt", {}, term), el("dd", {}, ...value)];
+  }
+
+  function sourceSection(trace, index, total) {
+    const title = total > 1 ? `Source ${index + 1} of ${total}` + (index === 0 ? " · canonical" : " · linked") : "Source";
+    const check = trace.checksum_matches
+      ? el("span", { class: "flag flag-ok" }, "✓ node checksum still matches the source")
+      : el("span", { class: "flag flag-bad" }, "✗ no longer matches: " + trace.problems.join("; "));
+    const meta = el(
+      "dl",
+      { class: "meta" },
+      ...metaRow("run", el("span", { class: "mono" }, trace.run_id), trace.run_status ? ` (${trace.run_status})` : ""),
+      ...metaRow("path", el("code", {}, trace.json_path)),
+      ...metaRow("offsets", el("code", {}, `[${trace.start}, ${trace.end})`), ` · ${trace.end - trace.start} characters`),
+      ...metaRow("node checksum", el("code", { class: "wrap" }, trace.node_checksum)),
+      ...metaRow("run version", el("code", { class: "wrap" }, trace.version_id || "not in the vault")),
+      ...metaRow("check", check),
+    );
+    const section = el("section", { class: "source" }, el("h3", {}, title), meta);
+    if (trace.json_before === null) {
+      section.append(el("p", { class: "message" }, "The run version this source was seen in is not in the vault."));
+      return section;
+    }
+    // The node is shown decoded (offsets count its characters), between the run's JSON around it.
+    const mark = el("mark", { class: "quote" }, trace.quote);
+    const node = el("span", { class: "node" }, '"', trace.before, mark, trace.after, '"');
+    const pre = el("pre", { class: "json", tabindex: "0" }, el("code", {}, trace.json_before, node, trace.json_after));
+    section.append(el("h4", {}, "Raw run JSON"), pre);
+    return section;
+  }
+
+  function scrollToMarks() {
+    for (const pre of panel.querySelectorAll("pre.json")) {
+      const mark = pre.querySelector("mark");
+      if (mark) pre.scrollTop = Math.max(0, mark.offsetTop - pre.clientHeight / 3);
+    }
+  }
+
+  function closePanel() {
+    panel.hidden = true;
+    panel.replaceChildren();
+    layout.classList.remove("with-panel");
+    for (const li of document.querySelectorAll(".brick.is-selected")) li.classList.remove("is-selected");
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  async function openBrick(brickId) {
+    for (const li of document.querySelectorAll(".brick.is-selected")) li.classList.remove("is-selected");
+    const item = document.getElementById("brick-" + brickId);
+    if (item) item.classList.add("is-selected");
+    layout.classList.add("with-panel");
+    panel.hidden = false;
+    panel.setAttribute("aria-busy", "true");
+    panel.replaceChildren(el("p", { class: "dim" }, "Loading source…"));
+    history.replaceState(null, "", location.pathname + location.search + "#brick=" + brickId);
+
+    let data;
+    try {
+      const response = await fetch(`/api/bricks/${encodeURIComponent(brickId)}/trace`, { headers: { Accept: "application/json" } });
+      data = await response.json();
+      if (!response.ok) throw new Error(data.error || response.statusText);
+    } catch (err) {
+      panel.replaceChildren(el("p", { class: "message" }, "Could not load the source: " + err.message));
+      panel.removeAttribute("aria-busy");
+      return;
+    }
+    const close = el("button", { type: "button", class: "close", "aria-label": "Close source panel" }, "×");
+    close.addEventListener("click", closePanel);
+    const head = el(
+      "div",
+      { class: "panel-head" },
+      el("h2", {}, "Where this brick comes from"),
+      close,
+    );
+    const brick = el(
+      "p",
+      { class: "panel-brick" },
+      badge(data.state),
+      data.stale ? el("span", { class: "badge badge-stale" }, "⚠ stale — source changed") : null,
+      el("code", { class: "wrap dim" }, data.brick_id),
+    );
+    panel.replaceChildren(head, brick);
+    data.traces.forEach((trace, i) => panel.append(sourceSection(trace, i, data.traces.length)));
+    panel.removeAttribute("aria-busy");
+    panel.scrollTop = 0;
+    scrollToMarks();
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a.brick-text");
+    if (!link || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+    event.preventDefault();
+    openBrick(link.dataset.brickId);
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !panel.hidden) closePanel();
+  });
+
+  const wanted = /^#brick=([0-9a-f]{64})$/.exec(location.hash);
+  if (wanted) openBrick(wanted[1]);
+})();

@@ -1,0 +1,192 @@
+"""What the viewer shows, read from the vault: plain data for the templates and the trace API."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from nexus_assets.core.models import Brick, Manifest, Topic
+from nexus_assets.core.paths import resolve_string, value_at
+from nexus_assets.drift import file_drift
+from nexus_assets.trace import trace_brick
+from nexus_assets.vault import RunVersion, Vault
+
+STATES = ("IMPROVISE", "FORMING", "FINAL", "SUPERSEDED")
+
+
+@dataclass(frozen=True)
+class LastSync:
+    status: str
+    finished_at: datetime
+
+    @property
+    def when(self) -> str:
+        return self.finished_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    topic: Topic
+    counts: dict[str, int]
+    stale: int
+    rejections: dict[str, int]
+    last_sync: LastSync | None
+    manifest_hash: str | None
+
+    @property
+    def visible(self) -> int:
+        return sum(n for state, n in self.counts.items() if state != "SUPERSEDED")
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rejections.values())
+
+
+@dataclass(frozen=True)
+class BrickView:
+    brick: Brick
+    runs: list[str]
+    # (text, is_search_hit) pieces of the content, so the template escapes each piece itself.
+    segments: list[tuple[str, bool]]
+    history: list[Brick] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TopicPage:
+    summary: TopicSummary
+    bricks: list[BrickView]
+    query: str
+    manifest: Manifest | None
+
+    @property
+    def topic(self) -> Topic:
+        return self.summary.topic
+
+
+def _last_syncs(vault: Vault) -> dict[str, LastSync]:
+    rows = vault.conn.execute(
+        "SELECT topic_id, arg_max(status, finished_at), max(finished_at) FROM syncs GROUP BY topic_id"
+    ).fetchall()
+    return {t: LastSync(status, at) for t, status, at in rows}
+
+
+def _stale_counts(vault: Vault) -> dict[str, int]:
+    rows = vault.conn.execute(
+        "SELECT topic_id, count(*) FROM bricks WHERE stale AND state != 'SUPERSEDED' GROUP BY topic_id"
+    ).fetchall()
+    return dict(rows)
+
+
+def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:
+    manifest = vault.latest_manifest(topic.topic_id)
+    return TopicSummary(
+        topic=topic,
+        counts={s: counts.get(topic.topic_id, {}).get(s, 0) for s in STATES},
+        stale=stale.get(topic.topic_id, 0),
+        rejections=vault.rejection_counts(topic.topic_id),
+        last_sync=syncs.get(topic.topic_id),
+        manifest_hash=manifest.manifest_hash if manifest else None,
+    )
+
+
+def topic_summaries(vault: Vault) -> list[TopicSummary]:
+    counts, stale, syncs = vault.brick_counts(), _stale_counts(vault), _last_syncs(vault)
+    return [_summary(vault, t, counts, stale, syncs) for t in vault.topics()]
+
+
+def search_segments(text: str, pattern: re.Pattern | None) -> list[tuple[str, bool]]:
+    if pattern is None:
+        return [(text, False)]
+    pieces, at = [], 0
+    for m in pattern.finditer(text):
+        if m.start() > at:
+            pieces.append((text[at : m.start()], False))
+        pieces.append((m.group(), True))
+        at = m.end()
+    if at < len(text):
+        pieces.append((text[at:], False))
+    return pieces
+
+
+def _history(brick_id: str, children: dict[str, list[Brick]]) -> list[Brick]:
+    """Every fragment this brick superseded, directly or through a fragment it superseded."""
+    out: list[Brick] = []
+    for child in children.get(brick_id, []):
+        out.append(child)
+        out += _history(child.brick_id, children)
+    return out
+
+
+def topic_page(vault: Vault, topic_id: str, query: str = "") -> TopicPage | None:
+    topic = vault.topic(topic_id)
+    if topic is None:
+        return None
+    summary = _summary(vault, topic, vault.brick_counts(), _stale_counts(vault), _last_syncs(vault))
+    manifest = vault.latest_manifest(topic_id)
+    bricks = vault.bricks(topic_id)
+    children: dict[str, list[Brick]] = {}
+    for b in bricks:
+        if b.state == "SUPERSEDED" and b.superseded_by:
+            children.setdefault(b.superseded_by, []).append(b)
+    visible = [b for b in bricks if b.state != "SUPERSEDED"]
+    if manifest is not None:
+        position = {e.brick_id: i for i, e in enumerate(manifest.bricks)}
+        visible.sort(key=lambda b: (position.get(b.brick_id, len(position)), b.order_index or 0))
+    query = query.strip()
+    # Plain substring, any case: the query is escaped, never read as a pattern.
+    pattern = re.compile(re.escape(query), re.IGNORECASE) if query else None
+    views = [
+        BrickView(
+            brick=b,
+            runs=list(dict.fromkeys(s.run_id for s in b.sources)),
+            segments=search_segments(b.content, pattern),
+            history=_history(b.brick_id, children),
+        )
+        for b in visible
+        if pattern is None or pattern.search(b.content)
+    ]
+    return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest)
+
+
+def json_around(document, json_path: str) -> tuple[str, str]:
+    """The run pretty-printed, split where the node's string literal stands.
+
+    The node itself is shown decoded between the two halves: offsets count code points of the
+    decoded string (DESIGN §2.1), which JSON escapes like `\\n` or `\\"` would shift.
+    """
+    steps, _ = resolve_string(document, json_path)
+    marker = f"\x00nexus-node-{uuid.uuid4().hex}\x00"
+    doc = copy.deepcopy(document)
+    value_at(doc, steps[:-1])[steps[-1]] = marker
+    before, after = json.dumps(doc, indent=2, ensure_ascii=False).split(json.dumps(marker), 1)
+    return before, after
+
+
+def brick_trace(vault: Vault, brick_id: str) -> dict | None:
+    """`nexus trace --json` for one brick, plus what the source panel needs to draw it.
+
+    Each source gets `before`/`quote`/`after` sliced here in Python (code points; JavaScript
+    would slice UTF-16 units) and `json_before`/`json_after`, the rest of its run document.
+    """
+    found = vault.bricks(brick_ids=[brick_id])
+    if not found:
+        return None
+    traced = trace_brick(vault, brick_id)
+    runs = vault.load_runs(
+        {RunVersion(t["run_id"], t["version_id"]) for t in traced["traces"] if t["version_id"]}
+    )
+    # The vault may still hold the old version; the file on disk is what `nexus verify` checks.
+    on_disk = {(d.address.run_id, d.address.json_path, d.address.start, d.address.end): d.problem for d in file_drift(vault, found)}
+    for t in traced["traces"]:
+        node, start, end = t["node_text"], t["start"], t["end"]
+        t["before"], t["after"] = node[:start], node[end:]
+        run = runs.get(RunVersion(t["run_id"], t["version_id"])) if t["version_id"] else None
+        t["json_before"], t["json_after"] = json_around(run.document, t["json_path"]) if run else (None, None)
+        problems = [p for p in (t["problem"], on_disk.get((t["run_id"], t["json_path"], start, end))) if p]
+        t["checksum_matches"] = not problems
+        t["problems"] = problems
+    return traced
