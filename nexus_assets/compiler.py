@@ -74,13 +74,15 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     for start in range(0, len(pending), 200):
         chunk = pending[start : start + 200]
         runs = vault.load_runs(rv for _, rv, _ in chunk)
+        results = []
+        for key, rv, pointers in chunk:
+            occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
+            results.append((key, rv, occurrences, rejections))
+            report.extractions += 1
+            report.accepted += len(occurrences)
+            report.rejected.update(r.reason for r in rejections)
         with vault.transaction():
-            for key, rv, pointers in chunk:
-                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
-                vault.store_validation(key, rv, occurrences, rejections)
-                report.extractions += 1
-                report.accepted += len(occurrences)
-                report.rejected.update(r.reason for r in rejections)
+            vault.store_validations(results)
     return report
 
 

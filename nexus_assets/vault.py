@@ -523,9 +523,11 @@ class Vault:
         ).fetchall()
         return [(k, RunVersion(r, v), json.loads(p)) for k, r, v, p in rows]
 
-    def store_validation(
-        self, key: str, run: RunVersion, occurrences: Sequence[Occurrence], rejections: Sequence[Rejection]
+    def store_validations(
+        self, results: Sequence[tuple[str, RunVersion, Sequence[Occurrence], Sequence[Rejection]]]
     ) -> None:
+        """Store the gate's verdicts for several extractions with one insert per table."""
+        stamp = now()
         self._insert_df(
             "occurrences",
             [
@@ -543,10 +545,10 @@ class Vault:
                     "position": o.position,
                     "extraction_key": key,
                 }
+                for key, run, occurrences, _ in results
                 for o in occurrences
             ],
         )
-        stamp = now()
         self._insert_df(
             "rejections",
             [
@@ -562,10 +564,15 @@ class Vault:
                     "detail": r.detail,
                     "recorded_at": stamp,
                 }
+                for key, run, _, rejections in results
                 for i, r in enumerate(rejections)
             ],
         )
-        self.conn.execute("UPDATE extractions SET validated = true WHERE extraction_key = ?", [key])
+        if results:
+            self.conn.execute(
+                "UPDATE extractions SET validated = true WHERE extraction_key IN (SELECT unnest(?))",
+                [[key for key, *_ in results]],
+            )
 
     def occurrences(self, topic_id: str) -> list[tuple[Occurrence, str]]:
         """Every occurrence ever validated for the topic, with the run version it was seen in."""
