@@ -41,41 +41,53 @@ def ingest_runs(
     open_after: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> IngestReport:
+    """Ingest every run file whose content the vault has not seen.
+
+    Small files are committed together, up to BATCH runs a transaction; a file's runs and its
+    `run_files` row always commit together, so an interrupted sync re-reads exactly what was lost.
+    """
     report = IngestReport()
     files = scan_run_files(runs_dir)
     report.files_scanned = len(files)
+    batch: list[tuple[Run, str, str]] = []
+    finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
+
+    def flush() -> None:
+        with vault.transaction():
+            fresh, changed = vault.store_runs(batch)
+            vault.record_errors([e for *_, errors in finished_files for e in errors])
+            vault.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in finished_files])
+        report.runs_new += len(fresh)
+        report.versions_new += len(changed)
+        report.changed_runs.extend(r.run_id for r in changed)
+        batch.clear()
+        finished_files.clear()
+
+    step = max(1, len(files) // 10)
     for n, path in enumerate(files, 1):
         sha = file_sha256(path)
-        if vault.file_seen(sha):
+        if vault.file_seen(sha) or any(sha == f[0] for f in finished_files):
             continue
         report.files_new += 1
-        if progress:
-            progress(f"ingesting {display_name(path)} ({n}/{len(files)})")
         shown = display_name(path)
+        if progress and (n % step == 0 or path.stat().st_size > 16 * 1024 * 1024):
+            progress(f"ingesting {shown} ({n}/{len(files)})")
         source = str(path.resolve())
-        runs_in_file = errors_in_file = 0
-        with vault.transaction():
-            batch: list[Run] = []
-            errors: list[IngestionError] = []
-
-            def flush() -> None:
-                fresh, changed = vault.store_runs(batch, source_file=source, file_sha256=sha)
-                report.runs_new += len(fresh)
-                report.versions_new += len(changed)
-                report.changed_runs.extend(r.run_id for r in changed)
-                batch.clear()
-
-            for item in iter_run_file(path, shown, sha=sha, limits=limits, open_after=open_after):
-                if isinstance(item, IngestionError):
-                    errors.append(item)
-                    continue
-                runs_in_file += 1
-                batch.append(item)
-                if len(batch) >= BATCH:
-                    flush()
-            flush()
-            errors_in_file = len(errors)
-            vault.record_errors(errors)
-            vault.record_file(sha, shown, runs_in_file, errors_in_file)
+        runs_in_file = 0
+        errors: list[IngestionError] = []
+        for item in iter_run_file(path, shown, sha=sha, limits=limits, open_after=open_after):
+            if isinstance(item, IngestionError):
+                errors.append(item)
+                continue
+            runs_in_file += 1
+            batch.append((item, source, sha))
+            if len(batch) >= BATCH:
+                # A large export is committed in parts; its file row comes with the last part.
+                flush()
+        finished_files.append((sha, shown, runs_in_file, errors))
         report.errors.extend(errors)
+        if len(batch) >= BATCH or len(finished_files) >= BATCH:
+            flush()
+    if batch or finished_files:
+        flush()
     return report

@@ -342,10 +342,12 @@ class Vault:
     def file_seen(self, file_sha256: str) -> bool:
         return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
 
-    def record_file(self, file_sha256: str, path: str, runs: int, errors: int) -> None:
-        self.conn.execute(
-            "INSERT INTO run_files VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [file_sha256, path, runs, errors, now()],
+    def record_files(self, files: Sequence[tuple[str, str, int, int]]) -> None:
+        """(file_sha256, path, runs, errors) of files read completely."""
+        stamp = now()
+        self._insert_df(
+            "run_files",
+            [{"file_sha256": h, "path": p, "runs": r, "errors": e, "first_seen": stamp} for h, p, r, e in files],
         )
 
     def record_errors(self, errors: Sequence[IngestionError]) -> None:
@@ -359,18 +361,25 @@ class Vault:
         )
 
     def latest_versions(self, run_ids: Iterable[str] | None = None) -> dict[str, str]:
-        rows = self.conn.execute("SELECT run_id, version_id FROM runs WHERE is_latest").fetchall()
-        wanted = set(run_ids) if run_ids is not None else None
-        return {r: v for r, v in rows if wanted is None or r in wanted}
+        if run_ids is None:
+            return dict(self.conn.execute("SELECT run_id, version_id FROM runs WHERE is_latest").fetchall())
+        return dict(
+            self.conn.execute(
+                "SELECT run_id, version_id FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))", [sorted(set(run_ids))]
+            ).fetchall()
+        )
 
-    def store_runs(self, runs: Sequence[Run], *, source_file: str, file_sha256: str) -> tuple[list[Run], list[Run]]:
-        """Insert runs not seen before; returns (new runs, new versions of known runs).
+    def store_runs(self, items: Sequence[tuple[Run, str, str]]) -> tuple[list[Run], list[Run]]:
+        """Insert (run, source file, file sha256) items not seen before; returns (new runs, new
+        versions of known runs).
 
         A known (run_id, version_id) is a no-op. A new version becomes the latest one; older
         versions stay so every stored address can still be shown.
         """
-        if not runs:
+        if not items:
             return [], []
+        runs = [run for run, _, _ in items]
+        source = {id(run): (f, sha) for run, f, sha in items}
         latest = self.latest_versions(r.run_id for r in runs)
         known = {
             (r, v)
@@ -381,7 +390,7 @@ class Vault:
         fresh, changed, rows, seen_again = [], [], [], []
         for run in runs:
             if (run.run_id, run.version_id) in known:
-                seen_again.append([run.run_id, run.version_id])
+                seen_again.append([*source[id(run)], run.run_id, run.version_id])
                 continue
             known.add((run.run_id, run.version_id))
             (changed if run.run_id in latest else fresh).append(run)
@@ -390,7 +399,7 @@ class Vault:
             # A re-export under another name: same content, so only where `verify` should look moves.
             self.conn.executemany(
                 "UPDATE runs SET source_file = ?, file_sha256 = ? WHERE run_id = ? AND version_id = ?",
-                [[source_file, file_sha256, r, v] for r, v in seen_again],
+                seen_again,
             )
         if not rows:
             return [], []
@@ -416,8 +425,8 @@ class Vault:
                     "format": r.format,
                     "status": r.status,
                     "started_at": r.started_at,
-                    "source_file": source_file,
-                    "file_sha256": file_sha256,
+                    "source_file": source[id(r)][0],
+                    "file_sha256": source[id(r)][1],
                     "raw_json": json.dumps(r.document, ensure_ascii=False),
                     # Ingestion order is per run, not per version: a new version keeps its place.
                     "ingest_seq": previous_seq.get(r.run_id, seq_base * 1_000_000 + i),

@@ -6,6 +6,7 @@ they arrived in: that is what makes a sync order-independent and idempotent.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from typing import Iterable, Mapping
 
@@ -75,20 +76,13 @@ def resolve_topic(
         else:
             states[g.brick_id] = brick_state((s.run_id for s in g.sources), run_status, sealed=sealed)
 
-    # Smallest strict superset, ties by canonical order: groups are already in canonical order.
-    by_length = sorted(groups, key=lambda g: len(g.normalized))
-    superseded_by: dict[str, str] = {}
-    for g in groups:
-        before = prior.get(g.brick_id)
-        was_superseded = before is not None and before.state == "SUPERSEDED"
-        if states[g.brick_id] != "IMPROVISE" and not was_superseded:
-            continue
-        for other in by_length:
-            if len(other.normalized) <= len(g.normalized):
-                continue
-            if g.normalized in other.normalized:
-                superseded_by[g.brick_id] = other.brick_id
-                break
+    candidates = [
+        g
+        for g in groups
+        if states[g.brick_id] == "IMPROVISE"
+        or (g.brick_id in prior and prior[g.brick_id].state == "SUPERSEDED")
+    ]
+    superseded_by = _smallest_supersets(candidates, groups) if candidates else {}
     for bid in superseded_by:
         states[bid] = "SUPERSEDED"
 
@@ -113,6 +107,43 @@ def resolve_topic(
         if states[g.brick_id] == "SUPERSEDED":
             bricks.append(_brick(topic_id, g, "SUPERSEDED", None, superseded_by[g.brick_id], is_stale(g.sources)))
     return bricks
+
+
+_SEPARATOR = "\x00"
+
+
+def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[str, str]:
+    """brick_id -> the smallest brick whose normalized text strictly contains it (ties: canonical order).
+
+    All texts are joined into one haystack so each candidate costs a few C-level `str.find`
+    calls instead of a Python loop over every brick in the topic.
+    """
+    order = {g.brick_id: i for i, g in enumerate(groups)}  # groups are in canonical order
+    starts, offset = [], 0
+    for g in groups:
+        starts.append(offset)
+        offset += len(g.normalized) + 1
+    haystack = _SEPARATOR.join(g.normalized for g in groups)
+    found: dict[str, str] = {}
+    for g in candidates:
+        needle = g.normalized
+        if not needle or _SEPARATOR in needle:
+            continue
+        best = None
+        pos = haystack.find(needle)
+        while pos >= 0:
+            other = groups[bisect_right(starts, pos) - 1]
+            if len(other.normalized) > len(needle):
+                key = (len(other.normalized), order[other.brick_id])
+                if best is None or key < best[0]:
+                    best = (key, other)
+                # Skip the rest of this brick: one hit per brick is enough.
+                pos = haystack.find(needle, starts[order[other.brick_id]] + len(other.normalized) + 1)
+            else:
+                pos = haystack.find(needle, pos + 1)
+        if best is not None:
+            found[g.brick_id] = best[1].brick_id
+    return found
 
 
 def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:
