@@ -256,14 +256,7 @@ def discover_llm(
                 store.put(CallRecord(**base, status="failed", error=str(exc), attempts=exc.attempts))
                 raise DiscoveryError(f"the model gave no answer: {exc}") from None
         text = reply.text
-        fields = dict(
-            raw_response=reply.text,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            latency_ms=reply.latency_ms,
-            attempts=reply.attempts,
-            response_format=reply.response_format,
-        )
+        fields = reply.record_fields()
         try:
             parse_topics_reply(text)
         except ReplyNotJSON as exc:

@@ -31,7 +31,6 @@ from nexus_assets.core.manifest import chain_problems
 from nexus_assets.core.models import (
     Brick,
     Manifest,
-    ManifestEntry,
     SourceAddress,
     Topic,
     TopicState,
@@ -91,19 +90,7 @@ def topic_history(vault: Vault, topic_id: str) -> list[dict]:
 
 
 def sealed_manifest(vault: Vault, topic_id: str) -> Manifest | None:
-    row = vault.conn.execute(
-        """SELECT manifest_hash, previous_hash, bricks_json FROM manifests
-           WHERE topic_id = ? AND sealed ORDER BY seq DESC LIMIT 1""",
-        [topic_id],
-    ).fetchone()
-    if row is None:
-        return None
-    return Manifest(
-        topic_id=topic_id,
-        manifest_hash=row[0],
-        previous_hash=row[1],
-        bricks=tuple(ManifestEntry(**e) for e in json.loads(row[2])),
-    )
+    return vault.latest_manifest(topic_id, sealed=True)
 
 
 def sealed_snapshot(vault: Vault, topic_id: str) -> dict[str, Brick]:

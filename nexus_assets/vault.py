@@ -807,9 +807,11 @@ class Vault:
             for h, p, b in rows
         ]
 
-    def latest_manifest(self, topic_id: str) -> Manifest | None:
+    def latest_manifest(self, topic_id: str, *, sealed: bool = False) -> Manifest | None:
+        """The topic's newest manifest; with `sealed`, the newest one written by a seal."""
         row = self.conn.execute(
-            "SELECT manifest_hash, previous_hash, bricks_json FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1",
+            f"""SELECT manifest_hash, previous_hash, bricks_json FROM manifests
+                WHERE topic_id = ? {'AND sealed' if sealed else ''} ORDER BY seq DESC LIMIT 1""",
             [topic_id],
         ).fetchone()
         if row is None:

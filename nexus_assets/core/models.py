@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -18,15 +18,6 @@ NodeType = Literal["user_message", "assistant_message", "system_message", "tool_
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 
-REASON_CODES = (
-    "malformed_pointer",
-    "unknown_topic",
-    "empty_quote",
-    "path_not_found",
-    "path_not_singular",
-    "node_not_string",
-    "quote_not_found",
-)
 RejectionReason = Literal[
     "malformed_pointer",
     "unknown_topic",
@@ -36,6 +27,7 @@ RejectionReason = Literal[
     "node_not_string",
     "quote_not_found",
 ]
+REASON_CODES: tuple[str, ...] = get_args(RejectionReason)
 
 
 class ExtractionPolicy(BaseModel):

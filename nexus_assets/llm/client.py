@@ -239,6 +239,17 @@ class ChatReply:
     attempts: int
     response_format: str
 
+    def record_fields(self) -> dict[str, Any]:
+        """The reply's part of a CallRecord."""
+        return dict(
+            raw_response=self.text,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            latency_ms=self.latency_ms,
+            attempts=self.attempts,
+            response_format=self.response_format,
+        )
+
 
 def _one_line(text: object, limit: int = 300) -> str:
     flat = " ".join(str(text).split())
@@ -510,14 +521,7 @@ class PointerClient:
                 raise
             else:
                 outcome.requests_sent += reply.attempts
-                reply_fields = dict(
-                    raw_response=reply.text,
-                    prompt_tokens=reply.prompt_tokens,
-                    completion_tokens=reply.completion_tokens,
-                    latency_ms=reply.latency_ms,
-                    attempts=reply.attempts,
-                    response_format=reply.response_format,
-                )
+                reply_fields = reply.record_fields()
                 try:
                     pointers = parse_reply(reply.text)
                 except ReplyNotJSON as exc:
