@@ -6,10 +6,39 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexus_assets.core.drift import address_problem
-from nexus_assets.core.models import Brick, IngestionError, Run, SourceAddress
+from nexus_assets.core.drift import address_problem, slice_problem
+from nexus_assets.core.models import Brick, IngestionError, SourceAddress
 from nexus_assets.runfiles import iter_run_file
-from nexus_assets.vault import Vault
+from nexus_assets.vault import RunVersion, Vault
+
+
+def verbatim_problems(vault: Vault, topic_id: str, *, runs_per_load: int = 200) -> tuple[int, int, list[str]]:
+    """Invariant 1 over the vault: every stored occurrence is the exact slice of its node in the
+    run version it was seen in, and every brick's content is its canonical occurrence's text.
+    Runs are loaded a few hundred at a time, so a huge export never sits in memory whole.
+    Returns (occurrences checked, bricks checked, problems)."""
+    by_version: dict[RunVersion, list] = defaultdict(list)
+    content_at: dict[SourceAddress, str] = {}
+    for occ, version in vault.occurrences(topic_id):
+        by_version[RunVersion(occ.address.run_id, version)].append(occ)
+        content_at[occ.address] = occ.content
+    problems: list[str] = []
+    versions = sorted(by_version, key=lambda rv: (rv.run_id, rv.version_id))
+    for start in range(0, len(versions), runs_per_load):
+        chunk = versions[start : start + runs_per_load]
+        runs = vault.load_runs(chunk)
+        for rv in chunk:
+            run = runs.get(rv)
+            for occ in by_version[rv]:
+                a = occ.address
+                problem = slice_problem(run.document, a, occ.content) if run else f"run version {rv.version_id[:12]} is missing"
+                if problem:
+                    problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
+    bricks = vault.bricks(topic_id)
+    for b in bricks:
+        if not b.sources or content_at.get(b.sources[0]) != b.content:
+            problems.append(f"brick {b.brick_id[:12]}: content is not the text at its canonical source")
+    return len(content_at), len(bricks), problems
 
 
 def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
@@ -46,7 +75,8 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
     for run_id in sorted(set(by_run) - set(sources)):
         found += [Drift(b.brick_id, b.topic_id, a, f"run {run_id} is not in the vault") for b, a in by_run[run_id]]
     for file, run_ids in sorted(by_file.items()):
-        current: dict[str, Run] = {}
+        # Each run is checked as it streams past and then dropped: an export is never held whole.
+        checked: set[str] = set()
         problem = None
         if not Path(file).exists():
             problem = f"source file {file} is gone"
@@ -56,14 +86,14 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
                 if isinstance(item, IngestionError):
                     if item.conversation is None:
                         problem = f"source file {file} no longer reads: {item.problem}"
-                elif item.run_id in wanted:
-                    current[item.run_id] = item
+                elif item.run_id in wanted and item.run_id not in checked:
+                    checked.add(item.run_id)
+                    for b, a in by_run[item.run_id]:
+                        issue = address_problem(item.document, a)
+                        if issue:
+                            found.append(Drift(b.brick_id, b.topic_id, a, f"run {item.run_id}: {issue}"))
         for run_id in run_ids:
-            for b, a in by_run[run_id]:
-                if run_id not in current:
-                    found.append(Drift(b.brick_id, b.topic_id, a, problem or f"run {run_id} is no longer in {file}"))
-                    continue
-                issue = address_problem(current[run_id].document, a)
-                if issue:
-                    found.append(Drift(b.brick_id, b.topic_id, a, f"run {run_id}: {issue}"))
+            if run_id not in checked:
+                missing = problem or f"run {run_id} is no longer in {file}"
+                found += [Drift(b.brick_id, b.topic_id, a, missing) for b, a in by_run[run_id]]
     return found

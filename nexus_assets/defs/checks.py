@@ -4,12 +4,10 @@ and no edit to what was sealed."""
 
 import dagster as dg
 
-from nexus_assets.core.drift import slice_problem
 from nexus_assets.defs.assets import WRITER_POOL, topic_manifest, validated_bricks
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.drift import file_drift
+from nexus_assets.drift import file_drift, verbatim_problems
 from nexus_assets.lifecycle import immutability_problems, sealed_manifest
-from nexus_assets.vault import RunVersion
 
 
 @dg.asset_check(
@@ -18,29 +16,14 @@ from nexus_assets.vault import RunVersion
     description="Every stored brick and occurrence is the exact slice of its source node; rejections counted by reason.",
 )
 def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
-    bad: list[str] = []
     with vault.open() as v:
-        occurrences = v.occurrences(topic_id)
-        runs = v.load_runs({RunVersion(o.address.run_id, version) for o, version in occurrences})
-        content_at = {}
-        for occ, version in occurrences:
-            a = occ.address
-            run = runs.get(RunVersion(a.run_id, version))
-            problem = slice_problem(run.document, a, occ.content) if run else f"run {a.run_id} version {version[:12]} is missing"
-            if problem:
-                bad.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
-            content_at[a] = occ.content
-        bricks = v.bricks(topic_id)
-        for b in bricks:
-            if not b.sources or content_at.get(b.sources[0]) != b.content:
-                bad.append(f"brick {b.brick_id[:12]}: content is not the text at its canonical source")
-        counts = v.rejection_counts(topic_id)
+        occurrences_checked, bricks_checked, bad = verbatim_problems(v, context.partition_key)
+        counts = v.rejection_counts(context.partition_key)
     return dg.AssetCheckResult(
         passed=not bad,
         metadata={
-            "occurrences_checked": len(occurrences),
-            "bricks_checked": len(bricks),
+            "occurrences_checked": occurrences_checked,
+            "bricks_checked": bricks_checked,
             "mismatches": dg.MetadataValue.md("\n".join(f"- {m}" for m in bad[:50]) or "_none_"),
             "rejected_total": sum(counts.values()),
             "rejected_by_reason": dg.MetadataValue.json(counts),
