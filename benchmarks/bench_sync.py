@@ -6,12 +6,15 @@ process and over the same bytes:
   floor   read every run file, json.loads it and sha256 its bytes
   full    a first `nexus sync` into a fresh DuckDB vault
   resync  the same sync again with nothing changed
-  export  (--with-export) a subprocess `nexus sync` of one big conversations.json, with peak RSS
+  export  (--with-export) a subprocess `nexus sync` of one big conversations.json (edited prompts
+          and regenerated answers as branches, emoji and CJK text), with peak RSS
+  topics  `nexus topics` against a bare `python -c "import duckdb"` (best of 5 each)
 
 Absolute seconds depend on the machine; the ratios full/floor and resync/floor are the figures to
 compare between commits.
 
     python benchmarks/bench_sync.py --runs 2000 --seed 1 [--json] [--with-export --export-mb 200]
+    python benchmarks/bench_sync.py --runs-mb 100 --with-export --export-mb 200   # the issue-11 scale
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ WORDS = (
     "is are was be been has have had does do not no more less most least than then into from with "
     "without over under between across per about for of in on at by to as and or but if so"
 ).split()
+# Real chats mix scripts; offsets are code points, so these exercise the non-ASCII paths.
+INTL = ["同步之前先校验 checksum。", "ブリックは逐語的に保存されます。", "数据不能丢失 🙂", "Ship it 🚀✅", "vault 🔒 と manifest"]
 OPENERS = ["So", "Then", "Also", "Honestly", "In practice", "For now", "Right", "Okay", "Note that", "Yes"]
 LANGS = ["python", "sql", "bash", "yaml", "json", ""]
 CODE_LINES = [
@@ -111,6 +116,8 @@ class ChatText:
         text = " ".join(words).replace(" ,", ",")
         if rng.random() < 0.15:
             text = f"{rng.choice(OPENERS)}, {text}"
+        if rng.random() < 0.05:
+            text = f"{text[:-1]} {rng.choice(INTL)}"
         return text[0].upper() + text[1:] + rng.choice(".....?!")
 
     def sentence(self) -> str:
@@ -197,14 +204,17 @@ def write_topics(topics_dir: Path) -> None:
     )
 
 
-def write_runs(runs_dir: Path, n: int, seed: int) -> dict:
-    """N Nexus run files, one month folder each (the scanner recurses). Returns size statistics."""
+def write_runs(runs_dir: Path, n: int, seed: int, target_bytes: int | None = None) -> dict:
+    """N Nexus run files (or as many as reach `target_bytes`), one month folder each (the scanner
+    recurses). Returns size statistics."""
     rng = random.Random(seed)
     text = ChatText(rng, pool_size=max(50, n // 4))
     lengths: list[int] = []
     total = open_runs = 0
     start = BASE_TIME
-    for i in range(n):
+    i = -1
+    while (total < target_bytes) if target_bytes else (i + 1 < n):
+        i += 1
         start += timedelta(minutes=rng.randint(5, 600))
         status = "OPEN" if rng.random() < OPEN_SHARE else "CLOSED"
         open_runs += status == "OPEN"
@@ -223,7 +233,7 @@ def write_runs(runs_dir: Path, n: int, seed: int) -> dict:
     lengths.sort()
     return {
         "bytes": total,
-        "runs": n,
+        "runs": i + 1,
         "open_runs": open_runs,
         "messages": len(lengths),
         "message_chars_median": int(statistics.median(lengths)),
@@ -252,8 +262,8 @@ def write_chatgpt_export(path: Path, target_bytes: int, seed: int) -> dict:
             root = uid()
             mapping = {root: {"id": root, "message": None, "parent": None, "children": []}}
             parent, clock = root, created
-            for role, content in text.conversation():
-                clock += rng.randint(5, 400)
+
+            def add(role: str, content: str, under: str) -> str:
                 node = uid()
                 mapping[node] = {
                     "id": node,
@@ -270,11 +280,18 @@ def write_chatgpt_export(path: Path, target_bytes: int, seed: int) -> dict:
                         "recipient": "all",
                         "channel": None,
                     },
-                    "parent": parent,
+                    "parent": under,
                     "children": [],
                 }
-                mapping[parent]["children"].append(node)
-                parent = node
+                mapping[under]["children"].append(node)
+                return node
+
+            for role, content in text.conversation():
+                clock += rng.randint(5, 400)
+                if rng.random() < 0.06:
+                    # An edited prompt or a regenerated answer: the first try stays as an abandoned branch.
+                    add(role, text.message(len(content)), parent)
+                parent = add(role, content, parent)
             conv_id = uid()
             conversation = {
                 "title": " ".join(rng.choices(WORDS, k=4)).capitalize(),
@@ -395,6 +412,22 @@ def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path) -> tuple[float, 
     return elapsed, cpu, peak, summarize(json.loads(proc.stdout))
 
 
+def best_of(argv: list[str], repeats: int = 5, cwd: Path | None = None) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_read_command(db: Path) -> dict:
+    """A read-only command's start-up cost against the floor of merely importing DuckDB."""
+    floor = best_of([sys.executable, "-c", "import duckdb"])
+    topics = best_of([sys.executable, "-m", "nexus_assets.cli", "--db", str(db), "topics"])
+    return {"import_duckdb_s": round(floor, 3), "topics_s": round(topics, 3), "topics_over_import": round(topics / floor, 2)}
+
+
 def profile_hotspots(profile: cProfile.Profile, top: int) -> list[dict]:
     stats = pstats.Stats(profile)
     rows = []
@@ -450,8 +483,11 @@ def print_table(fig: dict) -> None:
             f"{'export sync (subproc)':<22}{e['sync_s']:>10.3f}{e['sync_cpu_s']:>9.2f}{e['sync_over_floor']:>10.1f}"
             f"{emb / e['sync_s']:>9.2f}{fmt_bytes(e['peak_rss']):>12}"
         )
+    t = fig["topics"]
+    print(f"{'nexus topics':<22}{t['topics_s']:>10.3f}   vs `import duckdb` {t['import_duckdb_s']:.3f} s: {t['topics_over_import']:.2f}x")
     print(
         f"\nratios (wall): full/floor {fig['full_over_floor']:.1f}  resync/floor {fig['resync_over_floor']:.1f}"
+        f"  resync/full {fig['resync_over_full']:.3f}  throughput vs floor {1 / fig['full_over_floor']:.4f}x"
         + (f"  export/floor {fig['export']['sync_over_floor']:.1f}" if "export" in fig else "")
     )
     if fig["full_over_floor_cpu"]:
@@ -471,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # 300 keeps the default near 1 minute on 2 cores: today a full sync plus re-sync costs ~0.15 s per run.
     parser.add_argument("--runs", type=int, default=300, help="synthetic Nexus runs to generate (default 300)")
+    parser.add_argument("--runs-mb", type=float, help="instead of --runs: generate runs until they hold this many MB")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--with-export", action="store_true", help="also ingest a generated ChatGPT export (subprocess)")
@@ -493,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
         fig: dict = {"seed": args.seed}
         t0 = time.perf_counter()
         write_topics(topics_dir)
-        fig["generated"] = write_runs(runs_dir, args.runs, args.seed)
+        target = int(args.runs_mb * 1024 * 1024) if args.runs_mb else None
+        fig["generated"] = write_runs(runs_dir, args.runs, args.seed, target)
         fig["generate_s"] = round(time.perf_counter() - t0, 3)
 
         # The export subprocess goes first: RUSAGE_CHILDREN's peak must not include another child.
@@ -540,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
             resync_cpu_s=round(resync_cpu, 3),
             full_over_floor=round(full_s / fig["floor_s"], 2),
             resync_over_floor=round(resync_s / fig["floor_s"], 2),
+            resync_over_full=round(resync_s / full_s, 3),
             # CPU ratios hold up better than wall ones when other work shares the cores.
             floor_cpu_s=round(floor_cpu, 3),
             full_over_floor_cpu=round(full_cpu / floor_cpu, 2) if floor_cpu else None,
@@ -552,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for key in ("floor_s", "full_s", "resync_s"):
             fig[key] = round(fig[key], 3)
+        fig["topics"] = measure_read_command(work / "vault.duckdb")
 
         if args.profile:
             # A separate fresh vault, so the profiler's overhead never touches the timed figures.
