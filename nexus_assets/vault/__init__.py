@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import duckdb
-import pandas as pd
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
+from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
     Brick,
     IngestionError,
@@ -34,172 +34,7 @@ from nexus_assets.core.models import (
     Topic,
 )
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS topics (
-    topic_id TEXT PRIMARY KEY,
-    display_name TEXT NOT NULL,
-    state TEXT NOT NULL,
-    ordering_rule TEXT NOT NULL,
-    definition_json TEXT NOT NULL,
-    source_file TEXT,
-    updated_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS topic_transitions (
-    topic_id TEXT NOT NULL,
-    from_state TEXT,
-    to_state TEXT NOT NULL,
-    actor TEXT NOT NULL,
-    changed_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS run_files (
-    file_sha256 TEXT NOT NULL,
-    path TEXT NOT NULL,
-    runs INTEGER NOT NULL,
-    errors INTEGER NOT NULL,
-    first_seen TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (file_sha256, path)
-);
-CREATE SEQUENCE IF NOT EXISTS ingest_seq;
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT NOT NULL,
-    version_id TEXT NOT NULL,
-    format TEXT NOT NULL,
-    status TEXT NOT NULL,
-    started_at TEXT,
-    source_file TEXT NOT NULL,
-    file_sha256 TEXT NOT NULL,
-    raw_json TEXT NOT NULL,
-    ingest_seq BIGINT NOT NULL,
-    is_latest BOOLEAN NOT NULL,
-    ingested_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (run_id, version_id)
-);
-CREATE TABLE IF NOT EXISTS run_closures (
-    run_id TEXT PRIMARY KEY,
-    actor TEXT NOT NULL,
-    closed_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS extractions (
-    extraction_key TEXT PRIMARY KEY,
-    topic_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    version_id TEXT NOT NULL,
-    extractor TEXT NOT NULL,
-    pointers_json TEXT NOT NULL,
-    validated BOOLEAN NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS occurrences (
-    topic_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    version_id TEXT NOT NULL,
-    json_path TEXT NOT NULL,
-    start_offset INTEGER NOT NULL,
-    end_offset INTEGER NOT NULL,
-    node_checksum TEXT NOT NULL,
-    content TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    ts TEXT,
-    position INTEGER NOT NULL,
-    extraction_key TEXT NOT NULL,
-    PRIMARY KEY (topic_id, run_id, json_path, start_offset, end_offset, node_checksum)
-);
-CREATE TABLE IF NOT EXISTS rejections (
-    extraction_key TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    topic_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    version_id TEXT NOT NULL,
-    json_path TEXT,
-    verbatim_quote TEXT,
-    reason TEXT NOT NULL,
-    detail TEXT NOT NULL,
-    recorded_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (extraction_key, seq)
-);
-CREATE TABLE IF NOT EXISTS bricks (
-    brick_id TEXT PRIMARY KEY,
-    topic_id TEXT NOT NULL,
-    content TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    state TEXT NOT NULL,
-    order_index INTEGER,
-    superseded_by TEXT,
-    stale BOOLEAN NOT NULL,
-    first_seen TIMESTAMPTZ NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS brick_sources (
-    brick_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    run_id TEXT NOT NULL,
-    json_path TEXT NOT NULL,
-    start_offset INTEGER NOT NULL,
-    end_offset INTEGER NOT NULL,
-    node_checksum TEXT NOT NULL,
-    PRIMARY KEY (brick_id, run_id, json_path, start_offset, end_offset, node_checksum)
-);
-CREATE TABLE IF NOT EXISTS manifests (
-    topic_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    manifest_hash TEXT NOT NULL,
-    previous_hash TEXT,
-    bricks_json TEXT NOT NULL,
-    sealed BOOLEAN NOT NULL,
-    dagster_run_id TEXT,
-    created_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (topic_id, seq)
-);
-CREATE TABLE IF NOT EXISTS sealed_bricks (
-    topic_id TEXT NOT NULL,
-    brick_id TEXT NOT NULL,
-    order_index INTEGER NOT NULL,
-    content TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    sources_json TEXT NOT NULL,
-    manifest_hash TEXT NOT NULL,
-    sealed_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (topic_id, brick_id)
-);
-CREATE TABLE IF NOT EXISTS ingestion_errors (
-    file TEXT NOT NULL,
-    file_sha256 TEXT,
-    conversation TEXT,
-    problem TEXT NOT NULL,
-    recorded_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS llm_calls (
-    call_key TEXT NOT NULL,
-    topic_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    model TEXT NOT NULL,
-    prompt_version TEXT NOT NULL,
-    prompt_hash TEXT NOT NULL,
-    request_json TEXT NOT NULL,
-    raw_response TEXT,
-    pointers_json TEXT NOT NULL,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    latency_ms INTEGER,
-    status TEXT NOT NULL,
-    error TEXT,
-    attempts INTEGER NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    chunk_count INTEGER NOT NULL,
-    response_format TEXT,
-    recorded_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS syncs (
-    topic_id TEXT NOT NULL,
-    dagster_run_id TEXT,
-    status TEXT NOT NULL,
-    manifest_hash TEXT,
-    detail TEXT,
-    finished_at TIMESTAMPTZ NOT NULL
-);
-"""
 
-TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
 
 def now() -> datetime:
@@ -242,19 +77,18 @@ class Vault:
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
         self.conn = conn
         if migrate:
-            present = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-                ).fetchall()
-            }
-            if not set(TABLES) <= present:
-                conn.execute(SCHEMA)
+            upgrade(conn)
 
     @classmethod
     @contextmanager
     def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator["Vault"]:
         conn = connect(db_path, read_only=read_only)
+        if read_only and pending(conn):
+            # A vault from an earlier release is upgraded once, even by a command that only reads.
+            conn.close()
+            with cls.open(db_path):
+                pass
+            conn = connect(db_path, read_only=True)
         try:
             yield cls(conn, migrate=not read_only)
         finally:
@@ -273,6 +107,8 @@ class Vault:
     def _insert_df(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
         if not rows:
             return
+        import pandas as pd  # only writers need it; read commands start faster without it
+
         frame = pd.DataFrame(rows)
         self.conn.register("_rows", frame)
         try:
@@ -465,15 +301,11 @@ class Vault:
         keys = list(keys)
         if not keys:
             return {}
-        frame = pd.DataFrame([{"run_id": k.run_id, "version_id": k.version_id} for k in keys])
-        self.conn.register("_keys", frame)
-        try:
-            rows = self.conn.execute(
-                """SELECT r.run_id, r.version_id, r.raw_json, r.status FROM runs r
-                   JOIN _keys k USING (run_id, version_id)"""
-            ).fetchall()
-        finally:
-            self.conn.unregister("_keys")
+        rows = self.conn.execute(
+            """SELECT r.run_id, r.version_id, r.raw_json, r.status FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            [[k.run_id for k in keys], [k.version_id for k in keys]],
+        ).fetchall()
         status = self.run_status({r[0] for r in rows})
         out = {}
         for run_id, version_id, raw, _ in rows:

@@ -1,0 +1,252 @@
+"""The vault's schema, as an ordered list of migrations with a version table.
+
+A vault written by any earlier release is upgraded in place when it is opened for writing: each
+pending migration runs in its own transaction and is recorded in `schema_version`. Migrations only
+add (tables, columns with defaults, indexes); stored rows, ids and hashes never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import duckdb
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: str
+
+
+# Version 1 is the schema of the first release (0.1), exactly as it shipped; such vaults have
+# no `schema_version` table and are recognised by their tables.
+RELEASE_0_1 = """
+CREATE TABLE IF NOT EXISTS topics (
+    topic_id TEXT PRIMARY KEY,
+    display_name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    ordering_rule TEXT NOT NULL,
+    definition_json TEXT NOT NULL,
+    source_file TEXT,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS topic_transitions (
+    topic_id TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    changed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_files (
+    file_sha256 TEXT NOT NULL,
+    path TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    first_seen TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (file_sha256, path)
+);
+CREATE SEQUENCE IF NOT EXISTS ingest_seq;
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    format TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at TEXT,
+    source_file TEXT NOT NULL,
+    file_sha256 TEXT NOT NULL,
+    raw_json TEXT NOT NULL,
+    ingest_seq BIGINT NOT NULL,
+    is_latest BOOLEAN NOT NULL,
+    ingested_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (run_id, version_id)
+);
+CREATE TABLE IF NOT EXISTS run_closures (
+    run_id TEXT PRIMARY KEY,
+    actor TEXT NOT NULL,
+    closed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS extractions (
+    extraction_key TEXT PRIMARY KEY,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    extractor TEXT NOT NULL,
+    pointers_json TEXT NOT NULL,
+    validated BOOLEAN NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS occurrences (
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    json_path TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    node_checksum TEXT NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    ts TEXT,
+    position INTEGER NOT NULL,
+    extraction_key TEXT NOT NULL,
+    PRIMARY KEY (topic_id, run_id, json_path, start_offset, end_offset, node_checksum)
+);
+CREATE TABLE IF NOT EXISTS rejections (
+    extraction_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    json_path TEXT,
+    verbatim_quote TEXT,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (extraction_key, seq)
+);
+CREATE TABLE IF NOT EXISTS bricks (
+    brick_id TEXT PRIMARY KEY,
+    topic_id TEXT NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    order_index INTEGER,
+    superseded_by TEXT,
+    stale BOOLEAN NOT NULL,
+    first_seen TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS brick_sources (
+    brick_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    json_path TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    node_checksum TEXT NOT NULL,
+    PRIMARY KEY (brick_id, run_id, json_path, start_offset, end_offset, node_checksum)
+);
+CREATE TABLE IF NOT EXISTS manifests (
+    topic_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    previous_hash TEXT,
+    bricks_json TEXT NOT NULL,
+    sealed BOOLEAN NOT NULL,
+    dagster_run_id TEXT,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (topic_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sealed_bricks (
+    topic_id TEXT NOT NULL,
+    brick_id TEXT NOT NULL,
+    order_index INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sources_json TEXT NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    sealed_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (topic_id, brick_id)
+);
+CREATE TABLE IF NOT EXISTS ingestion_errors (
+    file TEXT NOT NULL,
+    file_sha256 TEXT,
+    conversation TEXT,
+    problem TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    call_key TEXT NOT NULL,
+    topic_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    request_json TEXT NOT NULL,
+    raw_response TEXT,
+    pointers_json TEXT NOT NULL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    latency_ms INTEGER,
+    status TEXT NOT NULL,
+    error TEXT,
+    attempts INTEGER NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    response_format TEXT,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS syncs (
+    topic_id TEXT NOT NULL,
+    dagster_run_id TEXT,
+    status TEXT NOT NULL,
+    manifest_hash TEXT,
+    detail TEXT,
+    finished_at TIMESTAMPTZ NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "release 0.1 schema", RELEASE_0_1),
+)
+LATEST = MIGRATIONS[-1].version
+RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
+
+
+class VaultTooNew(RuntimeError):
+    """The vault was written by a newer Nexus Sync than this one."""
+
+
+def _tables(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()
+    return {r[0] for r in rows}
+
+
+def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
+    """The version a vault is at: 0 for an empty file, 1 for a release-0.1 vault (it has no version table)."""
+    tables = _tables(conn)
+    if "schema_version" in tables:
+        recorded = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        if recorded is not None:
+            return recorded
+    return 1 if set(RELEASE_0_1_TABLES) <= tables else 0
+
+
+def pending(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
+    """The migrations this vault still needs; refuses a vault written by a newer release."""
+    current = schema_version(conn)
+    if current > LATEST:
+        raise VaultTooNew(
+            f"this vault is at schema version {current}, newer than this Nexus Sync knows ({LATEST}); "
+            "upgrade nexus-sync to open it"
+        )
+    return [m for m in MIGRATIONS if m.version > current]
+
+
+def upgrade(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
+    """Bring the vault to LATEST; returns the migrations applied. Each one commits on its own, so an
+    interrupted upgrade resumes where it stopped."""
+    todo = pending(conn)
+    if "schema_version" not in _tables(conn) or schema_version(conn) == 0:
+        adopted = schema_version(conn)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+        )
+        if adopted:
+            _record(conn, MIGRATIONS[adopted - 1], note=" (found in place)")
+    for m in todo:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(m.sql)
+            _record(conn, m)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return todo
+
+
+def _record(conn: duckdb.DuckDBPyConnection, m: Migration, note: str = "") -> None:
+    conn.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.description + note, datetime.now(timezone.utc)])

@@ -1,0 +1,126 @@
+"""A vault from the previous release opens, keeps every brick and hash, and replays without the LLM.
+
+The fixture `fixtures/vault_release_0_1/` was written by release 0.1 (commit 2bebc12): the sample
+Nexus runs compiled for the two sample topics with the embedded extractor, and for `vault-llm`
+with the openai extractor against a scripted server on 127.0.0.1. It is stored as DuckDB's
+`EXPORT DATABASE` (schema.sql, load.sql, CSV), so it is text a reviewer can read, and it is
+imported here into a real DuckDB file exactly as that release laid it out.
+"""
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from nexus_assets.vault import Vault
+from nexus_assets.vault.migrations import LATEST, VaultTooNew, schema_version
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
+SAMPLE_TOPICS = ["nexus-server-sync", "storage-decisions"]
+LLM_TOPIC = "vault-llm"
+
+
+def release_vault(root: Path) -> Path:
+    """Import the release-0.1 vault into `root`, moved there with its run files."""
+    shutil.copytree(FIXTURE, root, dirs_exist_ok=True)
+    export = root / "export"
+    load = (export / "load.sql").read_text()
+    generated_export = load.split("COPY ", 2)[1].split("'")[1].rsplit("/", 1)[0]
+    (export / "load.sql").write_text(load.replace(generated_export, str(export)))
+    db = root / "vault.duckdb"
+    old_root = (root / "generated_at_root.txt").read_text().strip()
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"IMPORT DATABASE '{export}'")
+        # Moving a vault with its runs: only where the files live changes.
+        con.execute("UPDATE runs SET source_file = replace(source_file, ?, ?)", [old_root, str(root)])
+    return db
+
+
+def snapshot(db: Path) -> dict:
+    with duckdb.connect(str(db), read_only=True) as con:
+        def rows(sql: str) -> list:
+            return con.execute(sql).fetchall()
+
+        return {
+            "bricks": rows(
+                "SELECT brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale FROM bricks ORDER BY brick_id"
+            ),
+            "sources": rows(
+                "SELECT brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources ORDER BY ALL"
+            ),
+            "manifests": rows("SELECT topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed FROM manifests ORDER BY ALL"),
+            "runs": rows("SELECT run_id, version_id, status, file_sha256, is_latest FROM runs ORDER BY ALL"),
+            "llm_calls": rows("SELECT call_key, status, raw_response FROM llm_calls ORDER BY ALL"),
+            "occurrences": rows("SELECT * EXCLUDE (extraction_key) FROM occurrences ORDER BY ALL"),
+        }
+
+
+@pytest.fixture
+def old_vault(tmp_path, monkeypatch) -> Path:
+    db = release_vault(tmp_path / "project")
+    monkeypatch.chdir(tmp_path / "project")
+    return db
+
+
+def test_the_release_vault_is_recognised_as_version_1(old_vault):
+    with duckdb.connect(str(old_vault)) as con:
+        assert schema_version(con) == 1
+        assert "schema_version" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+
+
+def test_opening_upgrades_in_place_and_keeps_every_brick_source_and_hash(old_vault, capsys):
+    before = snapshot(old_vault)
+    assert before["bricks"] and before["llm_calls"] and before["manifests"]
+    with Vault.open(old_vault) as v:
+        assert schema_version(v.conn) == LATEST
+        history = v.conn.execute("SELECT version, description FROM schema_version ORDER BY version").fetchall()
+    assert history[0] == (1, "release 0.1 schema (found in place)")
+    assert [h[0] for h in history] == list(range(1, LATEST + 1))
+    assert snapshot(old_vault) == before
+    # And through the outside surface, the same ids and hashes.
+    for topic in [*SAMPLE_TOPICS, LLM_TOPIC]:
+        listed = run_json(capsys, "--db", str(old_vault), "bricks", topic, "--all")
+        assert sorted(b["brick_id"] for b in listed) == sorted(r[0] for r in before["bricks"] if r[1] == topic)
+        manifest = run_json(capsys, "--db", str(old_vault), "manifest", topic)
+        assert manifest["manifest_hash"] == max((m for m in before["manifests"] if m[0] == topic), key=lambda m: m[1])[2]
+
+
+def test_a_read_only_command_upgrades_an_old_vault_once(old_vault, capsys):
+    topics = run_json(capsys, "--db", str(old_vault), "topics")
+    assert {t["topic_id"] for t in topics} >= {*SAMPLE_TOPICS, LLM_TOPIC}
+    with duckdb.connect(str(old_vault), read_only=True) as con:
+        assert schema_version(con) == LATEST
+
+
+def test_a_replay_resync_sends_nothing_and_leaves_every_manifest_hash(old_vault, capsys, monkeypatch):
+    before = snapshot(old_vault)
+    base = ["--db", str(old_vault), "sync", "--runs-dir", "runs", "--topics-dir", "topics"]
+    results = run_json(capsys, *base, *sum((["--topic", t] for t in SAMPLE_TOPICS), []))
+    assert all(r["success"] for r in results)
+    monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        (result,) = run_json(capsys, *base, "--topic", LLM_TOPIC, "--extractor", "openai", "--replay-only")
+        assert result["success"]
+        assert server.request_count == 0, "every answer replays from the stored LLM calls"
+    after = snapshot(old_vault)
+    latest = lambda snap: {t: max((m for m in snap["manifests"] if m[0] == t), key=lambda m: m[1])[2] for t in (*SAMPLE_TOPICS, LLM_TOPIC)}
+    assert latest(after) == latest(before)
+    assert after["bricks"] == before["bricks"]
+    assert after["sources"] == before["sources"]
+    assert after["llm_calls"] == before["llm_calls"]
+
+
+def test_a_vault_from_a_newer_release_is_refused_not_damaged(tmp_path):
+    db = tmp_path / "future.duckdb"
+    with Vault.open(db):
+        pass
+    with duckdb.connect(str(db)) as con:
+        con.execute("INSERT INTO schema_version VALUES (?, 'from the future', now())", [LATEST + 1])
+    with pytest.raises(VaultTooNew, match="newer than this Nexus Sync"):
+        with Vault.open(db):
+            pass
