@@ -31,7 +31,7 @@ REASON_CODES: tuple[str, ...] = get_args(RejectionReason)
 
 
 class ExtractionPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     scope_description: str
     target_node_types: tuple[NodeType, ...] | None = None
@@ -42,7 +42,7 @@ class ExtractionPolicy(BaseModel):
 class Topic(BaseModel):
     """A compilation scope, defined by a person in a topic file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     topic_id: str = Field(pattern=TOPIC_ID_PATTERN)
     display_name: str
@@ -58,7 +58,7 @@ class Topic(BaseModel):
 class Pointer(BaseModel):
     """What an extractor returns. Untrusted until the gate has checked it."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     topic_id: StrictStr
     json_path: StrictStr
@@ -68,7 +68,7 @@ class Pointer(BaseModel):
 class SourceAddress(BaseModel):
     """Where a brick's text lives: `resolve(run, json_path)[start:end]`."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     json_path: str
@@ -78,7 +78,7 @@ class SourceAddress(BaseModel):
 
 
 class Rejection(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     topic_id: str
     run_id: str
@@ -91,7 +91,7 @@ class Rejection(BaseModel):
 class Occurrence(BaseModel):
     """A pointer that passed the gate: verbatim text at one source address."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     topic_id: str
     address: SourceAddress
@@ -102,7 +102,7 @@ class Occurrence(BaseModel):
 
 
 class Brick(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     brick_id: str
     topic_id: str
@@ -116,7 +116,7 @@ class Brick(BaseModel):
 
 
 class ManifestEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     order_index: int
     brick_id: str
@@ -125,7 +125,7 @@ class ManifestEntry(BaseModel):
 
 
 class Manifest(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     topic_id: str
     previous_hash: str | None

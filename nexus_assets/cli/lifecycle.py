@@ -1,4 +1,4 @@
-"""`nexus discover`, `nexus activate` and `nexus seal`: the topic lifecycle on the command line (DESIGN §7).
+"""The topic and run lifecycle on the command line: discover, activate, seal, close (DESIGN §7).
 
 Exit codes as everywhere: 0 done; 1 the work ran but was refused (a seal gate, an unusable LLM
 reply); 2 bad usage or input.
@@ -7,19 +7,14 @@ reply); 2 bad usage or input.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from nexus_assets.cli import UsageError, emit, open_vault
-from nexus_assets.lifecycle import (
-    LifecycleError,
-    SealRefused,
-    activate,
-    seal,
-    topic_history,
-    user_actor,
-)
+from nexus_assets.cli.common import UsageError, emit, open_vault
+from nexus_assets.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
+from nexus_assets.extractors import VaultCallStore
+from nexus_assets.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
+from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -34,13 +29,6 @@ def _history(vault, topic_id: str) -> list[dict]:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    from nexus_assets.discovery import (
-        DiscoveryError,
-        discover_embedded,
-        discover_llm,
-        recent_runs,
-    )
-
     topics_dir, runs_dir = Path(args.topics_dir), Path(args.runs_dir)
     if not runs_dir.is_dir():
         raise UsageError(f"runs folder {runs_dir} does not exist; pass --runs-dir")
@@ -53,9 +41,6 @@ def cmd_discover(args: argparse.Namespace) -> int:
         # Topics the vault knows (a rejected proposal whose file was deleted too) are never proposed again.
         recorded = vault.topics()
         if args.extractor == "openai":
-            from nexus_assets.extractors import VaultCallStore
-            from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
-
             try:
                 config = LLMConfig.from_env()
             except LLMConfigError as exc:
@@ -144,25 +129,15 @@ def cmd_seal(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_lifecycle_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    runs_default = os.environ.get("NEXUS_RUNS_DIR", "data/runs")
-    topics_default = os.environ.get("NEXUS_TOPICS_DIR", "data/topics")
-
-    p = sub.add_parser("discover", parents=[common], help="propose topics from recent runs as DRAFT topic files")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
-    p.add_argument("--extractor", choices=["embedded", "openai"], default=os.environ.get("NEXUS_EXTRACTOR", "embedded"))
-    p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
-    p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
-    p.set_defaults(func=cmd_discover)
-
-    p = sub.add_parser("activate", parents=[common], help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")
-    p.add_argument("topic")
-    p.add_argument("--topics-dir", default=topics_default)
-    p.set_defaults(func=cmd_activate)
-
-    p = sub.add_parser("seal", parents=[common], help="ACTIVE → LOCKED: every brick FINAL and immutable, once the gates pass")
-    p.add_argument("topic")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
-    p.set_defaults(func=cmd_seal)
+def cmd_close(args: argparse.Namespace) -> int:
+    with open_vault(args, write=True) as vault:
+        try:
+            changed = vault.close_run(args.run_id)
+        except KeyError:
+            raise UsageError(f"no run {args.run_id!r} in the vault") from None
+    emit(
+        args,
+        {"run_id": args.run_id, "closed": True, "changed": changed},
+        f"run {args.run_id} {'closed' if changed else 'was already closed'}; bricks move to FORMING on the next sync",
+    )
+    return 0

@@ -1,0 +1,113 @@
+"""The `nexus` command (DESIGN §7). Exit codes: 0 done; 1 the work ran but a check failed; 2 bad usage or input.
+
+The parser names each command's handler as `module:function` and imports it only when that
+command runs, so `nexus topics` never pays for Dagster or the LLM client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from nexus_assets.cli.common import DEFAULT_DB, UsageError
+from nexus_assets.vault import VaultBusy
+from nexus_assets.vault.migrations import VaultTooNew
+
+
+def _handler(p: argparse.ArgumentParser, target: str) -> None:
+    p.set_defaults(handler=target)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nexus", description="Compile conversations into verbatim, traceable bricks.")
+    parser.add_argument("--db", default=os.environ.get("NEXUS_DB", DEFAULT_DB), help=f"vault file (default {DEFAULT_DB})")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    runs_default = os.environ.get("NEXUS_RUNS_DIR", "data/runs")
+    topics_default = os.environ.get("NEXUS_TOPICS_DIR", "data/topics")
+    extractor_default = os.environ.get("NEXUS_EXTRACTOR", "embedded")
+
+    p = sub.add_parser("sync", parents=[common], help="compile topics through the Dagster asset graph")
+    p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
+    p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
+    p.add_argument(
+        "--open-after",
+        default=os.environ.get("NEXUS_OPEN_AFTER"),
+        help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
+    )
+    _handler(p, "sync:cmd_sync")
+    p = sub.add_parser("plan", parents=[common], help="what a sync with the openai extractor would call and cost; sends nothing")
+    p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
+    _handler(p, "plan:cmd_plan")
+    p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")
+    p.add_argument("--topic", help="only this topic's calls")
+    _handler(p, "read:cmd_calls")
+
+    _handler(sub.add_parser("topics", parents=[common], help="topics with state and brick counts"), "read:cmd_topics")
+    p = sub.add_parser("bricks", parents=[common], help="a topic's visible bricks in order")
+    p.add_argument("topic")
+    p.add_argument("--all", action="store_true", help="include superseded bricks")
+    _handler(p, "read:cmd_bricks")
+    p = sub.add_parser("rejections", parents=[common], help="rejected pointers with reason codes")
+    p.add_argument("topic")
+    _handler(p, "read:cmd_rejections")
+    p = sub.add_parser("manifest", parents=[common], help="the topic's manifest and its hash")
+    p.add_argument("topic")
+    _handler(p, "read:cmd_manifest")
+    p = sub.add_parser("trace", parents=[common], help="a brick's source nodes with its text marked")
+    p.add_argument("brick_id")
+    _handler(p, "read:cmd_trace")
+    _handler(
+        sub.add_parser("verify", parents=[common], help="re-check sources against run files, manifest chains and sealed (FINAL) bricks"),
+        "verify:cmd_verify",
+    )
+    _handler(sub.add_parser("errors", parents=[common], help="ingestion errors"), "read:cmd_errors")
+    p = sub.add_parser("close", parents=[common], help="close a run (one-way)")
+    p.add_argument("run_id")
+    _handler(p, "lifecycle:cmd_close")
+
+    p = sub.add_parser("discover", parents=[common], help="propose topics from recent runs as DRAFT topic files")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
+    p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
+    p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
+    _handler(p, "lifecycle:cmd_discover")
+    p = sub.add_parser("activate", parents=[common], help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")
+    p.add_argument("topic")
+    p.add_argument("--topics-dir", default=topics_default)
+    _handler(p, "lifecycle:cmd_activate")
+    p = sub.add_parser("seal", parents=[common], help="ACTIVE → LOCKED: every brick FINAL and immutable, once the gates pass")
+    p.add_argument("topic")
+    p.add_argument("--runs-dir", default=runs_default)
+    p.add_argument("--topics-dir", default=topics_default)
+    _handler(p, "lifecycle:cmd_seal")
+
+    p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
+    _handler(p, "serve:cmd_serve")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module, function = args.handler.split(":")
+    command = getattr(importlib.import_module(f"nexus_assets.cli.{module}"), function)
+    try:
+        return command(args)
+    except (UsageError, VaultBusy, VaultTooNew) as exc:
+        print(f"nexus: {exc}", file=sys.stderr)
+        return 2

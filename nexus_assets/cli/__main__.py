@@ -1,0 +1,5 @@
+import sys
+
+from nexus_assets.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""`nexus plan`: what a sync with the openai extractor would call and cost; sends nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault
+from nexus_assets.extractors import VaultCallStore
+from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.client import LLMConfig, LLMConfigError
+from nexus_assets.planning import _NoCalls, current_runs, plan_topic
+from nexus_assets.topicfiles import read_topic_files
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    env = dict(os.environ)
+    # Planning sends nothing, so only the model (part of every call key) and prices matter.
+    env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
+    env.setdefault("OPENAI_API_KEY", "unused")
+    try:
+        config = LLMConfig.from_env(env)
+    except LLMConfigError as exc:
+        raise UsageError(f"{exc}; the plan needs NEXUS_LLM_MODEL because the model is part of every call key") from None
+    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(Path(args.topics_dir)) if tf.topic is not None}
+    if args.topic:
+        unknown = [t for t in args.topic if t not in topics]
+        if unknown:
+            raise UsageError(f"unknown topic {unknown[0]!r}; topic files define: {', '.join(sorted(topics)) or 'none'}")
+        selected = [topics[t] for t in dict.fromkeys(args.topic)]
+    else:
+        selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
+    runs = current_runs(Path(args.runs_dir))
+    budget = args.token_budget or DEFAULT_TOKEN_BUDGET
+    db = Path(args.db)
+    plans = []
+    if db.exists():
+        with open_vault(args) as vault:
+            store = VaultCallStore(vault)
+            plans = [plan_topic(t, runs, config=config, store=store, token_budget=budget) for t in selected]
+    else:
+        plans = [plan_topic(t, runs, config=config, store=_NoCalls(), token_budget=budget) for t in selected]
+    data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans]}
+    lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
+    for p in plans:
+        cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
+        lines.append(
+            f"{p.topic_id}: {p.runs_in_scope}/{p.runs_total} runs in scope; {p.calls} calls "
+            f"({p.cached_calls} cached, {p.uncached_calls} to send); ~{p.input_tokens_to_send} input + "
+            f"~{p.output_tokens_to_send} output tokens to send (~{p.input_tokens_without_prefilter} input without the "
+            f"pre-filter); {cost}"
+        )
+    emit(args, data, "\n".join(lines))
+    return 0

@@ -1,0 +1,128 @@
+"""Commands that only read the vault: topics, bricks, rejections, manifest, trace, errors, calls.
+
+They import neither Dagster nor the LLM client, so they answer in about the time DuckDB takes to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nexus_assets.cli.common import UsageError, brick_json, emit, one_line, open_vault, require_topic
+from nexus_assets.trace import trace_brick
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        counts = vault.brick_counts()
+        rows = []
+        for t in vault.topics():
+            m = vault.latest_manifest(t.topic_id)
+            by_state = counts.get(t.topic_id, {})
+            rows.append(
+                {
+                    "topic_id": t.topic_id,
+                    "display_name": t.display_name,
+                    "state": t.state,
+                    "ordering_rule": t.ordering_rule,
+                    "bricks": by_state,
+                    "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
+                    "manifest_hash": m.manifest_hash if m else None,
+                }
+            )
+    text = "\n".join(
+        f"{r['topic_id']:<28} {r['state']:<8} {r['visible_bricks']:>5} bricks  "
+        + (", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "-")
+        for r in rows
+    ) or "no topics yet; run `nexus sync`"
+    emit(args, rows, text)
+    return 0
+
+
+def cmd_bricks(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        require_topic(vault, args.topic)
+        bricks = vault.bricks(args.topic)
+    if not args.all:
+        bricks = [b for b in bricks if b.state != "SUPERSEDED"]
+    text = "\n".join(
+        f"{'-' if b.order_index is None else b.order_index:>4} {b.state:<10} {b.brick_id[:12]}"
+        f"{' STALE' if b.stale else ''}{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
+        f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content)}"
+        for b in bricks
+    ) or f"no bricks in {args.topic}"
+    emit(args, [brick_json(b) for b in bricks], text)
+    return 0
+
+
+def cmd_rejections(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        require_topic(vault, args.topic)
+        rows = vault.rejections(args.topic)
+    text = "\n".join(
+        f"{r['reason']:<18} {r['run_id']}  {r['json_path']}  {one_line(repr(r['verbatim_quote']), 60)}" for r in rows
+    ) or f"no rejections in {args.topic}"
+    emit(args, rows, text)
+    return 0
+
+
+def cmd_manifest(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        require_topic(vault, args.topic)
+        m = vault.latest_manifest(args.topic)
+    if m is None:
+        raise UsageError(f"topic {args.topic!r} has no manifest yet; run `nexus sync --topic {args.topic}`")
+    data = {
+        "topic_id": m.topic_id,
+        "manifest_hash": m.manifest_hash,
+        "previous_hash": m.previous_hash,
+        "bricks": [e.model_dump() for e in m.bricks],
+    }
+    text = f"{m.topic_id} manifest {m.manifest_hash}\n" + "\n".join(
+        f"{e.order_index:>4} {e.state:<10} {e.brick_id}" for e in m.bricks
+    )
+    emit(args, data, text)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        matches = vault.conn.execute(
+            "SELECT brick_id FROM bricks WHERE brick_id LIKE ? || '%' ORDER BY brick_id LIMIT 2", [args.brick_id]
+        ).fetchall()
+        if not matches:
+            raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
+        if len(matches) > 1:
+            raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
+        traced = trace_brick(vault, matches[0][0])
+    lines = [f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''} in {traced['topic_id']}"]
+    for t in traced["traces"]:
+        lines.append(
+            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] checksum {t['node_checksum'][:16]}… "
+            f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
+        )
+        lines.append(t["node_text"][: t["start"]] + "⟦" + t["node_text"][t["start"] : t["end"]] + "⟧" + t["node_text"][t["end"] :])
+    emit(args, traced, "\n".join(lines))
+    return 0
+
+
+def cmd_errors(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        rows = vault.ingestion_errors()
+    text = "\n".join(f"{r['file']}{' [' + r['conversation'] + ']' if r['conversation'] else ''}: {r['problem']}" for r in rows)
+    emit(args, rows, text or "no ingestion errors")
+    return 0
+
+
+def cmd_calls(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        if args.topic:
+            require_topic(vault, args.topic)
+        rows = vault.llm_calls(args.topic)
+    text = "\n".join(
+        f"{str(r['recorded_at'])[:19]} {r['status']:<6} {r['topic_id']} {r['run_id']} chunk {r['chunk_index'] + 1}/{r['chunk_count']} "
+        f"{r['model']} {r['prompt_version']} in={r['prompt_tokens']} out={r['completion_tokens']} {r['latency_ms']}ms "
+        f"key {r['call_key'][:12]}{' — ' + r['error'] if r['error'] else ''}"
+        for r in rows
+    )
+    emit(args, rows, text or "no LLM calls recorded")
+    return 0

@@ -1,0 +1,43 @@
+"""`nexus verify`: re-read every source, prove every manifest chain and every sealed brick."""
+
+from __future__ import annotations
+
+import argparse
+
+from nexus_assets.cli.common import emit, open_vault
+from nexus_assets.core.manifest import chain_problems
+from nexus_assets.drift import file_drift
+from nexus_assets.lifecycle import immutability_problems
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    with open_vault(args, write=True) as vault:
+        bricks = vault.bricks()
+        drifts = file_drift(vault, bricks)
+        vault.flag_stale(d.brick_id for d in drifts)
+        chain, final = [], []
+        for t in vault.topics():
+            chain += chain_problems(vault.manifests(t.topic_id))
+            final += immutability_problems(vault, t.topic_id, with_chain=False)
+    data = {
+        "ok": not drifts and not chain and not final,
+        "bricks_checked": len(bricks),
+        "sources_checked": sum(len(b.sources) for b in bricks),
+        "drift": [
+            {"brick_id": d.brick_id, "topic_id": d.topic_id, **d.address.model_dump(), "problem": d.problem} for d in drifts
+        ],
+        "stale_bricks": sorted({d.brick_id for d in drifts}),
+        "chain_problems": chain,
+        "immutability_problems": final,
+    }
+    lines = [f"checked {data['sources_checked']} source addresses of {len(bricks)} bricks"]
+    lines += [f"DRIFT {d.brick_id[:12]} ({d.topic_id}): {d.problem}" for d in drifts]
+    lines += [f"CHAIN {p}" for p in chain]
+    lines += [f"FINAL {p}" for p in final]
+    lines.append(
+        "ok"
+        if data["ok"]
+        else f"{len(data['stale_bricks'])} stale bricks, {len(chain)} manifest chain problems, {len(final)} FINAL brick problems"
+    )
+    emit(args, data, "\n".join(lines))
+    return 0 if data["ok"] else 1

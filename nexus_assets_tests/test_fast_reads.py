@@ -1,0 +1,61 @@
+"""Commands that only read start fast: they import neither Dagster, nor the LLM client, nor pandas.
+
+Measured by what a fresh interpreter has imported after the command ran, not by a clock.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.project import Project
+
+HEAVY = ("dagster", "openai", "pandas", "jinja2")
+PROBE = """
+import json, sys
+from nexus_assets.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "heavy": sorted({m.split('.')[0] for m in sys.modules} & set(%r))}), file=sys.stderr)
+""" % (HEAVY,)
+
+
+def imported_by(*argv: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory) -> Project:
+    from nexus_assets_tests.project import sample_project
+    from nexus_assets.cli import main
+
+    p = sample_project(tmp_path_factory.mktemp("fast") / "proj")
+    assert main([*p.sync_args(), "--json"]) == 0
+    return p
+
+
+def test_read_commands_import_no_dagster_llm_client_or_pandas(synced: Project, capsys):
+    db = ["--db", str(synced.db)]
+    brick = run_json(capsys, *db, "bricks", "nexus-server-sync")[0]["brick_id"]
+    for argv in (
+        ["topics"],
+        ["bricks", "nexus-server-sync", "--json"],
+        ["trace", brick[:12]],
+        ["manifest", "storage-decisions"],
+        ["errors"],
+        ["rejections", "nexus-server-sync"],
+        ["calls"],
+    ):
+        seen = imported_by(*db, *argv)
+        assert seen == {"code": 0, "heavy": []}, argv
+
+
+def test_help_imports_nothing_heavy():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from nexus_assets.cli import build_parser; build_parser(); "
+         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.stdout.strip() == "[]", proc.stderr
