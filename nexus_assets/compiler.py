@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from nexus_assets.core.gate import validate_pointers
+from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.manifest import build_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_topic
@@ -43,7 +43,7 @@ def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress:
     step = max(25, len(todo) // 10)
     for start in range(0, len(todo), 200):
         chunk = todo[start : start + 200]
-        runs = vault.load_runs(chunk)
+        runs = vault.load_run_nodes(chunk)
         answers = []
         for i, rv in enumerate(chunk, start):
             result = extractor.extract(topic, runs[rv])
@@ -73,10 +73,15 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     pending = vault.unvalidated_extractions(topic.topic_id)
     for start in range(0, len(pending), 200):
         chunk = pending[start : start + 200]
-        runs = vault.load_runs(rv for _, rv, _ in chunk)
+        runs = vault.load_run_nodes(rv for _, rv, _ in chunk)
         results = []
         for key, rv, pointers in chunk:
-            occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
+            try:
+                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
+            except NeedsDocument:
+                # A pointer at something other than a stored text node: only the document can judge it.
+                document_run = vault.load_runs([rv])[rv]
+                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=document_run)
             results.append((key, rv, occurrences, rejections))
             report.extractions += 1
             report.accepted += len(occurrences)

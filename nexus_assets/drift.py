@@ -12,44 +12,48 @@ from nexus_assets.runfiles import iter_run_file
 from nexus_assets.vault import RunVersion, Vault
 
 
-def verbatim_problems(vault: Vault, topic_id: str, *, runs_per_load: int = 200) -> tuple[int, int, list[str]]:
+def verbatim_problems(vault: Vault, topic_id: str) -> tuple[int, int, list[str]]:
     """Invariant 1 over the vault: every stored occurrence is the exact slice of its node in the
     run version it was seen in, and every brick's content is its canonical occurrence's text.
-    Runs are loaded a few hundred at a time, so a huge export never sits in memory whole.
+    Compared against the stored text nodes in SQL; only an occurrence at a path that is not a text
+    node (a pointer at another string leaf) needs its run's document.
     Returns (occurrences checked, bricks checked, problems)."""
-    by_version: dict[RunVersion, list] = defaultdict(list)
-    content_at: dict[SourceAddress, str] = {}
-    for occ, version in vault.occurrences(topic_id):
-        by_version[RunVersion(occ.address.run_id, version)].append(occ)
-        content_at[occ.address] = occ.content
     problems: list[str] = []
-    versions = sorted(by_version, key=lambda rv: (rv.run_id, rv.version_id))
-    for start in range(0, len(versions), runs_per_load):
-        chunk = versions[start : start + runs_per_load]
-        runs = vault.load_runs(chunk)
-        for rv in chunk:
-            run = runs.get(rv)
-            for occ in by_version[rv]:
-                a = occ.address
-                problem = slice_problem(run.document, a, occ.content) if run else f"run version {rv.version_id[:12]} is missing"
-                if problem:
-                    problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
-    bricks = vault.bricks(topic_id)
-    for b in bricks:
-        if not b.sources or content_at.get(b.sources[0]) != b.content:
-            problems.append(f"brick {b.brick_id[:12]}: content is not the text at its canonical source")
-    return len(content_at), len(bricks), problems
+    undecided: dict[RunVersion, list] = defaultdict(list)
+    for occ, version, problem in vault.occurrences_not_matching_nodes(topic_id):
+        a = occ.address
+        if problem is None:
+            undecided[RunVersion(a.run_id, version)].append(occ)
+        else:
+            problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {_NODE_PROBLEMS[problem].format(a=a)}")
+    runs = vault.load_runs(undecided)
+    for rv, occurrences in sorted(undecided.items(), key=lambda kv: (kv[0].run_id, kv[0].version_id)):
+        run = runs.get(rv)
+        for occ in occurrences:
+            a = occ.address
+            problem = slice_problem(run.document, a, occ.content) if run else f"run version {rv.version_id[:12]} is missing"
+            if problem:
+                problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
+    bricks_checked, bad_bricks = vault.canonical_content_mismatches(topic_id)
+    problems += [f"brick {b[:12]}: content is not the text at its canonical source" for b in bad_bricks]
+    return vault.occurrence_count(topic_id), bricks_checked, problems
+
+
+_NODE_PROBLEMS = {
+    "checksum": "{a.json_path} changed (checksum {a.node_checksum:.12}… no longer matches)",
+    "short": "{a.json_path} is shorter than offset {a.end}",
+    "slice": "stored text differs from {a.json_path}[{a.start}:{a.end}]",
+}
 
 
 def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
     """Addresses whose run has a newer version in which the node no longer matches."""
-    occurrences = vault.occurrences(topic_id)
-    latest = vault.latest_versions({o.address.run_id for o, _ in occurrences})
-    suspects = [o.address for o, version in occurrences if latest.get(o.address.run_id) not in (None, version)]
-    if not suspects:
-        return set()
-    runs = vault.latest_runs({a.run_id for a in suspects})
-    return {a for a in suspects if a.run_id in runs and address_problem(runs[a.run_id].document, a)}
+    changed, unknown = vault.addresses_changed_in_latest(topic_id)
+    if unknown:
+        # No text node at that path in the newer version: the document says whether anything is there.
+        runs = vault.latest_runs({a.run_id for a, _ in unknown})
+        changed |= {a for a, _ in unknown if a.run_id in runs and address_problem(runs[a.run_id].document, a)}
+    return changed
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from nexus_assets.core.fingerprint import fingerprint, node_checksum
-from nexus_assets.core.models import Occurrence, Pointer, Rejection, Run, SourceAddress
-from nexus_assets.core.paths import PathError, format_path, resolve_string
+from nexus_assets.core.models import Node, Occurrence, Pointer, Rejection, Run, SourceAddress
+from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
+
+
+class NeedsDocument(Exception):
+    """A pointer names no stored text node of a run loaded from the vault's nodes; only the whole
+    document can say what it names (another string leaf, an object, several nodes, nothing)."""
+
+
+def _stored_node(run: Run, path: str) -> Node | None:
+    if not run.node_index:
+        return None
+    steps = parse_normalized(path)
+    node = run.node_index.get(format_path(steps)) if steps is not None else None
+    return node if node is not None and node.text is not None else None
 
 
 def _as_text(value: Any) -> str | None:
@@ -43,10 +56,17 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
         return reject("unknown_topic", f"pointer names topic {pointer.topic_id!r}; this extraction is for {topic_id!r}")
     if not pointer.verbatim_quote.strip():
         return reject("empty_quote", "verbatim_quote is empty or only whitespace")
-    try:
-        steps, node = resolve_string(run.document, pointer.json_path)
-    except PathError as exc:
-        return reject(exc.reason, exc.detail)
+    stored = _stored_node(run, pointer.json_path)
+    checksum = None
+    if stored is not None:
+        steps, node, checksum = stored.steps, stored.text, stored.checksum
+    elif run.document is None:
+        raise NeedsDocument(run.run_id)
+    else:
+        try:
+            steps, node = resolve_string(run.document, pointer.json_path)
+        except PathError as exc:
+            return reject(exc.reason, exc.detail)
     start = node.find(pointer.verbatim_quote)
     if start < 0:
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
@@ -58,7 +78,7 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
             json_path=format_path(steps),
             start=start,
             end=end,
-            node_checksum=node_checksum(node),
+            node_checksum=checksum or node_checksum(node),
         ),
         content=node[start:end],
         fingerprint=fingerprint(node[start:end]),

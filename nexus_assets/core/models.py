@@ -142,6 +142,10 @@ class Node:
     timestamp: str | None
     # The message object the node belongs to; any path below it shares its timestamp.
     message_steps: Steps = ()
+    # Filled when the node comes from the vault's nodes table rather than from a parsed document.
+    text: str | None = None
+    position: int = -1
+    checksum: str | None = None
 
     @property
     def path(self) -> str:
@@ -163,7 +167,14 @@ class Run:
     @cached_property
     def positions(self) -> dict[Steps, int]:
         """Document-order index of every string leaf, for canonical order."""
+        if self.document is None:
+            return {n.steps: n.position for n in self.nodes}
         return {steps: i for i, (steps, _) in enumerate(string_leaves(self.document))}
+
+    @cached_property
+    def node_index(self) -> dict[str, Node]:
+        """Text nodes by normalized path."""
+        return {n.path: n for n in self.nodes}
 
     @cached_property
     def _message_timestamps(self) -> dict[Steps, str | None]:

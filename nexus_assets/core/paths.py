@@ -132,6 +132,23 @@ def _resolve_normalized(document: Any, path: str) -> tuple[Steps, Any]:
         raise PathError("path_not_found", f"json_path {path!r} matches no node") from None
 
 
+_ANY_NORMALIZED = re.compile(r"\$(?:\[(?:'(?:[^'\\]|\\(?:[\\'bfnrt]|u[0-9a-f]{4}))*'|0|[1-9][0-9]*)\])*\Z")
+_ANY_STEP = re.compile(r"\[(?:'((?:[^'\\]|\\(?:[\\'bfnrt]|u[0-9a-f]{4}))*)'|([0-9]+))\]")
+_UNESCAPE = re.compile(r"\\(?:([\\'bfnrt])|u([0-9a-f]{4}))")
+_SIMPLE = {"\\": "\\", "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def parse_normalized(path: str) -> Steps | None:
+    """The steps of a path in the normalized form `format_path` writes (escapes included), or None
+    for any other syntax. The inverse of `format_path`."""
+    if not _ANY_NORMALIZED.match(path):
+        return None
+    return tuple(
+        _UNESCAPE.sub(lambda m: _SIMPLE[m[1]] if m[1] else chr(int(m[2], 16)), key) if index == "" else int(index)
+        for key, index in _ANY_STEP.findall(path)
+    )
+
+
 def resolve_steps(document: Any, path: str) -> tuple[Steps, Any]:
     """The single node `path` names in `document`, as (normalized steps, value)."""
     if not isinstance(path, str) or not path.strip():

@@ -23,6 +23,8 @@ def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 def node_text(run: Run, node: Node) -> str | None:
+    if node.text is not None:
+        return node.text
     try:
         value = value_at(run.document, node.steps)
     except (KeyError, IndexError, TypeError):

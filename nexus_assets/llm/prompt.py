@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.core.paths import value_at
+from nexus_assets.core.scope import node_text
 
 PROMPT_VERSION = "pointer-v1"
 
@@ -39,11 +39,8 @@ POINTER_SCHEMA: dict[str, Any] = {
 
 def node_entry(run: Run, node: Node) -> dict[str, str] | None:
     """One node as the model sees it; None for a node that is not (or no longer) a string."""
-    try:
-        text = value_at(run.document, node.steps)
-    except (KeyError, IndexError, TypeError):
-        return None
-    if not isinstance(text, str):
+    text = node_text(run, node)
+    if text is None:
         return None
     return {"json_path": node.path, "type": node.node_type, "text": text}
 

@@ -11,7 +11,7 @@ import json
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -20,6 +20,7 @@ import duckdb
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
+from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
     Brick,
@@ -272,7 +273,45 @@ class Vault:
                 for i, r in enumerate(rows)
             ],
         )
+        self.store_nodes(record for r in rows for record in node_records(r))
         return fresh, changed
+
+    def store_nodes(self, records: Iterable[NodeRecord]) -> None:
+        self._insert_df("nodes", [asdict(r) for r in records])
+
+    def load_run_nodes(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]:
+        """Run versions rebuilt from their stored text nodes (no raw JSON is parsed)."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        wanted = [[k.run_id for k in keys], [k.version_id for k in keys]]
+        heads = self.conn.execute(
+            """SELECT r.run_id, r.version_id, r.format, r.started_at FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            wanted,
+        ).fetchall()
+        cur = self.conn.execute(
+            """SELECT n.* FROM nodes n
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            wanted,
+        )
+        cols = [c[0] for c in cur.description]
+        by_version: dict[RunVersion, list[NodeRecord]] = {}
+        for row in cur.fetchall():
+            record = NodeRecord(**dict(zip(cols, row)))
+            by_version.setdefault(RunVersion(record.run_id, record.version_id), []).append(record)
+        status = self.run_status({h[0] for h in heads})
+        return {
+            RunVersion(run_id, version_id): run_from_records(
+                run_id=run_id,
+                version_id=version_id,
+                status=status.get(run_id, "OPEN"),
+                started_at=started_at,
+                format=fmt,
+                records=by_version.get(RunVersion(run_id, version_id), ()),
+            )
+            for run_id, version_id, fmt, started_at in heads
+        }
 
     def close_run(self, run_id: str, actor: str = "nexus close") -> bool:
         """Close a run (one-way). False when it was closed already."""
@@ -437,6 +476,79 @@ class Vault:
             )
             for r in rows
         ]
+
+    def occurrence_count(self, topic_id: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM occurrences WHERE topic_id = ?", [topic_id]).fetchone()[0]
+
+    def occurrences_not_matching_nodes(self, topic_id: str) -> list[tuple[Occurrence, str, str | None]]:
+        """Occurrences whose stored node does not hold their text (invariant 1), with their run
+        version and what is wrong; the problem is None where no text node was stored at that path
+        (a pointer at another string leaf), which only the run's document can settle."""
+        rows = self.conn.execute(
+            """SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint,
+                      o.ts, o.position, o.version_id,
+                      CASE WHEN n.text IS NULL THEN NULL
+                           WHEN n.checksum <> o.node_checksum THEN 'checksum'
+                           WHEN length(n.text) < o.end_offset THEN 'short'
+                           ELSE 'slice' END AS problem
+               FROM occurrences o LEFT JOIN nodes n
+                 ON n.run_id = o.run_id AND n.version_id = o.version_id AND n.json_path = o.json_path
+               WHERE o.topic_id = ? AND (n.text IS NULL OR n.checksum <> o.node_checksum
+                     OR length(n.text) < o.end_offset
+                     OR substring(n.text, o.start_offset + 1, o.end_offset - o.start_offset) <> o.content)
+               ORDER BY o.run_id, o.version_id, o.json_path, o.start_offset""",
+            [topic_id],
+        ).fetchall()
+        out = []
+        for r in rows:
+            occ = Occurrence(
+                topic_id=topic_id,
+                address=SourceAddress(run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4]),
+                content=r[5],
+                fingerprint=r[6],
+                timestamp=r[7],
+                position=r[8],
+            )
+            out.append((occ, r[9], r[10]))
+        return out
+
+    def canonical_content_mismatches(self, topic_id: str) -> tuple[int, list[str]]:
+        """(bricks checked, ids of bricks whose content is not the text of their canonical occurrence)."""
+        total = self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
+        rows = self.conn.execute(
+            """SELECT b.brick_id FROM bricks b
+               LEFT JOIN brick_sources s ON s.brick_id = b.brick_id AND s.seq = 0
+               LEFT JOIN (SELECT DISTINCT run_id, json_path, start_offset, end_offset, node_checksum, content
+                          FROM occurrences WHERE topic_id = ?) o
+                 ON o.run_id = s.run_id AND o.json_path = s.json_path AND o.start_offset = s.start_offset
+                AND o.end_offset = s.end_offset AND o.node_checksum = s.node_checksum
+               WHERE b.topic_id = ? AND (o.content IS NULL OR o.content <> b.content)
+               ORDER BY b.brick_id""",
+            [topic_id, topic_id],
+        ).fetchall()
+        return total, [r[0] for r in rows]
+
+    def addresses_changed_in_latest(self, topic_id: str) -> tuple[set[SourceAddress], list[tuple[SourceAddress, str]]]:
+        """Addresses of the topic whose run has a newer version: (those whose node there no longer has
+        their checksum, those with no stored text node at that path in the newer version, with that version)."""
+        rows = self.conn.execute(
+            """SELECT DISTINCT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, l.version_id,
+                      n.checksum IS NULL AS unknown,
+                      n.checksum IS NOT NULL AND (n.checksum <> o.node_checksum OR length(n.text) < o.end_offset) AS changed
+               FROM occurrences o
+               JOIN runs l ON l.run_id = o.run_id AND l.is_latest AND l.version_id <> o.version_id
+               LEFT JOIN nodes n ON n.run_id = o.run_id AND n.version_id = l.version_id AND n.json_path = o.json_path
+               WHERE o.topic_id = ?""",
+            [topic_id],
+        ).fetchall()
+        changed, unknown = set(), []
+        for run_id, path, start, end, checksum, latest, is_unknown, is_changed in rows:
+            a = SourceAddress(run_id=run_id, json_path=path, start=start, end=end, node_checksum=checksum)
+            if is_unknown:
+                unknown.append((a, latest))
+            elif is_changed:
+                changed.add(a)
+        return changed, unknown
 
     def rejections(self, topic_id: str) -> list[dict]:
         cur = self.conn.execute(

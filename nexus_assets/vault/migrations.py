@@ -7,10 +7,15 @@ add (tables, columns with defaults, indexes); stored rows, ids and hashes never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import astuple, dataclass, replace
 from datetime import datetime, timezone
+from typing import Callable
 
 import duckdb
+
+from nexus_assets.core.nodes import node_records
+from nexus_assets.runfiles import parse_document
 
 
 @dataclass(frozen=True)
@@ -18,6 +23,8 @@ class Migration:
     version: int
     description: str
     sql: str
+    # Rows a new table needs from what is already stored (runs in the same transaction).
+    backfill: Callable[[duckdb.DuckDBPyConnection], None] | None = None
 
 
 # Version 1 is the schema of the first release (0.1), exactly as it shipped; such vaults have
@@ -187,8 +194,41 @@ CREATE TABLE IF NOT EXISTS syncs (
 );
 """
 
+NODES = """
+CREATE TABLE IF NOT EXISTS nodes (
+    run_id TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    json_path TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    timestamp TEXT,
+    position INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    PRIMARY KEY (run_id, version_id, json_path)
+);
+"""
+
+
+def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
+    """Text nodes of every stored run version, parsed from its raw JSON this one time."""
+    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
+    for start in range(0, len(keys), 200):
+        chunk = keys[start : start + 200]
+        rows = conn.execute(
+            """SELECT r.version_id, r.raw_json FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            [[k[0] for k in chunk], [k[1] for k in chunk]],
+        ).fetchall()
+        records = [
+            astuple(r) for version_id, raw in rows for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
+        ]
+        if records:
+            conn.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", records)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
+    Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
@@ -240,6 +280,8 @@ def upgrade(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
         conn.execute("BEGIN TRANSACTION")
         try:
             conn.execute(m.sql)
+            if m.backfill is not None:
+                m.backfill(conn)
             _record(conn, m)
         except BaseException:
             conn.execute("ROLLBACK")
