@@ -14,8 +14,10 @@ from itertools import accumulate
 from operator import sub
 from typing import BinaryIO
 
+from nexus_assets.core.formats import FormatError
 
-class LimitError(ValueError):
+
+class LimitError(FormatError):
     """Input over a configured limit; the message names the limit and the variable that sets it."""
 
 
