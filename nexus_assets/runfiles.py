@@ -35,6 +35,7 @@ class Limits:
     max_inflated_bytes: int = field(default_factory=L.max_inflated_bytes)
     max_zip_ratio: int = field(default_factory=L.max_compression_ratio)
     max_conversations: int = field(default_factory=L.max_conversations)
+    max_node_chars: int = field(default_factory=L.max_node_chars)
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,19 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
     return limits.max_inflated_bytes
 
 
+def _long_nodes(run: Run, display: str, sha: str | None, limit: int) -> Iterator[IngestionError]:
+    """One error per text node too long to extract; the run itself is still stored."""
+    from nexus_assets.core.paths import value_at
+
+    for node in run.nodes:
+        try:
+            text = value_at(run.document, node.steps)
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(text, str) and len(text) > limit:
+            yield IngestionError(display, f"{node.path} {L.node_too_long(len(text), limit)}", conversation=run.run_id, file_sha256=sha)
+
+
 def iter_run_file(
     path: Path,
     display: str,
@@ -222,6 +236,15 @@ def iter_run_file(
     what is stored is exactly what was hashed.
     """
     limits = limits or Limits()
+    for item in _iter_run_file(path, display, sha=sha, limits=limits, open_after=open_after, data=data):
+        yield item
+        if isinstance(item, Run):
+            yield from _long_nodes(item, display, sha, limits.max_node_chars)
+
+
+def _iter_run_file(
+    path: Path, display: str, *, sha: str | None, limits: Limits, open_after: str | None, data: bytes | None
+) -> Iterator[Run | IngestionError]:
     try:
         if path.suffix.lower() == ".zip":
             from nexus_assets.core.formats.exports import open_export_zip

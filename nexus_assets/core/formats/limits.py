@@ -37,7 +37,7 @@ def max_depth() -> int:
 
 
 def max_node_chars() -> int:
-    return env_int("NEXUS_MAX_NODE_CHARS", 4_000_000)
+    return env_int("NEXUS_MAX_NODE_CHARS", 32_000_000)
 
 
 def max_inflated_bytes() -> int:
@@ -144,3 +144,10 @@ class GuardedStream:
             raise LimitError(self._size_message)
         self._scanner.feed(data)
         return data
+
+
+def node_too_long(length: int, limit: int) -> str:
+    return (
+        f"is {length} characters, over NEXUS_MAX_NODE_CHARS={limit}; it is stored but not extracted; "
+        "split the message or raise the limit"
+    )
