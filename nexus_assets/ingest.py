@@ -55,10 +55,14 @@ def ingest_runs(
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
     finished_errors: list[IngestionError] = []
 
+    claimed: dict[str, tuple[str, str]] = {}
+
     def flush() -> None:
+        duplicates = _refuse_duplicate_run_ids(vault, batch, claimed)
+        report.errors.extend(duplicates)
         with vault.transaction():
             fresh, changed = vault.store_runs(batch)
-            vault.record_errors([e for *_, errors in finished_files for e in errors] + finished_errors)
+            vault.record_errors([e for *_, errors in finished_files for e in errors] + finished_errors + duplicates)
             vault.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in finished_files])
         report.runs_new += len(fresh)
         report.versions_new += len(changed)
@@ -141,6 +145,44 @@ def ingest_runs(
     if batch or finished_files or finished_errors:
         flush()
     return report
+
+
+def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
+    """Two Nexus run files (not two versions of one file) declaring one run_id with different
+    content: the file whose path sorts first keeps it, whatever order they arrived in, and the
+    other is an error naming both. Exports are left out: a newer export rightly supersedes."""
+    nexus = [item for item in batch if item[0].format == "nexus"]
+    if not nexus:
+        return []
+    stored = vault.run_sources({run.run_id for run, _, _ in nexus})
+    errors: list[IngestionError] = []
+    keep: list[tuple[Run, str, str]] = []
+    for item in batch:
+        run, source, sha = item
+        if run.format != "nexus":
+            keep.append(item)
+            continue
+        other = claimed.get(run.run_id) or stored.get(run.run_id)
+        rival = other[0] if other and other[0] != source and other[1] != run.version_id and Path(other[0]).exists() else None
+        if rival is None:
+            claimed[run.run_id] = (source, run.version_id)
+            keep.append(item)
+            continue
+        winner, loser = sorted([source, rival])
+        errors.append(
+            IngestionError(
+                display_name(Path(source)),
+                f"run_id {run.run_id!r} is also claimed by {display_name(Path(rival))}; "
+                f"{display_name(Path(winner))} is kept (the first by path); give {display_name(Path(loser))} its own run_id or remove it",
+                conversation=run.run_id,
+                file_sha256=sha,
+            )
+        )
+        if winner == source:
+            claimed[run.run_id] = (source, run.version_id)
+            keep.append(item)
+    batch[:] = keep
+    return errors
 
 
 def _snapshot(path: Path, limits: Limits) -> tuple[bytes | None, str, IngestionError | None]:
