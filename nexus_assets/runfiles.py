@@ -129,6 +129,7 @@ def _stream_export(
     guarded = L.GuardedStream(
         stream,
         depth_limit=limits.max_depth + 1,
+        named=limits.max_depth,
         max_bytes=max_bytes,
         size_message=(
             f"inflates past {max_bytes} bytes (NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"

@@ -76,8 +76,10 @@ class DepthScanner:
     linear in the input and holds no more than one chunk.
     """
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, *, named: int | None = None):
         self.limit = limit
+        # The limit as the user set it (an export's array adds one level of its own).
+        self.named = limit if named is None else named
         self.depth = 0
         self.deepest = 0
         self._in_string = False
@@ -111,7 +113,32 @@ class DepthScanner:
         self.deepest = max(self.deepest, self.depth + peak)
         self.depth += sum(weights) - len(weights)
         if self.deepest > self.limit:
-            raise LimitError(depth_message(self.limit))
+            raise LimitError(depth_message(self.named))
+
+
+    def _state(self) -> tuple:
+        return (self.depth, self.deepest, self._in_string, self._carry)
+
+    def _restore(self, state: tuple) -> None:
+        self.depth, self.deepest, self._in_string, self._carry = state
+
+    def safe_prefix(self, data: bytes) -> int:
+        """How many bytes of `data` can be fed before the limit is passed (state is kept there).
+
+        Lets a streaming reader finish the conversations before the deep one; only called once,
+        on the failing chunk, so the byte-by-byte part costs nothing in the common case.
+        """
+        done = 0
+        for size in (4096, 1):
+            while done < len(data):
+                state = self._state()
+                try:
+                    self.feed(data[done : done + size])
+                except LimitError:
+                    self._restore(state)
+                    break
+                done += size
+        return min(done, len(data))
 
 
 def check_depth(data: bytes, limit: int, *, chunk: int = 1 << 20) -> None:
@@ -128,21 +155,36 @@ class GuardedStream:
     `max_bytes` bounds what an inflating (zip) stream may produce.
     """
 
-    def __init__(self, stream: BinaryIO, *, depth_limit: int, max_bytes: int | None = None, size_message: str = ""):
+    def __init__(
+        self, stream: BinaryIO, *, depth_limit: int, named: int | None = None, max_bytes: int | None = None, size_message: str = ""
+    ):
         self._stream = stream
-        self._scanner = DepthScanner(depth_limit)
+        self._scanner = DepthScanner(depth_limit, named=named)
         self._max_bytes = max_bytes
         self._size_message = size_message
+        self._refusal: LimitError | None = None
         self.bytes_read = 0
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = 1 << 20
+        if self._refusal is not None:
+            raise self._refusal
         data = self._stream.read(size)
         self.bytes_read += len(data)
         if self._max_bytes is not None and self.bytes_read > self._max_bytes:
             raise LimitError(self._size_message)
-        self._scanner.feed(data)
+        state = self._scanner._state()
+        try:
+            self._scanner.feed(data)
+        except LimitError as exc:
+            # Hand over what comes before the deep part, so the conversations there still import.
+            self._scanner._restore(state)
+            cut = self._scanner.safe_prefix(data)
+            self._refusal = exc
+            if cut == 0:
+                raise
+            return data[:cut]
         return data
 
 
