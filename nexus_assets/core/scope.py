@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from nexus_assets.core.formats.limits import max_node_chars
 from nexus_assets.core.models import ExtractionPolicy, Node, Run
 from nexus_assets.core.paths import value_at
 
@@ -35,12 +36,14 @@ def node_text(run: Run, node: Node) -> str | None:
 def in_scope_nodes(policy: ExtractionPolicy, run: Run) -> list[tuple[Node, str]]:
     """The run's text nodes that pass the node-type and keyword pre-filters, with their text."""
     pattern = keyword_pattern(policy.required_keywords or ())
+    # Ingestion recorded the skip; an over-long node is never handed to an extractor.
+    longest = max_node_chars()
     kept = []
     for node in run.nodes:
         if policy.target_node_types and node.node_type not in policy.target_node_types:
             continue
         text = node_text(run, node)
-        if not text or not text.strip():
+        if not text or len(text) > longest or not text.strip():
             continue
         if pattern is not None and not pattern.search(text):
             continue

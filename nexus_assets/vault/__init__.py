@@ -179,6 +179,25 @@ class Vault:
     def file_seen(self, file_sha256: str) -> bool:
         return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
 
+    def copy_file_verdict(self, file_sha256: str, path: str) -> list[IngestionError]:
+        """A file whose bytes were read before under another name: if those bytes were broken,
+        name this file too (same problems), once. Returns the errors recorded for `path`."""
+        rows = self.conn.execute(
+            "SELECT path, runs, errors FROM run_files WHERE file_sha256 = ? ORDER BY first_seen, path", [file_sha256]
+        ).fetchall()
+        if not rows or any(p == path for p, _, _ in rows) or not rows[0][2]:
+            return []
+        first, runs, count = rows[0]
+        problems = self.conn.execute(
+            "SELECT conversation, problem FROM ingestion_errors WHERE file = ? AND file_sha256 = ? ORDER BY recorded_at",
+            [first, file_sha256],
+        ).fetchall()
+        copies = [IngestionError(path, problem, conversation, file_sha256) for conversation, problem in problems]
+        with self.transaction():
+            self.record_errors(copies)
+            self.record_files([(file_sha256, path, runs, count)])
+        return copies
+
     def record_files(self, files: Sequence[tuple[str, str, int, int]]) -> None:
         """(file_sha256, path, runs, errors) of files read completely."""
         stamp = now()
