@@ -8,7 +8,7 @@ add (tables, columns with defaults, indexes); stored rows, ids and hashes never 
 from __future__ import annotations
 
 import json
-from dataclasses import astuple, dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -211,6 +211,8 @@ CREATE TABLE IF NOT EXISTS nodes (
 
 def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     """Text nodes of every stored run version, parsed from its raw JSON this one time."""
+    import pandas as pd  # writers only: read commands must not pay its import
+
     keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
     for start in range(0, len(keys), 200):
         chunk = keys[start : start + 200]
@@ -220,10 +222,14 @@ def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
             [[k[0] for k in chunk], [k[1] for k in chunk]],
         ).fetchall()
         records = [
-            astuple(r) for version_id, raw in rows for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
+            asdict(r) for version_id, raw in rows for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
         ]
         if records:
-            conn.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", records)
+            conn.register("_nodes", pd.DataFrame(records))
+            try:
+                conn.execute("INSERT INTO nodes BY NAME SELECT * FROM _nodes ON CONFLICT DO NOTHING")
+            finally:
+                conn.unregister("_nodes")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
