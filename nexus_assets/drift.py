@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nexus_assets.core.drift import NodeCache, address_problem, slice_problem
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
-from nexus_assets.runfiles import iter_run_file
+from nexus_assets.runfiles import file_stat, iter_run_file
 from nexus_assets.vault import RunVersion, Vault
 
 
@@ -26,7 +26,7 @@ def verbatim_problems(vault: Vault, topic_id: str) -> tuple[int, int, list[str]]
             undecided[RunVersion(a.run_id, version)].append(occ)
         else:
             problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {_NODE_PROBLEMS[problem].format(a=a)}")
-    runs = vault.load_runs(undecided)
+    runs = vault.load_runs(undecided) if undecided else {}
     for rv, occurrences in sorted(undecided.items(), key=lambda kv: (kv[0].run_id, kv[0].version_id)):
         run = runs.get(rv)
         cache = NodeCache(run.document) if run else None
@@ -103,4 +103,34 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
             if run_id not in checked:
                 missing = problem or f"run {run_id} is no longer in {file}"
                 found += [Drift(b.brick_id, b.topic_id, a, missing) for b, a in by_run[run_id]]
+    return found
+
+
+def current_drift(vault: Vault, topic_id: str, bricks: list[Brick]) -> list[Drift]:
+    """Drift as the files stand now, re-reading only what moved since the sync read it.
+
+    The sync has just ingested every changed file, so a source whose run has a newer version is
+    checked against that version's stored nodes; a source file that is gone is drift; a file
+    whose stat moved but gave no new version (it no longer reads, say) is re-read. The full
+    re-read of every file is `file_drift`, run by `nexus verify` and the nightly schedule.
+    """
+    stale = stale_addresses(vault, topic_id)
+    found = [
+        Drift(b.brick_id, b.topic_id, a, f"run {a.run_id}: {a.json_path} changed in a newer version of the run")
+        for b in bricks
+        for a in b.sources
+        if a in stale
+    ]
+    run_ids = {a.run_id for b in bricks for a in b.sources}
+    sources = vault.run_sources(run_ids)
+    recorded = vault.file_stats()
+    moved = {
+        run_id
+        for run_id, (file, _) in sources.items()
+        if not Path(file).exists() or file_stat(Path(file)) != recorded.get(file)
+    }
+    missing = run_ids - set(sources)
+    again = [b.model_copy(update={"sources": tuple(a for a in b.sources if a.run_id in moved | missing)}) for b in bricks]
+    flagged = {(d.brick_id, d.address) for d in found}
+    found += [d for d in file_drift(vault, [b for b in again if b.sources]) if (d.brick_id, d.address) not in flagged]
     return found

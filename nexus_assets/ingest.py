@@ -10,7 +10,7 @@ from typing import Callable
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.formats.limits import max_errors_per_file
-from nexus_assets.runfiles import Limits, RetryableError, file_sha256, iter_run_file, scan_run_files
+from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files
 from nexus_assets.vault import Vault
 
 BATCH = 500
@@ -19,6 +19,7 @@ BATCH = 500
 @dataclass
 class IngestReport:
     files_scanned: int = 0
+    files_unchanged: int = 0
     files_new: int = 0
     runs_new: int = 0
     versions_new: int = 0
@@ -45,6 +46,8 @@ def ingest_runs(
 ) -> IngestReport:
     """Ingest every run file whose content the vault has not seen.
 
+    A file whose size, times and inode are as they were when it was last read is skipped without
+    being read or hashed; only a file whose stat moved is hashed, and only new bytes are parsed.
     Small files are committed together, up to BATCH runs a transaction; a file's runs and its
     `run_files` row always commit together, so an interrupted sync re-reads exactly what was lost.
     """
@@ -54,6 +57,8 @@ def ingest_runs(
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
     finished_errors: list[IngestionError] = []
+    read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
+    known_stats = vault.file_stats()
 
     claimed: dict[str, tuple[str, str]] = {}
 
@@ -64,17 +69,24 @@ def ingest_runs(
             fresh, changed = vault.store_runs(batch)
             vault.record_errors([e for *_, errors in finished_files for e in errors] + finished_errors + duplicates)
             vault.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in finished_files])
+            vault.record_file_stats(read_stats)
         report.runs_new += len(fresh)
         report.versions_new += len(changed)
         report.changed_runs.extend(r.run_id for r in changed)
         batch.clear()
         finished_files.clear()
         finished_errors.clear()
+        read_stats.clear()
 
     limits = limits or Limits()
     error_cap = max_errors_per_file()
     step = max(1, len(files) // 10)
     for n, path in enumerate(files, 1):
+        source = str(path.resolve())
+        stat = file_stat(path)
+        if stat is not None and known_stats.get(source) == stat:
+            report.files_unchanged += 1
+            continue
         shown = display_name(path)
         data, sha, gone = _snapshot(path, limits)
         if gone is not None:
@@ -88,15 +100,18 @@ def ingest_runs(
             copies = [IngestionError(shown, e.problem, e.conversation, sha) for e in first[3]]
             finished_files.append((sha, shown, first[2], copies))
             report.errors.extend(copies)
+            if stat is not None:
+                read_stats.append((source, stat, sha))
             continue
         if vault.file_seen(sha):
             copies = vault.copy_file_verdict(sha, shown)
             report.errors.extend(copies)
+            if stat is not None:
+                read_stats.append((source, stat, sha))
             continue
         report.files_new += 1
         if progress and (n % step == 0 or len(data or b"") > 16 * 1024 * 1024):
             progress(f"ingesting {shown} ({n}/{len(files)})")
-        source = str(path.resolve())
         runs_in_file = 0
         errors: list[IngestionError] = []
         dropped = 0
@@ -140,6 +155,8 @@ def ingest_runs(
             finished_errors.extend(errors)
         else:
             finished_files.append((sha, shown, runs_in_file, errors))
+            if stat is not None:
+                read_stats.append((source, stat, sha))
         if len(batch) >= BATCH or len(finished_files) >= BATCH:
             flush()
     if batch or finished_files or finished_errors:

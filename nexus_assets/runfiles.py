@@ -51,6 +51,15 @@ def scan_run_files(runs_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(runs_dir).as_posix())
 
 
+def file_stat(path: Path) -> tuple[int, int, int, int] | None:
+    """(size, mtime_ns, ctime_ns, inode): what changes when a file is rewritten, without reading it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:

@@ -19,6 +19,8 @@ from nexus_assets.vault import Vault
 from nexus_assets.web.links import topic_url
 
 WRITER_POOL = "duckdb_writer"
+# A run with this tag re-reads every source file in `checksum_drift` (the nightly schedule sets it).
+FULL_VERIFY_TAG = "nexus/full_verify"
 PREVIEW_BRICKS = 20
 
 
@@ -89,6 +91,7 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
         metadata={
             "topic_state": topic.state,
             "files_scanned": report.files_scanned,
+            "files_unchanged": report.files_unchanged,
             "files_new": report.files_new,
             "runs_new": report.runs_new,
             "run_versions_new": report.versions_new,

@@ -7,6 +7,7 @@ launches without a partition key, so the schedule yields one RunRequest per topi
 
 import dagster as dg
 
+from nexus_assets.defs.assets import FULL_VERIFY_TAG
 from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
@@ -28,4 +29,4 @@ def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings)
     if missing:
         context.instance.add_dynamic_partitions(topics_partitions.name, missing)
     stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
-    return [dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}") for t in active]
+    return [dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}", tags={FULL_VERIFY_TAG: "true"}) for t in active]

@@ -179,6 +179,24 @@ class Vault:
     def file_seen(self, file_sha256: str) -> bool:
         return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
 
+    def file_stats(self) -> dict[str, tuple[int, int, int, int]]:
+        """(size, mtime_ns, ctime_ns, inode) of every run file as it was when last read, by absolute path."""
+        rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM file_stats").fetchall()
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    def record_file_stats(self, stats: Sequence[tuple[str, tuple[int, int, int, int], str]]) -> None:
+        """(absolute path, (size, mtime_ns, ctime_ns, inode), sha256) of files read completely."""
+        stamp = now()
+        self._insert_df(
+            "file_stats",
+            [
+                {"path": p, "size": st[0], "mtime_ns": st[1], "ctime_ns": st[2], "inode": st[3], "file_sha256": sha, "recorded_at": stamp}
+                for p, st, sha in stats
+            ],
+            conflict="(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns, "
+            "inode = excluded.inode, file_sha256 = excluded.file_sha256, recorded_at = excluded.recorded_at",
+        )
+
     def copy_file_verdict(self, file_sha256: str, path: str) -> list[IngestionError]:
         """A file whose bytes were read before under another name: if those bytes were broken,
         name this file too (same problems), once. Returns the errors recorded for `path`."""

@@ -232,9 +232,23 @@ def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
                 conn.unregister("_nodes")
 
 
+FILE_STATS = """
+CREATE TABLE IF NOT EXISTS file_stats (
+    path TEXT PRIMARY KEY,
+    size BIGINT NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    ctime_ns BIGINT NOT NULL,
+    inode BIGINT NOT NULL,
+    file_sha256 TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
     Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
+    Migration(3, "size, times and inode of each run file read, so an unchanged file is not read or hashed again", FILE_STATS),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

@@ -1,0 +1,107 @@
+"""Parse once, do nothing twice (issue 11): a sync reads and parses each new or changed run file
+once, nothing downstream re-parses raw JSON, and a no-change re-sync reads, hashes and parses none.
+
+Counted with spies that call through to the real functions: the numbers are what really ran.
+"""
+
+import json
+from collections import Counter
+
+import pytest
+
+import nexus_assets.drift
+import nexus_assets.ingest
+import nexus_assets.runfiles
+from nexus_assets.vault import Vault
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.project import Project, nexus_run
+
+
+class Spy:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.calls: Counter = Counter()
+        self.monkeypatch = monkeypatch
+
+    def wrap(self, owner, name: str, label: str, key=lambda *a, **k: None) -> None:
+        real = getattr(owner, name)
+
+        def spy(*args, **kwargs):
+            self.calls[(label, key(*args, **kwargs))] += 1
+            return real(*args, **kwargs)
+
+        self.monkeypatch.setattr(owner, name, spy)
+
+    def count(self, label: str) -> int:
+        return sum(n for (l, _), n in self.calls.items() if l == label)
+
+    def keys(self, label: str) -> Counter:
+        return Counter({k: n for (l, k), n in self.calls.items() if l == label})
+
+
+@pytest.fixture
+def spy(monkeypatch) -> Spy:
+    s = Spy(monkeypatch)
+    # Reading a run file (the only place raw bytes become runs), hashing it, and re-parsing stored raw JSON.
+    s.wrap(nexus_assets.ingest, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.drift, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.ingest, "_snapshot", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.ingest, "file_sha256", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(Vault, "load_runs", "reparse")
+    s.wrap(Vault, "latest_runs", "reparse")
+    return s
+
+
+def project(p: Project) -> Project:
+    p.write_topic("vault-notes", keywords=["vault"])
+    p.write_topic("sync-notes", keywords=["sync"])
+    for i in range(4):
+        p.write_run(
+            f"r{i}.json",
+            nexus_run(f"run-{i}", [("user", f"The vault keeps item {i}. We sync it nightly."), ("assistant", f"Yes, sync {i} uses the vault.")]),
+        )
+    return p
+
+
+def test_a_sync_reads_each_file_once_and_nothing_downstream_reparses(empty_project: Project, capsys, spy: Spy):
+    p = project(empty_project)
+    results = run_json(capsys, *p.sync_args())
+    assert [r["success"] for r in results] == [True, True]
+    assert all(all(r["checks"].values()) for r in results)
+    # Two topics, four files: each file is read and hashed once for the whole sync.
+    assert spy.keys("read") == Counter({f"r{i}.json": 1 for i in range(4)})
+    assert spy.keys("hash") == Counter({f"r{i}.json": 1 for i in range(4)})
+    assert spy.count("reparse") == 0, "extraction, the gate, resolution and the checks read stored nodes"
+
+
+def test_a_no_change_resync_reads_hashes_and_parses_nothing(empty_project: Project, capsys, spy: Spy):
+    p = project(empty_project)
+    first = run_json(capsys, *p.sync_args())
+    spy.calls.clear()
+    again = run_json(capsys, *p.sync_args())
+    assert [r["manifest_hash"] for r in again] == [r["manifest_hash"] for r in first]
+    assert spy.count("read") == spy.count("hash") == spy.count("reparse") == 0
+
+
+def test_a_changed_file_is_read_once_and_its_drift_still_shows(empty_project: Project, capsys, spy: Spy):
+    p = project(empty_project)
+    run_json(capsys, *p.sync_args())
+    spy.calls.clear()
+    changed = nexus_run("run-2", [("user", "The vault keeps something else now. We sync it nightly."), ("assistant", "Yes, sync 2 uses the vault.")])
+    (p.runs / "r2.json").write_text(json.dumps(changed), encoding="utf-8")
+    results = run_json(capsys, *p.sync_args(), expect=1)
+    assert spy.keys("read") == Counter({"r2.json": 1})
+    assert spy.keys("hash") == Counter({"r2.json": 1})
+    vault_topic = next(r for r in results if r["topic_id"] == "vault-notes")
+    assert vault_topic["checks"]["checksum_drift"] is False, "the edited source's bricks are stale"
+    stale = [b for b in run_json(capsys, *p.cli_args(), "bricks", "vault-notes") if b["stale"]]
+    assert stale and all(s["run_id"] == "run-2" for b in stale for s in b["sources"][:1])
+
+
+def test_a_deleted_source_file_is_drift_without_rereading_the_rest(empty_project: Project, capsys, spy: Spy):
+    p = project(empty_project)
+    run_json(capsys, *p.sync_args())
+    spy.calls.clear()
+    (p.runs / "r1.json").unlink()
+    results = run_json(capsys, *p.sync_args(), expect=1)
+    assert spy.count("read") == 0
+    assert all(r["checks"]["checksum_drift"] is False for r in results)
