@@ -107,10 +107,33 @@ def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[B
     )
 
 
+@dataclass(frozen=True)
+class Resolution:
+    """A topic's resolved bricks, or None when nothing resolution reads has changed since the
+    last sync (then resolving and publishing again would only reproduce what is stored)."""
+
+    bricks: list[Brick] | None
+    inputs_digest: str
+
+
+def resolve_if_changed(vault: Vault, topic: Topic) -> Resolution:
+    digest = vault.topic_inputs_digest(topic.topic_id)
+    if topic.state == "LOCKED" or digest == vault.last_inputs_digest(topic.topic_id):
+        return Resolution(None, digest)
+    return Resolution(resolve_phase(vault, topic), digest)
+
+
 def publish_phase(
-    vault: Vault, topic: Topic, bricks: list[Brick], *, dagster_run_id: str | None, sealed: bool = False
+    vault: Vault,
+    topic: Topic,
+    bricks: list[Brick] | None,
+    *,
+    dagster_run_id: str | None,
+    sealed: bool = False,
+    inputs_digest: str | None = None,
 ) -> tuple[Manifest | None, bool]:
-    """Store the resolved bricks and, if the visible list changed, the next manifest.
+    """Store the resolved bricks and, if the visible list changed, the next manifest; with no
+    bricks (an unchanged topic), only that the sync happened.
 
     Returns (the topic's current manifest, whether a new one was recorded).
     A LOCKED topic publishes nothing: its sealed manifest is final, whatever the vault now holds.
@@ -118,6 +141,9 @@ def publish_phase(
     previous = vault.latest_manifest(topic.topic_id)
     if topic.state == "LOCKED":
         return previous, False
+    if bricks is None:
+        vault.record_unchanged_sync(topic.topic_id, dagster_run_id=dagster_run_id, inputs_digest=inputs_digest)
+        return previous, False
     manifest = build_manifest(topic.topic_id, bricks, previous)
-    vault.publish(topic.topic_id, bricks, manifest, dagster_run_id=dagster_run_id, sealed=sealed)
+    vault.publish(topic.topic_id, bricks, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=inputs_digest)
     return (manifest or previous), manifest is not None

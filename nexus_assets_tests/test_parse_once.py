@@ -105,3 +105,25 @@ def test_a_deleted_source_file_is_drift_without_rereading_the_rest(empty_project
     results = run_json(capsys, *p.sync_args(), expect=1)
     assert spy.count("read") == 0
     assert all(r["checks"]["checksum_drift"] is False for r in results)
+
+
+def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Project, capsys, monkeypatch):
+    import nexus_assets.compiler
+
+    spy = Spy(monkeypatch)
+    spy.wrap(nexus_assets.compiler, "resolve_phase", "resolve", key=lambda vault, topic, **k: topic.topic_id)
+    spy.wrap(Vault, "publish", "publish", key=lambda self, topic_id, *a, **k: topic_id)
+    p = project(empty_project)
+    p.write_run("open.json", nexus_run("run-open", [("user", "An open vault thought.")], status="OPEN"))
+    first = run_json(capsys, *p.sync_args())
+    assert spy.count("resolve") == spy.count("publish") == 2
+    spy.calls.clear()
+    again = run_json(capsys, *p.sync_args())
+    assert spy.count("resolve") == spy.count("publish") == 0
+    assert [r["manifest_hash"] for r in again] == [r["manifest_hash"] for r in first]
+    # A run closing changes states: the topic that holds its brick resolves again, the other does not.
+    run_json(capsys, *p.cli_args(), "close", "run-open")
+    run_json(capsys, *p.sync_args())
+    assert spy.keys("resolve") == Counter({"vault-notes": 1})
+    forming = {b["content"]: b["state"] for b in run_json(capsys, *p.cli_args(), "bricks", "vault-notes")}
+    assert forming["An open vault thought."] == "FORMING"

@@ -6,7 +6,7 @@ Assets are thin: load from the vault, call one phase of `nexus_assets.compiler`,
 
 import dagster as dg
 
-from nexus_assets.compiler import extract_phase, publish_phase, resolve_phase, validate_phase
+from nexus_assets.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
 from nexus_assets.core.models import Brick, Topic
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
@@ -193,18 +193,24 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
     group_name="states",
     kinds={"python"},
     deps=[validated_bricks],
-    description="Bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and canonical order.",
+    description="Bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and canonical order; "
+    "skipped when nothing it reads changed since the last sync.",
 )
-def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[list[Brick]]:
+def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[Resolution]:
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
-        bricks = v.bricks(topic.topic_id) if topic.state == "LOCKED" else resolve_phase(v, topic)
+        resolution = resolve_if_changed(v, topic)
+    bricks = resolution.bricks
+    if bricks is None:
+        return dg.Output(resolution, metadata={"unchanged": True, "inputs_digest": resolution.inputs_digest})
     states: dict[str, int] = {}
     for b in bricks:
         states[b.state] = states.get(b.state, 0) + 1
     return dg.Output(
-        bricks,
+        resolution,
         metadata={
+            "unchanged": False,
+            "inputs_digest": resolution.inputs_digest,
             "bricks": len(bricks),
             "visible": sum(1 for b in bricks if b.state != "SUPERSEDED"),
             "linked_sources": sum(len(b.sources) - 1 for b in bricks),
@@ -223,24 +229,27 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
     description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",
 )
 def topic_manifest(
-    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: list[Brick]
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: Resolution
 ) -> dg.MaterializeResult:
+    bricks = resolved_brick_states.bricks
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
-        manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run_id)
-    visible = [b for b in resolved_brick_states if b.state != "SUPERSEDED"]
+        manifest, recorded = publish_phase(
+            v, topic, bricks, dagster_run_id=context.run_id, inputs_digest=resolved_brick_states.inputs_digest
+        )
+        visible = len(manifest.bricks) if manifest else 0
     settings.say(
         context,
         f"{topic.topic_id}: manifest {manifest.manifest_hash[:12] if manifest else '-'} "
-        f"({len(visible)} bricks{', new' if recorded else ', unchanged'})",
+        f"({visible} bricks{', new' if recorded else ', unchanged'})",
     )
     return dg.MaterializeResult(
         metadata={
             "manifest_hash": manifest.manifest_hash if manifest else "",
             "previous_hash": (manifest.previous_hash or "") if manifest else "",
             "new_manifest": recorded,
-            "bricks": len(visible),
-            "preview": dg.MetadataValue.md(bricks_preview(resolved_brick_states)),
+            "bricks": visible,
+            **({"preview": dg.MetadataValue.md(bricks_preview(bricks))} if bricks is not None else {}),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }
     )

@@ -368,6 +368,38 @@ class Vault:
         wanted = set(run_ids) if run_ids is not None else None
         return {r: ("CLOSED" if closed else "OPEN") for r, closed in rows if wanted is None or r in wanted}
 
+    def topic_inputs_digest(self, topic_id: str) -> str:
+        """A digest of everything resolution reads for a topic: its definition and state, its
+        occurrences, and for each of their runs the latest version, status and ingestion place."""
+        return self.conn.execute(
+            """WITH occ AS (
+                   SELECT run_id, count(*) AS n, sum(hash(json_path, start_offset, end_offset, node_checksum)) AS h
+                   FROM occurrences WHERE topic_id = ? GROUP BY run_id),
+               per_run AS (
+                   SELECT run_id, max(CASE WHEN is_latest THEN version_id END) AS latest, min(ingest_seq) AS seq,
+                          bool_or(status = 'CLOSED') OR run_id IN (SELECT run_id FROM run_closures) AS closed
+                   FROM runs WHERE run_id IN (SELECT run_id FROM occ) GROUP BY run_id)
+               SELECT sha256(
+                   coalesce((SELECT definition_json || '|' || state FROM topics WHERE topic_id = ?), '') || '#' ||
+                   coalesce(string_agg(concat_ws(':', o.run_id, o.n, o.h, r.latest, r.seq, r.closed), '|' ORDER BY o.run_id), ''))
+               FROM occ o LEFT JOIN per_run r USING (run_id)""",
+            [topic_id, topic_id],
+        ).fetchone()[0]
+
+    def last_inputs_digest(self, topic_id: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT inputs_digest FROM syncs WHERE topic_id = ? AND status = 'ok' ORDER BY finished_at DESC LIMIT 1", [topic_id]
+        ).fetchone()
+        return row[0] if row else None
+
+    def record_unchanged_sync(self, topic_id: str, *, dagster_run_id: str | None, inputs_digest: str) -> None:
+        current = self.latest_manifest(topic_id)
+        self.conn.execute(
+            "INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest) "
+            "VALUES (?, ?, 'ok', ?, 'unchanged', ?, ?)",
+            [topic_id, dagster_run_id, current.manifest_hash if current else None, now(), inputs_digest],
+        )
+
     def ingestion_seq(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT run_id, min(ingest_seq) FROM runs GROUP BY run_id").fetchall())
 
@@ -674,7 +706,16 @@ class Vault:
             for r in rows
         ]
 
-    def publish(self, topic_id: str, bricks: Sequence[Brick], manifest: Manifest | None, *, dagster_run_id: str | None, sealed: bool = False) -> None:
+    def publish(
+        self,
+        topic_id: str,
+        bricks: Sequence[Brick],
+        manifest: Manifest | None,
+        *,
+        dagster_run_id: str | None,
+        sealed: bool = False,
+        inputs_digest: str | None = None,
+    ) -> None:
         """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically."""
         prior = {b.brick_id: b for b in self.bricks(topic_id)}
         refused = final_brick_changes(prior, bricks)
@@ -763,8 +804,9 @@ class Vault:
                 )
             current = manifest or self.latest_manifest(topic_id)
             self.conn.execute(
-                "INSERT INTO syncs VALUES (?, ?, 'ok', ?, NULL, ?)",
-                [topic_id, dagster_run_id, current.manifest_hash if current else None, stamp],
+                "INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest) "
+                "VALUES (?, ?, 'ok', ?, NULL, ?, ?)",
+                [topic_id, dagster_run_id, current.manifest_hash if current else None, stamp, inputs_digest],
             )
 
     def flag_stale(self, brick_ids: Iterable[str]) -> None:

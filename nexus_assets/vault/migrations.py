@@ -249,6 +249,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
     Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
     Migration(3, "size, times and inode of each run file read, so an unchanged file is not read or hashed again", FILE_STATS),
+    Migration(
+        4,
+        "each sync records a digest of what the topic's resolution read, so an unchanged topic is not resolved again",
+        "ALTER TABLE syncs ADD COLUMN IF NOT EXISTS inputs_digest TEXT;",
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
