@@ -7,9 +7,9 @@ import os
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, topic_manifest, validated_bricks
+from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, run_files, topic_manifest, validated_bricks
 from nexus_assets.defs.checks import checksum_drift, final_immutability, hallucination_rejection
-from nexus_assets.defs.jobs import sync_job
+from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
@@ -18,7 +18,7 @@ from nexus_assets.defs.sensors import nexus_files_sensor
 DEFAULT_DB = "data/nexus.duckdb"
 
 
-ASSETS = [raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
+ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
 CHECKS = [hallucination_rejection, checksum_drift, final_immutability]
 
 
@@ -54,7 +54,7 @@ def build_defs(**kwargs) -> dg.Definitions:
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=CHECKS,
-        jobs=[sync_job, seal_topic],
+        jobs=[sync_job, ingest_job, compile_job, seal_topic],
         schedules=[nightly_sync],
         sensors=[nexus_files_sensor],
         resources=build_resources(**kwargs),

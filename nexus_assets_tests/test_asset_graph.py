@@ -21,9 +21,10 @@ def manifest_hashes(project: Project) -> dict[str, str]:
 def test_definitions_load_with_the_documented_shape():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest"}
+    assert keys == {"run_files", "raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest"}
     groups = {k.to_user_string(): repo.asset_graph.get(k).group_name for k in repo.asset_graph.get_all_asset_keys()}
     assert groups == {
+        "run_files": "raw_runs",
         "raw_runs": "raw_runs",
         "pointer_extractions": "pointers",
         "validated_bricks": "bricks",
@@ -33,6 +34,9 @@ def test_definitions_load_with_the_documented_shape():
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability"}
     assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
+    # Ingestion is one unpartitioned asset upstream of every topic partition.
+    assert repo.asset_graph.get(dg.AssetKey("run_files")).partitions_def is None
+    assert dg.AssetKey("run_files") in repo.asset_graph.get(dg.AssetKey("raw_runs")).parent_keys
     assert [s.name for s in repo.schedule_defs] == ["nightly_sync"]
     assert [s.name for s in repo.sensor_defs] == ["nexus_files_sensor"]
 

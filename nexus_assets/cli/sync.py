@@ -61,7 +61,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         open_after=args.open_after,
         progress=not args.json,
     )
-    job = defs.resolve_job_def("sync_topics")
+    job = defs.resolve_job_def("compile_topic")
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     known = set(instance.get_dynamic_partitions("topics"))
     missing = [t for t in selected if t not in known]
@@ -70,16 +70,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
     results, failed = [], False
+    # Run files are ingested once for every topic; each topic then compiles from the vault.
+    if not args.json:
+        print(f"ingesting {runs_dir}", file=sys.stderr, flush=True)
+    ingested = defs.resolve_job_def("ingest_run_files").execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
+    ingest_errors = step_errors(ingested)
     for n, topic_id in enumerate(selected, 1):
+        if not ingested.success:
+            results.append({"topic_id": topic_id, "success": False, "dagster_run_id": ingested.run_id, "checks": {}, "errors": ingest_errors})
+            failed = True
+            continue
         if not args.json:
             print(f"[{n}/{len(selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
         result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=quiet)
         checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-        errors = [
-            f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
-            for e in result.all_events
-            if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
-        ]
+        errors = step_errors(result)
         ok = result.success and all(checks.values())
         failed |= not ok
         results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
@@ -96,13 +101,25 @@ def cmd_sync(args: argparse.Namespace) -> int:
             m = vault.latest_manifest(r["topic_id"])
             r["manifest_hash"] = m.manifest_hash if m else None
             r["bricks"] = counts.get(r["topic_id"], {})
-        errors_total = len(vault.ingestion_errors())
+        errors_total = vault.ingestion_error_count()
     lines = []
     for r in results:
         status = "ok" if r["success"] and all(r["checks"].values()) else "FAILED"
         by_state = ", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "no bricks"
         lines.append(f"{r['topic_id']}: {status}; {by_state}; manifest {(r['manifest_hash'] or '-')[:16]}")
+    if not ingested.success:
+        lines.append("nothing was compiled: ingesting the run files failed")
+        for err in ingest_errors:
+            print(f"error: {err}", file=sys.stderr)
     if errors_total:
         lines.append(f"{errors_total} ingestion errors recorded; see `nexus errors`")
     emit(args, results, "\n".join(lines))
     return 1 if failed else 0
+
+
+def step_errors(result) -> list[str]:
+    return [
+        f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
+        for e in result.all_events
+        if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
+    ]

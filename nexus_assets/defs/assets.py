@@ -47,11 +47,51 @@ def bricks_preview(bricks: list[Brick]) -> str:
 
 
 @dg.asset(
-    partitions_def=topics_partitions,
     group_name="raw_runs",
     kinds={"json", "duckdb"},
     pool=WRITER_POOL,
-    description="Run files ingested into the vault (once per distinct file content); the topic's definition recorded.",
+    description="Every run file ingested once per sync, for all topics: a new or changed file is read, "
+    "hashed and parsed once and its text nodes stored; an unchanged file is not even read.",
+)
+def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
+    with vault.open() as v:
+        report = ingest_runs(
+            v,
+            settings.path("runs_dir"),
+            limits=settings.limits,
+            open_after=settings.open_after,
+            progress=lambda m: settings.say(context, m),
+        )
+    for err in report.errors:
+        context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
+    settings.say(
+        context,
+        f"{report.files_scanned} run files, {report.files_unchanged} unchanged, {report.files_new} new; "
+        f"{report.runs_new} new runs, {report.versions_new} new versions, {len(report.errors)} errors",
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "files_scanned": report.files_scanned,
+            "files_unchanged": report.files_unchanged,
+            "files_new": report.files_new,
+            "runs_new": report.runs_new,
+            "run_versions_new": report.versions_new,
+            "ingestion_errors": len(report.errors),
+            "errors": dg.MetadataValue.md(
+                "\n".join(f"- `{e.file}`{' / ' + e.conversation if e.conversation else ''}: {e.problem}" for e in report.errors)
+                or "_none_"
+            ),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="raw_runs",
+    kinds={"json", "duckdb"},
+    deps=[run_files],
+    pool=WRITER_POOL,
+    description="The topic's definition recorded, and the ingested runs it compiles.",
 )
 def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
     topic_id = context.partition_key
@@ -70,38 +110,14 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             raise dg.Failure(
                 f"topic {topic_id!r} is DRAFT: a person must activate it (`nexus activate {topic_id}`) before it is compiled"
             )
-        report = ingest_runs(
-            v,
-            settings.path("runs_dir"),
-            limits=settings.limits,
-            open_after=settings.open_after,
-            progress=lambda m: settings.say(context, m),
-        )
-        latest = v.latest_versions()
+        runs_latest = v.run_count()
         # A LOCKED topic still sees new runs arrive; they are listed here, never compiled into it.
         ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
-    for err in report.errors:
-        context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
-    settings.say(
-        context,
-        f"{topic_id}: {report.files_scanned} run files, {report.files_new} new; "
-        f"{report.runs_new} new runs, {report.versions_new} new versions, {len(report.errors)} errors",
-    )
     return dg.MaterializeResult(
         metadata={
             "topic_state": topic.state,
-            "files_scanned": report.files_scanned,
-            "files_unchanged": report.files_unchanged,
-            "files_new": report.files_new,
-            "runs_new": report.runs_new,
-            "run_versions_new": report.versions_new,
-            "runs_latest": len(latest),
+            "runs_latest": runs_latest,
             **({"runs_ignored_locked": dg.MetadataValue.json(ignored)} if ignored is not None else {}),
-            "ingestion_errors": len(report.errors),
-            "errors": dg.MetadataValue.md(
-                "\n".join(f"- `{e.file}`{' / ' + e.conversation if e.conversation else ''}: {e.problem}" for e in report.errors)
-                or "_none_"
-            ),
         }
     )
 

@@ -2,9 +2,24 @@ import dagster as dg
 
 from nexus_assets.defs.partitions import topics_partitions
 
+TOPIC_GRAPH = dg.AssetSelection.groups("raw_runs", "pointers", "bricks", "states", "manifest")
+
 sync_job = dg.define_asset_job(
     "sync_topics",
-    selection=dg.AssetSelection.groups("raw_runs", "pointers", "bricks", "states", "manifest"),
+    selection=TOPIC_GRAPH,
     partitions_def=topics_partitions,
-    description="Compile one topic: raw runs to manifest, with its checks.",
+    description="Ingest the run files, then compile one topic: raw runs to manifest, with its checks.",
+)
+
+# `nexus sync` ingests once for all topics, then compiles each topic without ingesting again.
+ingest_job = dg.define_asset_job(
+    "ingest_run_files",
+    selection=dg.AssetSelection.assets("run_files"),
+    description="Ingest every new or changed run file once, for all topics.",
+)
+compile_job = dg.define_asset_job(
+    "compile_topic",
+    selection=TOPIC_GRAPH - dg.AssetSelection.assets("run_files"),
+    partitions_def=topics_partitions,
+    description="Compile one topic from what is already ingested: raw runs to manifest, with its checks.",
 )

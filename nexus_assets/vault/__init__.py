@@ -368,6 +368,9 @@ class Vault:
         wanted = set(run_ids) if run_ids is not None else None
         return {r: ("CLOSED" if closed else "OPEN") for r, closed in rows if wanted is None or r in wanted}
 
+    def run_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM runs WHERE is_latest").fetchone()[0]
+
     def topic_inputs_digest(self, topic_id: str) -> str:
         """A digest of everything resolution reads for a topic: its definition and state, its
         occurrences, and for each of their runs the latest version, status and ingestion place."""
@@ -845,6 +848,9 @@ class Vault:
             previous_hash=row[1],
             bricks=tuple(ManifestEntry(**e) for e in json.loads(row[2])),
         )
+
+    def ingestion_error_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM ingestion_errors").fetchone()[0]
 
     def ingestion_errors(self) -> list[dict]:
         cur = self.conn.execute(
