@@ -82,9 +82,21 @@ class SourceAddress(BaseModel):
     start: int
     end: int
     node_checksum: str
-    # Descriptive only: neither enters brick ids, fingerprints nor manifest hashes.
+    # Descriptive only: neither enters brick ids, fingerprints, manifest hashes nor equality
+    # (an address recorded before these existed is the same address).
     node_type: NodeType | None = None
     branch: Branch = "current"
+
+    def _identity(self) -> tuple[str, str, int, int, str]:
+        return (self.run_id, self.json_path, self.start, self.end, self.node_checksum)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SourceAddress):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 class Rejection(BaseModel):
