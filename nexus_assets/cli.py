@@ -55,8 +55,15 @@ def resolve_dirs(args: argparse.Namespace) -> None:
     recorded: dict[str, str] = {}
     pending = [n for n in wanted if not os.environ.get(DEFAULT_DIRS[n][0])]
     if pending and Path(args.db).exists():
-        with Vault.open(args.db, read_only=True) as vault:
-            recorded = vault.recorded_sources()
+        import duckdb
+
+        try:
+            with Vault.open(args.db, read_only=True) as vault:
+                recorded = vault.recorded_sources()
+        except duckdb.Error:
+            # A process that has written the file cannot also open it read-only; read it read-write.
+            with Vault.open(args.db) as vault:
+                recorded = vault.recorded_sources()
     for name in wanted:
         env, default = DEFAULT_DIRS[name]
         setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
