@@ -37,11 +37,36 @@ def one_line(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def open_vault(args: argparse.Namespace, *, write: bool = False):
+def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
+    """The vault; only commands that build it (sync, discover, activate) may create the file."""
     db = Path(args.db)
-    if not write and not db.exists():
+    if not create and not db.exists():
         raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
     return Vault.open(db, read_only=not write)
+
+
+DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}
+
+
+def resolve_dirs(args: argparse.Namespace) -> None:
+    """Fill --runs-dir/--topics-dir not given: the environment, else the directories the vault
+    was last synced from (invariant 13), else ./data. An explicit flag always wins."""
+    wanted = [name for name in DEFAULT_DIRS if hasattr(args, name) and getattr(args, name) is None]
+    recorded: dict[str, str] = {}
+    pending = [n for n in wanted if not os.environ.get(DEFAULT_DIRS[n][0])]
+    if pending and Path(args.db).exists():
+        import duckdb
+
+        try:
+            with Vault.open(args.db, read_only=True) as vault:
+                recorded = vault.recorded_sources()
+        except duckdb.Error:
+            # A process that has written the file cannot also open it read-only; read it read-write.
+            with Vault.open(args.db) as vault:
+                recorded = vault.recorded_sources()
+    for name in wanted:
+        env, default = DEFAULT_DIRS[name]
+        setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
 
 
 def require_topic(vault: Vault, topic_id: str) -> None:
@@ -89,11 +114,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     # Every topic file is recorded, so `nexus topics` shows DRAFT ones too; only compiled ones sync.
     from nexus_assets.lifecycle import TopicFileError, record_topic_files
 
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         try:
             record_topic_files(vault, files)
         except TopicFileError as exc:
             raise UsageError(f"{exc}. Nothing was compiled.") from None
+        vault.record_sources(runs_dir=runs_dir, topics_dir=topics_dir)
 
     defs = build_defs(
         db_path=args.db,
@@ -186,7 +212,8 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         bricks = [b for b in bricks if b.state != "SUPERSEDED"]
     text = "\n".join(
         f"{'-' if b.order_index is None else b.order_index:>4} {b.state:<10} {b.brick_id[:12]}"
-        f"{' STALE' if b.stale else ''}{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
+        f"{' STALE' if b.stale else ''}{' ABANDONED-BRANCH' if b.abandoned else ''}"
+        f"{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
         f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content)}"
         for b in bricks
     ) or f"no bricks in {args.topic}"
@@ -236,10 +263,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if len(matches) > 1:
             raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
         traced = trace_brick(vault, matches[0][0])
-    lines = [f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''} in {traced['topic_id']}"]
+    lines = [
+        f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''}"
+        f"{' ABANDONED BRANCH (every source)' if traced['abandoned'] else ''} in {traced['topic_id']}"
+    ]
     for t in traced["traces"]:
         lines.append(
-            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] checksum {t['node_checksum'][:16]}… "
+            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] {t['node_type'] or 'node'}, {t['branch']} branch; "
+            f"checksum {t['node_checksum'][:16]}… "
             f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
         )
         lines.append(t["node_text"][: t["start"]] + "⟦" + t["node_text"][t["start"] : t["end"]] + "⟧" + t["node_text"][t["end"] :])
@@ -371,7 +402,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nexus_assets.web.server import LOOPBACK_NAMES, make_server
 
     if not Path(args.db).exists():
-        print(f"warning: no vault at {args.db} yet; pages say so until `nexus sync` creates it", file=sys.stderr)
+        raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     if args.host not in LOOPBACK_NAMES:
         print(f"warning: --host {args.host} makes the vault readable from other machines", file=sys.stderr)
     try:
@@ -398,8 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sync", parents=[common], help="compile topics through the Dagster asset graph")
     p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
-    p.add_argument("--runs-dir", default=os.environ.get("NEXUS_RUNS_DIR", "data/runs"))
-    p.add_argument("--topics-dir", default=os.environ.get("NEXUS_TOPICS_DIR", "data/topics"))
+    p.add_argument("--runs-dir", default=None, help="default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs")
+    p.add_argument("--topics-dir", default=None, help="default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics")
     p.add_argument("--extractor", choices=["embedded", "openai"], default=os.environ.get("NEXUS_EXTRACTOR", "embedded"))
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
     p.add_argument(
@@ -410,8 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sync)
     p = sub.add_parser("plan", parents=[common], help="what a sync with the openai extractor would call and cost; sends nothing")
     p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
-    p.add_argument("--runs-dir", default=os.environ.get("NEXUS_RUNS_DIR", "data/runs"))
-    p.add_argument("--topics-dir", default=os.environ.get("NEXUS_TOPICS_DIR", "data/topics"))
+    p.add_argument("--runs-dir", default=None, help="default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs")
+    p.add_argument("--topics-dir", default=None, help="default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics")
     p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")
@@ -454,6 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        resolve_dirs(args)
         return args.func(args)
     except UsageError as exc:
         print(f"nexus: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from nexus_assets.core.models import IngestionError, Run
-from nexus_assets.runfiles import Limits, file_sha256, iter_run_file, scan_run_files
+from nexus_assets.runfiles import Limits, file_sha256, iter_run_file, scan_run_files, scan_side_files
 from nexus_assets.vault import Vault
 
 BATCH = 500
@@ -22,6 +22,15 @@ class IngestReport:
     versions_new: int = 0
     errors: list[IngestionError] = field(default_factory=list)
     changed_runs: list[str] = field(default_factory=list)
+    side_files: list[str] = field(default_factory=list)
+
+    @property
+    def side_files_note(self) -> str | None:
+        """The one info line about skipped export side files (user.json, chat.html, ...)."""
+        if not self.side_files:
+            return None
+        names = sorted({Path(f).name for f in self.side_files})
+        return f"skipped {len(self.side_files)} export side file(s) with no conversations: {', '.join(names)}"
 
 
 def display_name(path: Path) -> str:
@@ -48,6 +57,7 @@ def ingest_runs(
     """
     report = IngestReport()
     files = scan_run_files(runs_dir)
+    report.side_files = [str(p) for p in scan_side_files(runs_dir)]
     report.files_scanned = len(files)
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
@@ -90,4 +100,6 @@ def ingest_runs(
             flush()
     if batch or finished_files:
         flush()
+    if progress and report.side_files_note:
+        progress(report.side_files_note)
     return report

@@ -49,7 +49,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     runs = recent_runs(runs_dir, args.recent)
     if not runs:
         raise UsageError(f"no readable runs in {runs_dir}; nothing to discover topics from")
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         # Topics the vault knows (a rejected proposal whose file was deleted too) are never proposed again.
         recorded = vault.topics()
         if args.extractor == "openai":
@@ -90,7 +90,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 def cmd_activate(args: argparse.Namespace) -> int:
     topics_dir, _ = _dirs(args)
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         try:
             done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate"))
         except LifecycleError as exc:
@@ -145,8 +145,9 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 
 def add_lifecycle_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    runs_default = os.environ.get("NEXUS_RUNS_DIR", "data/runs")
-    topics_default = os.environ.get("NEXUS_TOPICS_DIR", "data/topics")
+    # None: resolved by the cli (environment, else the vault's recorded directories, else ./data).
+    runs_default = None
+    topics_default = None
 
     p = sub.add_parser("discover", parents=[common], help="propose topics from recent runs as DRAFT topic files")
     p.add_argument("--runs-dir", default=runs_default)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.formats.exports import SIDE_FILES
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of
 
@@ -37,8 +38,19 @@ def scan_run_files(runs_dir: Path) -> list[Path]:
     """Every `.json` and `.zip` below `runs_dir`, in a stable order."""
     if not runs_dir.is_dir():
         return []
-    found = [p for p in runs_dir.rglob("*") if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES]
+    found = [
+        p
+        for p in runs_dir.rglob("*")
+        if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES and p.name.lower() not in SIDE_FILES
+    ]
     return sorted(found, key=lambda p: p.relative_to(runs_dir).as_posix())
+
+
+def scan_side_files(runs_dir: Path) -> list[Path]:
+    """The side files of unzipped exports below `runs_dir` (user.json, chat.html, ...), skipped by a sync."""
+    if not runs_dir.is_dir():
+        return []
+    return sorted(p for p in runs_dir.rglob("*") if p.is_file() and p.name.lower() in SIDE_FILES)
 
 
 def file_sha256(path: Path) -> str:
@@ -108,13 +120,25 @@ def _load_whole(path: Path, limits: Limits, open_after: str | None) -> Run:
     return parse_document(document, open_after=open_after)
 
 
+def with_warnings(run: Run, display: str, sha: str | None) -> Iterator[Run | IngestionError]:
+    """The run, then one warning per entry of it that was skipped (the rest of the run is kept)."""
+    yield run
+    for warning in run.warnings:
+        yield IngestionError(display, f"warning: {warning}; the rest of the conversation was kept", conversation=run.run_id, file_sha256=sha)
+
+
 def _stream_export(
-    stream: BinaryIO, display: str, sha: str | None, limits: Limits, open_after: str | None
+    stream: BinaryIO,
+    display: str,
+    sha: str | None,
+    limits: Limits,
+    open_after: str | None,
+    seen: dict[str, int] | None = None,
 ) -> Iterator[Run | IngestionError]:
     from nexus_assets.core.formats.exports import ConversationProblem, iter_export
 
     try:
-        for item in iter_export(stream, open_after=open_after):
+        for item in iter_export(stream, open_after=open_after, seen=seen):
             if isinstance(item, ConversationProblem):
                 where = item.conversation or f"#{item.index}"
                 yield IngestionError(display, item.problem, conversation=where, file_sha256=sha)
@@ -126,7 +150,7 @@ def _stream_export(
                     file_sha256=sha,
                 )
             else:
-                yield item
+                yield from with_warnings(item, display, sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
     except UnicodeDecodeError as exc:
@@ -142,21 +166,23 @@ def iter_run_file(
     limits = limits or Limits()
     try:
         if path.suffix.lower() == ".zip":
-            from nexus_assets.core.formats.exports import open_export_zip
+            from nexus_assets.core.formats.exports import open_export_members
 
+            seen: dict[str, int] = {}
             try:
-                stream = open_export_zip(path)
+                for member, stream in open_export_members(path):
+                    # A shard is named; the usual single conversations.json needs no naming.
+                    shown = display if member.rsplit("/", 1)[-1].lower() == "conversations.json" else f"{display}:{member}"
+                    yield from _stream_export(stream, shown, sha, limits, open_after, seen)
             except zipfile.BadZipFile:
                 raise FormatError("not a readable zip archive; download the export again") from None
-            with stream:
-                yield from _stream_export(stream, display, sha, limits, open_after)
             return
         with path.open("rb") as fh:
             first = _first_significant_byte(fh)
             if first == b"[":
                 yield from _stream_export(fh, display, sha, limits, open_after)
                 return
-        yield _load_whole(path, limits, open_after)
+        yield from with_warnings(_load_whole(path, limits, open_after), display, sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
     except OSError as exc:

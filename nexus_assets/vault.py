@@ -199,6 +199,26 @@ CREATE TABLE IF NOT EXISTS syncs (
 );
 """
 
+# Changes to stored data since the first schema, applied in order to any vault whose
+# `schema_version` is lower; each step is idempotent, so a vault written by an older Nexus opens.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sources say which kind of node and which branch they are on (DESIGN §3).
+    """
+    ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS node_type TEXT;
+    ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS branch TEXT DEFAULT 'current';
+    ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS node_type TEXT;
+    ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS branch TEXT DEFAULT 'current';
+    """,
+    # 2: the runs and topics directories the vault was synced from (invariant 13).
+    """
+    CREATE TABLE IF NOT EXISTS vault_sources (
+        kind TEXT PRIMARY KEY,
+        path TEXT NOT NULL,
+        recorded_at TIMESTAMPTZ NOT NULL
+    );
+    """,
+)
+
 TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
 
@@ -250,6 +270,46 @@ class Vault:
             }
             if not set(TABLES) <= present:
                 conn.execute(SCHEMA)
+            self._migrate()
+        self._source_columns = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() AND table_name = 'brick_sources'"
+            ).fetchall()
+        }
+
+    def _migrate(self) -> None:
+        self.conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
+        version = self.conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+        for number, step in enumerate(MIGRATIONS, 1):
+            if number > version:
+                self.conn.execute(step)
+                self.conn.execute("INSERT INTO schema_version VALUES (?, ?)", [number, now()])
+
+    def _described(self, alias: str) -> str:
+        """node_type and branch columns, or their defaults on a vault not yet migrated (read-only)."""
+        if "branch" in self._source_columns:
+            return f"{alias}.node_type, {alias}.branch"
+        return "NULL::TEXT, 'current'"
+
+    # Recorded sources (invariant 13)
+
+    def record_sources(self, **paths: Path | str | None) -> None:
+        """Remember the directories a sync read (kind = runs_dir / topics_dir)."""
+        for kind, path in paths.items():
+            if path is not None:
+                self.conn.execute(
+                    "INSERT INTO vault_sources VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET path = excluded.path, recorded_at = excluded.recorded_at",
+                    [kind, str(Path(path).resolve()), now()],
+                )
+
+    def recorded_sources(self) -> dict[str, str]:
+        present = self.conn.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = 'vault_sources'"
+        ).fetchone()
+        if not present:
+            return {}
+        return dict(self.conn.execute("SELECT kind, path FROM vault_sources").fetchall())
 
     @classmethod
     @contextmanager
@@ -548,6 +608,8 @@ class Vault:
                     "start_offset": o.address.start,
                     "end_offset": o.address.end,
                     "node_checksum": o.address.node_checksum,
+                    "node_type": o.address.node_type,
+                    "branch": o.address.branch,
                     "content": o.content,
                     "fingerprint": o.fingerprint,
                     "ts": o.timestamp,
@@ -586,16 +648,18 @@ class Vault:
     def occurrences(self, topic_id: str) -> list[tuple[Occurrence, str]]:
         """Every occurrence ever validated for the topic, with the run version it was seen in."""
         rows = self.conn.execute(
-            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
-                      position, version_id
-               FROM occurrences WHERE topic_id = ?""",
+            f"""SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
+                      position, version_id, {self._described("o")}
+               FROM occurrences o WHERE topic_id = ?""",
             [topic_id],
         ).fetchall()
         return [
             (
                 Occurrence(
                     topic_id=topic_id,
-                    address=SourceAddress(run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4]),
+                    address=SourceAddress(
+                        run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4], node_type=r[10], branch=r[11] or "current"
+                    ),
                     content=r[5],
                     fingerprint=r[6],
                     timestamp=r[7],
@@ -672,7 +736,9 @@ class Vault:
             f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
                        b.superseded_by, b.stale,
                        list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
-                                        "end" := s.end_offset, node_checksum := s.node_checksum) ORDER BY s.seq)
+                                        "end" := s.end_offset, node_checksum := s.node_checksum,
+                                        node_type := {self._described("s").split(", ")[0]},
+                                        branch := {self._described("s").split(", ")[1]}) ORDER BY s.seq)
                 FROM bricks b LEFT JOIN brick_sources s USING (brick_id) {clause}
                 GROUP BY ALL
                 ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id""",
@@ -688,7 +754,9 @@ class Vault:
                 order_index=r[5],
                 superseded_by=r[6],
                 stale=r[7],
-                sources=tuple(SourceAddress(**s) for s in r[8] if s["run_id"] is not None),
+                sources=tuple(
+                    SourceAddress(**{**s, "branch": s["branch"] or "current"}) for s in r[8] if s["run_id"] is not None
+                ),
             )
             for r in rows
         ]
@@ -755,6 +823,8 @@ class Vault:
                             "start_offset": s.start,
                             "end_offset": s.end,
                             "node_checksum": s.node_checksum,
+                            "node_type": s.node_type,
+                            "branch": s.branch,
                         }
                     )
             # Canonical first: a source that arrived later can take seq 0, so seq is refreshed.

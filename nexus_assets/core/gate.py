@@ -51,6 +51,7 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
     if start < 0:
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
     end = start + len(pointer.verbatim_quote)
+    node_type, branch = run.kind_of(steps)
     return Occurrence(
         topic_id=topic_id,
         address=SourceAddress(
@@ -59,6 +60,8 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
             start=start,
             end=end,
             node_checksum=node_checksum(node),
+            node_type=node_type,
+            branch=branch,
         ),
         content=node[start:end],
         fingerprint=fingerprint(node[start:end]),

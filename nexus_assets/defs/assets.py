@@ -75,9 +75,12 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             open_after=settings.open_after,
             progress=lambda m: settings.say(context, m),
         )
+        v.record_sources(runs_dir=settings.path("runs_dir"), topics_dir=settings.path("topics_dir"))
         latest = v.latest_versions()
         # A LOCKED topic still sees new runs arrive; they are listed here, never compiled into it.
         ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
+    if report.side_files_note:
+        context.log.info(report.side_files_note)
     for err in report.errors:
         context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
     settings.say(
