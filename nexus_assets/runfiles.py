@@ -192,12 +192,6 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
             members = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(".json")]
     except zipfile.BadZipFile as exc:
         raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
-    total = sum(i.file_size for i in members)
-    if total > limits.max_inflated_bytes:
-        raise L.LimitError(
-            f"zip's JSON inflates to {total} bytes, over the {limits.max_inflated_bytes}-byte limit "
-            "(NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
-        )
     for info in members:
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > 1024 * 1024 and ratio > limits.max_zip_ratio:
@@ -206,6 +200,12 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
                 f"over the compression-ratio limit of {limits.max_zip_ratio} (NEXUS_MAX_ZIP_RATIO); "
                 "unzip it and check it, or raise the limit"
             )
+    total = sum(i.file_size for i in members)
+    if total > limits.max_inflated_bytes:
+        raise L.LimitError(
+            f"zip's JSON inflates to {total} bytes, over the {limits.max_inflated_bytes}-byte limit "
+            "(NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
+        )
     return limits.max_inflated_bytes
 
 
