@@ -149,8 +149,9 @@ def ingest_runs(
 
 def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
     """Two Nexus run files (not two versions of one file) declaring one run_id with different
-    content: the file whose path sorts first keeps it, whatever order they arrived in, and the
-    other is an error naming both. Exports are left out: a newer export rightly supersedes."""
+    content: an error naming both. The file the vault already holds keeps the run (taking it
+    over would leave its bricks stale and fail every later sync); two new files in one sync are
+    settled by path. Exports are left out: a newer export rightly supersedes an older one."""
     nexus = [item for item in batch if item[0].format == "nexus"]
     if not nexus:
         return []
@@ -168,19 +169,16 @@ def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], c
             claimed[run.run_id] = (source, run.version_id)
             keep.append(item)
             continue
-        winner, loser = sorted([source, rival])
+        names = sorted([display_name(Path(source)), display_name(Path(rival))])
         errors.append(
             IngestionError(
                 display_name(Path(source)),
-                f"run_id {run.run_id!r} is also claimed by {display_name(Path(rival))}; "
-                f"{display_name(Path(winner))} is kept (the first by path); give {display_name(Path(loser))} its own run_id or remove it",
+                f"run_id {run.run_id!r} is claimed by two files, {names[0]} and {names[1]}; "
+                f"{display_name(Path(rival))} keeps it; give the other file its own run_id or remove it",
                 conversation=run.run_id,
                 file_sha256=sha,
             )
         )
-        if winner == source:
-            claimed[run.run_id] = (source, run.version_id)
-            keep.append(item)
     batch[:] = keep
     return errors
 
