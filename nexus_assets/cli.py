@@ -54,6 +54,31 @@ def require_topic(vault: Vault, topic_id: str) -> None:
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
 
+class _SignalLog:
+    """Notes SIGINT/SIGTERM arriving while installed, through the interpreter's wakeup fd."""
+
+    def __init__(self) -> None:
+        self._read, write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(write, False)
+        self._write = write
+        self._previous = signal.set_wakeup_fd(write)
+        self._seen = False
+
+    def stopped(self) -> bool:
+        try:
+            while data := os.read(self._read, 512):
+                self._seen |= any(b in (signal.SIGINT, signal.SIGTERM) for b in data)
+        except BlockingIOError:
+            pass
+        return self._seen
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
+
+
 def _main_thread() -> bool:
     import threading
 
@@ -146,6 +171,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     # Dagster turns Ctrl-C/SIGTERM during a topic into a failed step and returns; between topics
     # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
+    # Dagster swaps in its own handlers while a topic runs, and a step may report the interrupt
+    # as any error; the wakeup fd records every signal whatever handler took it.
+    signals = _SignalLog() if _main_thread() else None
     try:
         for n, topic_id in enumerate(selected, 1):
             if not args.json:
@@ -157,7 +185,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             ok = result.success and all(checks.values())
             failed |= not ok
             results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
-            if any("Interrupted" in (f.cls_name or "") or "DagsterExecutionInterruptedError" in f.message for f in failures):
+            if (signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures):
                 interrupted = True
                 break
             for err in errors:
@@ -170,6 +198,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     finally:
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
+        if signals:
+            signals.close()
     if interrupted:
         done = [r["topic_id"] for r in results if r["success"]]
         print(

@@ -196,3 +196,31 @@ def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Pro
     assert any("NEXUS_MAX_CONVERSATIONS_PER_FILE" in e for e in errors["many.zip"]), errors
     sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
     assert {"run-good", "c-0", "c-19"} <= sources and "c-25" not in sources and "bomb-1" not in sources
+
+
+OOM_READER = """
+import json, resource, sys
+from pathlib import Path
+from nexus_assets.runfiles import iter_run_file
+# The cap is set after imports: what is left is too little for the big file, plenty for the small.
+size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+cap = size + 96 * 1024 * 1024
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+out = []
+for name in sys.argv[1:]:
+    for item in iter_run_file(Path(name), name):
+        out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem})
+print(json.dumps(out))
+"""
+
+
+def test_running_out_of_memory_on_one_file_is_reported_as_such_and_costs_that_file_only(tmp_path: Path):
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(nexus_run("run-huge", [("user", "The vault. " * 6_000_000)])))
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(nexus_run("run-small", [("user", "The vault is small.")])))
+    done = capped(OOM_READER, str(big), str(small), cap_mb=CAP_MB, timeout=120, env={"NEXUS_MAX_RUN_FILE_BYTES": str(1 << 30)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    items = json.loads(done.stdout)
+    assert "ran out of memory" in items[0]["problem"] and "not valid JSON" not in items[0]["problem"], items
+    assert items[1:] == [{"run_id": "run-small"}]
