@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexus_assets.core.drift import address_problem, slice_problem
+from nexus_assets.core.drift import NodeCache, address_problem, slice_problem
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
 from nexus_assets.runfiles import iter_run_file
 from nexus_assets.vault import RunVersion, Vault
@@ -29,9 +29,10 @@ def verbatim_problems(vault: Vault, topic_id: str, *, runs_per_load: int = 200) 
         runs = vault.load_runs(chunk)
         for rv in chunk:
             run = runs.get(rv)
+            cache = NodeCache(run.document) if run else None
             for occ in by_version[rv]:
                 a = occ.address
-                problem = slice_problem(run.document, a, occ.content) if run else f"run version {rv.version_id[:12]} is missing"
+                problem = slice_problem(run.document, a, occ.content, cache) if run else f"run version {rv.version_id[:12]} is missing"
                 if problem:
                     problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
     bricks = vault.bricks(topic_id)
@@ -49,7 +50,8 @@ def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
     if not suspects:
         return set()
     runs = vault.latest_runs({a.run_id for a in suspects})
-    return {a for a in suspects if a.run_id in runs and address_problem(runs[a.run_id].document, a)}
+    caches = {run_id: NodeCache(run.document) for run_id, run in runs.items()}
+    return {a for a in suspects if a.run_id in runs and address_problem(runs[a.run_id].document, a, caches[a.run_id])}
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,9 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
                         problem = f"source file {file} no longer reads: {item.problem}"
                 elif item.run_id in wanted and item.run_id not in checked:
                     checked.add(item.run_id)
+                    cache = NodeCache(item.document)
                     for b, a in by_run[item.run_id]:
-                        issue = address_problem(item.document, a)
+                        issue = address_problem(item.document, a, cache)
                         if issue:
                             found.append(Drift(b.brick_id, b.topic_id, a, f"run {item.run_id}: {issue}"))
         for run_id in run_ids:

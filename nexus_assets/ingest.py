@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Callable
 
 from nexus_assets.core.models import IngestionError, Run
-from nexus_assets.runfiles import Limits, file_sha256, iter_run_file, scan_run_files, scan_side_files
+from nexus_assets.core.fingerprint import sha256_hex
+from nexus_assets.core.formats.limits import max_errors_per_file
+from nexus_assets.runfiles import Limits, RetryableError, file_sha256, iter_run_file, scan_run_files, scan_side_files
 from nexus_assets.vault import Vault
 
 BATCH = 500
@@ -61,45 +63,150 @@ def ingest_runs(
     report.files_scanned = len(files)
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
+    finished_errors: list[IngestionError] = []
+
+    claimed: dict[str, tuple[str, str]] = {}
 
     def flush() -> None:
+        duplicates = _refuse_duplicate_run_ids(vault, batch, claimed)
+        report.errors.extend(duplicates)
         with vault.transaction():
             fresh, changed = vault.store_runs(batch)
-            vault.record_errors([e for *_, errors in finished_files for e in errors])
+            vault.record_errors([e for *_, errors in finished_files for e in errors] + finished_errors + duplicates)
             vault.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in finished_files])
         report.runs_new += len(fresh)
         report.versions_new += len(changed)
         report.changed_runs.extend(r.run_id for r in changed)
         batch.clear()
         finished_files.clear()
+        finished_errors.clear()
 
+    limits = limits or Limits()
+    error_cap = max_errors_per_file()
     step = max(1, len(files) // 10)
     for n, path in enumerate(files, 1):
-        sha = file_sha256(path)
-        if vault.file_seen(sha) or any(sha == f[0] for f in finished_files):
+        shown = display_name(path)
+        data, sha, gone = _snapshot(path, limits)
+        if gone is not None:
+            report.errors.append(gone)
+            with vault.transaction():
+                vault.record_errors([gone])
+            continue
+        if any(sha == f[0] for f in finished_files):
+            # Identical bytes under another name: the same verdict, but this file is named too.
+            first = next(f for f in finished_files if f[0] == sha)
+            copies = [IngestionError(shown, e.problem, e.conversation, sha) for e in first[3]]
+            finished_files.append((sha, shown, first[2], copies))
+            report.errors.extend(copies)
+            continue
+        if vault.file_seen(sha):
+            copies = vault.copy_file_verdict(sha, shown)
+            report.errors.extend(copies)
             continue
         report.files_new += 1
-        shown = display_name(path)
-        if progress and (n % step == 0 or path.stat().st_size > 16 * 1024 * 1024):
+        if progress and (n % step == 0 or len(data or b"") > 16 * 1024 * 1024):
             progress(f"ingesting {shown} ({n}/{len(files)})")
         source = str(path.resolve())
         runs_in_file = 0
         errors: list[IngestionError] = []
-        for item in iter_run_file(path, shown, sha=sha, limits=limits, open_after=open_after):
+        dropped = 0
+        retry = False
+        for item in iter_run_file(path, shown, sha=sha, limits=limits, open_after=open_after, data=data):
             if isinstance(item, IngestionError):
-                errors.append(item)
+                retry = retry or isinstance(item, RetryableError)
+                if len(errors) < error_cap:
+                    errors.append(item)
+                else:
+                    dropped += 1
                 continue
             runs_in_file += 1
             batch.append((item, source, sha))
             if len(batch) >= BATCH:
                 # A large export is committed in parts; its file row comes with the last part.
                 flush()
-        finished_files.append((sha, shown, runs_in_file, errors))
+        if dropped:
+            errors.append(
+                IngestionError(
+                    shown,
+                    f"{dropped} more problems in this file were not recorded (NEXUS_MAX_ERRORS_PER_FILE={error_cap}); "
+                    "fix the ones above and sync again",
+                    file_sha256=sha,
+                )
+            )
+        if data is None and not retry:
+            # Streamed: make sure the file did not change between hashing and reading.
+            try:
+                if file_sha256(path) != sha:
+                    retry = True
+                    errors.append(
+                        RetryableError(shown, "changed while the sync was reading it; it will be read again at the next sync", file_sha256=sha)
+                    )
+            except OSError:
+                retry = True
+                errors.append(RetryableError(shown, "vanished while the sync was reading it", file_sha256=sha))
         report.errors.extend(errors)
+        if retry:
+            # Not marked as read: the next sync reads it again.
+            finished_errors.extend(errors)
+        else:
+            finished_files.append((sha, shown, runs_in_file, errors))
         if len(batch) >= BATCH or len(finished_files) >= BATCH:
             flush()
-    if batch or finished_files:
+    if batch or finished_files or finished_errors:
         flush()
     if progress and report.side_files_note:
         progress(report.side_files_note)
     return report
+
+
+def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
+    """Two Nexus run files (not two versions of one file) declaring one run_id with different
+    content: an error naming both. The file the vault already holds keeps the run (taking it
+    over would leave its bricks stale and fail every later sync); two new files in one sync are
+    settled by path. Exports are left out: a newer export rightly supersedes an older one."""
+    nexus = [item for item in batch if item[0].format == "nexus"]
+    if not nexus:
+        return []
+    stored = vault.run_sources({run.run_id for run, _, _ in nexus})
+    errors: list[IngestionError] = []
+    keep: list[tuple[Run, str, str]] = []
+    for item in batch:
+        run, source, sha = item
+        if run.format != "nexus":
+            keep.append(item)
+            continue
+        other = claimed.get(run.run_id) or stored.get(run.run_id)
+        rival = other[0] if other and other[0] != source and other[1] != run.version_id and Path(other[0]).exists() else None
+        if rival is None:
+            claimed[run.run_id] = (source, run.version_id)
+            keep.append(item)
+            continue
+        names = sorted([display_name(Path(source)), display_name(Path(rival))])
+        errors.append(
+            IngestionError(
+                display_name(Path(source)),
+                f"run_id {run.run_id!r} is claimed by two files, {names[0]} and {names[1]}; "
+                f"{display_name(Path(rival))} keeps it; give the other file its own run_id or remove it",
+                conversation=run.run_id,
+                file_sha256=sha,
+            )
+        )
+    batch[:] = keep
+    return errors
+
+
+def _snapshot(path: Path, limits: Limits) -> tuple[bytes | None, str, IngestionError | None]:
+    """(bytes, sha256 of those bytes, None), read once. Files too large to hold are hashed here
+    and streamed later (bytes None); the hash is checked again after the read."""
+    shown = display_name(path)
+    try:
+        size = path.stat().st_size
+        if size <= max(limits.max_file_bytes, 64 * 1024 * 1024):
+            data = path.read_bytes()
+            return data, sha256_hex(data), None
+        return None, file_sha256(path), None
+    except FileNotFoundError:
+        problem = "vanished between the scan and the read; it will be read if it comes back"
+    except OSError as exc:
+        problem = f"could not be read: {exc.strerror or exc}; it will be tried again at the next sync"
+    return None, "", RetryableError(shown, problem)

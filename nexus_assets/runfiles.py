@@ -7,6 +7,7 @@ here raises for bad input, so one broken file never stops a sync.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import zipfile
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.formats import limits as L
 from nexus_assets.core.formats.exports import SIDE_FILES
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of
@@ -23,15 +25,23 @@ RUN_FILE_SUFFIXES = (".json", ".zip")
 
 
 def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else default
+    return L.env_int(name, default)
 
 
 @dataclass(frozen=True)
 class Limits:
     # One Nexus run file is loaded whole; exports are streamed conversation by conversation.
     max_file_bytes: int = field(default_factory=lambda: _env_int("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024))
-    max_depth: int = field(default_factory=lambda: _env_int("NEXUS_MAX_JSON_DEPTH", 64))
+    max_depth: int = field(default_factory=L.max_depth)
+    max_inflated_bytes: int = field(default_factory=L.max_inflated_bytes)
+    max_zip_ratio: int = field(default_factory=L.max_compression_ratio)
+    max_conversations: int = field(default_factory=L.max_conversations)
+    max_node_chars: int = field(default_factory=L.max_node_chars)
+
+
+@dataclass(frozen=True)
+class RetryableError(IngestionError):
+    """A file that vanished or changed while it was read: named now, read again at the next sync."""
 
 
 def scan_run_files(runs_dir: Path) -> list[Path]:
@@ -97,14 +107,16 @@ def parse_document(document: object, *, open_after: str | None = None) -> Run:
     )
 
 
-def _load_whole(path: Path, limits: Limits, open_after: str | None) -> Run:
-    size = path.stat().st_size
+def _load_whole(data: bytes, limits: Limits, open_after: str | None) -> Run:
+    size = len(data)
     if size > limits.max_file_bytes:
         raise FormatError(
             f"file is {size} bytes, over the {limits.max_file_bytes}-byte limit for one run file; "
             "split it or raise NEXUS_MAX_RUN_FILE_BYTES"
         )
-    text = _decode(path.read_bytes(), str(path))
+    # Refused on the bytes, before json.loads builds one frame per level.
+    L.check_depth(data, limits.max_depth)
+    text = _decode(data, "")
     if not text.strip():
         raise FormatError("file is empty; a run file holds one JSON document")
     try:
@@ -134,11 +146,33 @@ def _stream_export(
     limits: Limits,
     open_after: str | None,
     seen: dict[str, int] | None = None,
+    *,
+    max_bytes: int | None = None,
 ) -> Iterator[Run | IngestionError]:
     from nexus_assets.core.formats.exports import ConversationProblem, iter_export
 
+    # The array adds one level above each conversation, whose own depth is what the limit means.
+    guarded = L.GuardedStream(
+        stream,
+        depth_limit=limits.max_depth + 1,
+        named=limits.max_depth,
+        max_bytes=max_bytes,
+        size_message=(
+            f"inflates past {max_bytes} bytes (NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
+        ),
+    )
+    count = 0
     try:
-        for item in iter_export(stream, open_after=open_after, seen=seen):
+        for item in iter_export(guarded, open_after=open_after, seen=seen):
+            count += 1
+            if count > limits.max_conversations:
+                yield IngestionError(
+                    display,
+                    f"holds more than {limits.max_conversations} conversations (NEXUS_MAX_CONVERSATIONS_PER_FILE); "
+                    "the rest were not read; split the export or raise the limit",
+                    file_sha256=sha,
+                )
+                return
             if isinstance(item, ConversationProblem):
                 where = item.conversation or f"#{item.index}"
                 yield IngestionError(display, item.problem, conversation=where, file_sha256=sha)
@@ -151,39 +185,123 @@ def _stream_export(
                 )
             else:
                 yield from with_warnings(item, display, sha)
+    except L.LimitError as exc:
+        where = f"array item #{count}"
+        yield IngestionError(display, f"{where}: {exc}; the conversations before it were read", conversation=f"#{count}", file_sha256=sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
     except UnicodeDecodeError as exc:
         yield IngestionError(display, f"not valid UTF-8 near byte {exc.start}; re-export it as UTF-8", file_sha256=sha)
-    except Exception as exc:  # ijson reports broken streams with its own error types
-        yield IngestionError(display, f"not valid JSON: {exc}", file_sha256=sha)
+    except MemoryError:
+        yield IngestionError(display, _OUT_OF_MEMORY, file_sha256=sha)
+    except OSError:
+        raise
+    except Exception as exc:  # a reader fault: say what it is, cost this file only
+        yield IngestionError(display, _unexpected(exc), file_sha256=sha)
+
+
+_OUT_OF_MEMORY = "ran out of memory while reading it; nothing from this file was stored; split it or lower the limits"
+
+
+def _unexpected(exc: BaseException) -> str:
+    return f"could not be read: unexpected {type(exc).__name__}: {str(exc)[:200]}; please report it with the file"
+
+
+def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
+    """Refuse a zip whose JSON members would inflate past the limits; returns what may be inflated.
+
+    Sizes come from the archive's directory; zipfile stops each member at its declared size, and
+    the stream is capped again while read, so a lying header gains nothing.
+    """
+    try:
+        with zipfile.ZipFile(source) as archive:
+            members = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(".json")]
+    except zipfile.BadZipFile as exc:
+        raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
+    for info in members:
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > 1024 * 1024 and ratio > limits.max_zip_ratio:
+            raise L.LimitError(
+                f"zip member {info.filename} inflates {ratio:.0f} times ({info.compress_size} to {info.file_size} bytes), "
+                f"over the compression-ratio limit of {limits.max_zip_ratio} (NEXUS_MAX_ZIP_RATIO); "
+                "unzip it and check it, or raise the limit"
+            )
+    total = sum(i.file_size for i in members)
+    if total > limits.max_inflated_bytes:
+        raise L.LimitError(
+            f"zip's JSON inflates to {total} bytes, over the {limits.max_inflated_bytes}-byte limit "
+            "(NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
+        )
+    return limits.max_inflated_bytes
+
+
+def _long_nodes(run: Run, display: str, sha: str | None, limit: int) -> Iterator[IngestionError]:
+    """One error per text node too long to extract; the run itself is still stored."""
+    from nexus_assets.core.paths import value_at
+
+    for node in run.nodes:
+        try:
+            text = value_at(run.document, node.steps)
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(text, str) and len(text) > limit:
+            yield IngestionError(display, f"{node.path} {L.node_too_long(len(text), limit)}", conversation=run.run_id, file_sha256=sha)
 
 
 def iter_run_file(
-    path: Path, display: str, *, sha: str | None = None, limits: Limits | None = None, open_after: str | None = None
+    path: Path,
+    display: str,
+    *,
+    sha: str | None = None,
+    limits: Limits | None = None,
+    open_after: str | None = None,
+    data: bytes | None = None,
 ) -> Iterator[Run | IngestionError]:
-    """The runs in one file, and an IngestionError for each part that could not be read."""
+    """The runs in one file, and an IngestionError for each part that could not be read.
+
+    With `data` (the file's bytes, already read and hashed) the file is not opened again, so
+    what is stored is exactly what was hashed.
+    """
     limits = limits or Limits()
+    for item in _iter_run_file(path, display, sha=sha, limits=limits, open_after=open_after, data=data):
+        yield item
+        if isinstance(item, Run):
+            yield from _long_nodes(item, display, sha, limits.max_node_chars)
+
+
+def _iter_run_file(
+    path: Path, display: str, *, sha: str | None, limits: Limits, open_after: str | None, data: bytes | None
+) -> Iterator[Run | IngestionError]:
     try:
         if path.suffix.lower() == ".zip":
             from nexus_assets.core.formats.exports import open_export_members
 
+            source = io.BytesIO(data) if data is not None else path
+            budget = _check_zip(source, limits)
             seen: dict[str, int] = {}
-            try:
-                for member, stream in open_export_members(path):
-                    # A shard is named; the usual single conversations.json needs no naming.
-                    shown = display if member.rsplit("/", 1)[-1].lower() == "conversations.json" else f"{display}:{member}"
-                    yield from _stream_export(stream, shown, sha, limits, open_after, seen)
-            except zipfile.BadZipFile:
-                raise FormatError("not a readable zip archive; download the export again") from None
+            for member, stream in open_export_members(source):  # type: ignore[arg-type]
+                # A shard is named; the usual single conversations.json needs no naming.
+                shown = display if member.rsplit("/", 1)[-1].lower() == "conversations.json" else f"{display}:{member}"
+                yield from _stream_export(stream, shown, sha, limits, open_after, seen, max_bytes=budget)
             return
-        with path.open("rb") as fh:
-            first = _first_significant_byte(fh)
-            if first == b"[":
-                yield from _stream_export(fh, display, sha, limits, open_after)
-                return
-        yield from with_warnings(_load_whole(path, limits, open_after), display, sha)
+        if data is None:
+            with path.open("rb") as fh:
+                first = _first_significant_byte(fh)
+                if first == b"[":
+                    yield from _stream_export(fh, display, sha, limits, open_after)
+                    return
+            data = path.read_bytes()
+        elif data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
+            yield from _stream_export(io.BytesIO(data), display, sha, limits, open_after)
+            return
+        yield from with_warnings(_load_whole(data, limits, open_after), display, sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
+    except FileNotFoundError:
+        yield RetryableError(display, "vanished while the sync was reading it; it will be read if it comes back", file_sha256=sha)
     except OSError as exc:
-        yield IngestionError(display, f"could not be read: {exc.strerror or exc}", file_sha256=sha)
+        yield RetryableError(display, f"could not be read: {exc.strerror or exc}; it will be tried again at the next sync", file_sha256=sha)
+    except MemoryError:
+        yield IngestionError(display, _OUT_OF_MEMORY, file_sha256=sha)
+    except Exception as exc:  # a reader fault: say what it is, cost this file only
+        yield IngestionError(display, _unexpected(exc), file_sha256=sha)

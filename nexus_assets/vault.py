@@ -7,7 +7,10 @@ result (bricks, their sources and the manifest) is published in one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import re
 import time
 from contextlib import contextmanager
@@ -230,13 +233,60 @@ class VaultBusy(RuntimeError):
     """Another process holds the DuckDB write lock for longer than we were willing to wait."""
 
 
+def _intents(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + ".writers")
+
+
+@contextmanager
+def writer_intent(db_path: str | Path) -> Iterator[None]:
+    """Announce a writer for as long as it wants or holds the vault.
+
+    DuckDB gives no writer priority: a steady stream of short read-only connections (viewer tabs)
+    can keep the file locked forever. Readers see this mark and step aside until it is gone.
+    """
+    folder = _intents(Path(db_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    mark = folder / f"{os.getpid()}-{threading.get_ident()}"
+    mark.touch()
+    try:
+        yield
+    finally:
+        mark.unlink(missing_ok=True)
+
+
+def writer_waiting(db_path: str | Path) -> bool:
+    """Whether a live process has announced a writer; marks left by dead processes are removed."""
+    folder = _intents(Path(db_path))
+    try:
+        marks = list(folder.iterdir())
+    except OSError:
+        return False
+    for mark in marks:
+        try:
+            os.kill(int(mark.name.split("-")[0]), 0)
+        except ProcessLookupError:
+            mark.unlink(missing_ok=True)
+            continue
+        except (ValueError, PermissionError, OSError):
+            pass
+        return True
+    return False
+
+
 def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
-    """Open the vault, waiting for another writer to finish instead of failing at once."""
+    """Open the vault, waiting for another writer to finish instead of failing at once.
+
+    A read-only open also waits while a writer has announced itself (`writer_intent`)."""
     db_path = Path(db_path)
     if read_only and not db_path.exists():
         raise FileNotFoundError(f"no vault at {db_path}; run `nexus sync` first or pass --db")
     db_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
+    if read_only:
+        while writer_waiting(db_path):
+            if time.monotonic() > deadline:
+                raise VaultBusy(f"vault {db_path} is being written by a sync; try again when it is done")
+            time.sleep(0.05)
     delay = 0.05
     while True:
         try:
@@ -314,11 +364,14 @@ class Vault:
     @classmethod
     @contextmanager
     def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator["Vault"]:
-        conn = connect(db_path, read_only=read_only)
-        try:
-            yield cls(conn, migrate=not read_only)
-        finally:
-            conn.close()
+        with contextlib.ExitStack() as stack:
+            if not read_only:
+                stack.enter_context(writer_intent(db_path))
+            conn = connect(db_path, read_only=read_only)
+            try:
+                yield cls(conn, migrate=not read_only)
+            finally:
+                conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -401,6 +454,25 @@ class Vault:
 
     def file_seen(self, file_sha256: str) -> bool:
         return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
+
+    def copy_file_verdict(self, file_sha256: str, path: str) -> list[IngestionError]:
+        """A file whose bytes were read before under another name: if those bytes were broken,
+        name this file too (same problems), once. Returns the errors recorded for `path`."""
+        rows = self.conn.execute(
+            "SELECT path, runs, errors FROM run_files WHERE file_sha256 = ? ORDER BY first_seen, path", [file_sha256]
+        ).fetchall()
+        if not rows or any(p == path for p, _, _ in rows) or not rows[0][2]:
+            return []
+        first, runs, count = rows[0]
+        problems = self.conn.execute(
+            "SELECT conversation, problem FROM ingestion_errors WHERE file = ? AND file_sha256 = ? ORDER BY recorded_at",
+            [first, file_sha256],
+        ).fetchall()
+        copies = [IngestionError(path, problem, conversation, file_sha256) for conversation, problem in problems]
+        with self.transaction():
+            self.record_errors(copies)
+            self.record_files([(file_sha256, path, runs, count)])
+        return copies
 
     def record_files(self, files: Sequence[tuple[str, str, int, int]]) -> None:
         """(file_sha256, path, runs, errors) of files read completely."""

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from nexus_assets.core.fingerprint import fingerprint, node_checksum
 from nexus_assets.core.models import Occurrence, Pointer, Rejection, Run, SourceAddress
 from nexus_assets.core.paths import PathError, format_path, resolve_string
+from nexus_assets.core.quotes import first_offsets
 
 
 def _as_text(value: Any) -> str | None:
@@ -18,8 +19,39 @@ def _as_text(value: Any) -> str | None:
     return repr(value)[:500]
 
 
-def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejection:
+class _NodeMemo:
+    """Per-node work done once per batch of pointers: the checksum of each node, and the first
+    offset of each distinct quote, so a long node is not re-hashed or re-searched per pointer."""
+
+    def __init__(self, raws: list[Any] = ()) -> None:
+        self.checksums: dict[tuple, str] = {}
+        self.found: dict[tuple, int] = {}
+        # Quotes per path as written, so one node is searched once for all its quotes.
+        self.pending: dict[str, set[str]] = {}
+        for raw in raws:
+            if isinstance(raw, dict) and isinstance(raw.get("json_path"), str) and isinstance(raw.get("verbatim_quote"), str):
+                self.pending.setdefault(raw["json_path"], set()).add(raw["verbatim_quote"])
+
+    def checksum(self, steps: tuple, node: str) -> str:
+        value = self.checksums.get(steps)
+        if value is None:
+            value = self.checksums[steps] = node_checksum(node)
+        return value
+
+    def find(self, steps: tuple, node: str, quote: str, path: str) -> int:
+        key = (steps, quote)
+        value = self.found.get(key)
+        if value is None:
+            batch = self.pending.pop(path, set()) | {quote}
+            for q, at in first_offsets(node, batch).items():
+                self.found.setdefault((steps, q), at)
+            value = self.found[key]
+        return value
+
+
+def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | None = None) -> Occurrence | Rejection:
     """Check one untrusted pointer against the run it claims to point into."""
+    memo = memo or _NodeMemo()
 
     def reject(reason: str, detail: str) -> Rejection:
         fields = raw if isinstance(raw, dict) else {}
@@ -47,7 +79,7 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
         steps, node = resolve_string(run.document, pointer.json_path)
     except PathError as exc:
         return reject(exc.reason, exc.detail)
-    start = node.find(pointer.verbatim_quote)
+    start = memo.find(steps, node, pointer.verbatim_quote, pointer.json_path)
     if start < 0:
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
     end = start + len(pointer.verbatim_quote)
@@ -59,7 +91,7 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
             json_path=format_path(steps),
             start=start,
             end=end,
-            node_checksum=node_checksum(node),
+            node_checksum=memo.checksum(steps, node),
             node_type=node_type,
             branch=branch,
         ),
@@ -73,7 +105,8 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run) -> Occurrence | Rejec
 def validate_pointers(raws: list[Any], *, topic_id: str, run: Run) -> tuple[list[Occurrence], list[Rejection]]:
     occurrences: list[Occurrence] = []
     rejections: list[Rejection] = []
+    memo = _NodeMemo(raws)
     for raw in raws:
-        result = validate_pointer(raw, topic_id=topic_id, run=run)
+        result = validate_pointer(raw, topic_id=topic_id, run=run, memo=memo)
         (occurrences if isinstance(result, Occurrence) else rejections).append(result)
     return occurrences, rejections

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from nexus_assets.core.formats.limits import max_node_chars
 from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
 from nexus_assets.core.paths import value_at
 
@@ -39,6 +40,8 @@ def in_scope_nodes(
     topic, hidden messages are left out and every branch is kept (the topic defaults).
     """
     pattern = keyword_pattern(policy.required_keywords or ())
+    # Ingestion recorded the skip; an over-long node is never handed to an extractor.
+    longest = max_node_chars()
     include_hidden = topic.include_hidden if topic is not None else False
     current_only = topic is not None and topic.branches == "current"
     kept = []
@@ -50,7 +53,7 @@ def in_scope_nodes(
         if policy.target_node_types and node.node_type not in policy.target_node_types:
             continue
         text = node_text(run, node)
-        if not text or not text.strip():
+        if not text or len(text) > longest or not text.strip():
             continue
         if pattern is not None and not pattern.search(text):
             continue

@@ -1,0 +1,226 @@
+"""Invariant 12: no input can exhaust the machine or hang a sync.
+
+Every hostile file is read in a child process under a hard address-space cap and a timeout, so a
+regression fails the test instead of taking the machine down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.project import Project, nexus_run
+
+TOPIC = "vault-notes"
+DEEP = 200_000
+CAP_MB = 2048  # address space, not resident memory: DuckDB reserves more than it touches
+NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1:]))"
+READER = """
+import json, resource, sys
+from pathlib import Path
+from nexus_assets.runfiles import iter_run_file
+out = []
+for item in iter_run_file(Path(sys.argv[1]), sys.argv[1]):
+    out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem, "conversation": item.conversation})
+print(json.dumps({"items": out, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def capped(code: str, *args: str, cap_mb: int = CAP_MB, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Python `code` in a child that cannot grow past `cap_mb` of address space."""
+
+    def limit() -> None:
+        cap = cap_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def read_capped(path: Path, cap_mb: int = 512) -> dict:
+    done = capped(READER, str(path), cap_mb=cap_mb, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def deep_arrays(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def deep_objects(n: int) -> str:
+    return '{"a":' * n + "1" + "}" * n
+
+
+def claude(uuid: str, text: str, extra: str = '""') -> str:
+    return (
+        f'{{"uuid": "{uuid}", "name": "notes", "created_at": "2026-01-01T00:00:00Z", "extra": {extra}, '
+        f'"chat_messages": [{{"sender": "human", "created_at": "2026-01-01T00:00:00Z", "text": "{text}", '
+        f'"content": [{{"type": "text", "text": "{text}"}}]}}]}}'
+    )
+
+
+def zipped(path: Path, member: str, data: bytes) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(member, data)
+    return path
+
+
+def hostile_files(root: Path) -> dict[str, Path]:
+    """Each way to nest deeply: as arrays and objects, in a run file, an export, one conversation, a zip."""
+    root.mkdir(parents=True, exist_ok=True)
+    good = claude("good-1", "The vault keeps every quote.")
+    files = {
+        "top-arrays.json": deep_arrays(DEEP),
+        "top-objects.json": deep_objects(DEEP),
+        "run-arrays.json": '{"run_id": "d1", "status": "CLOSED", "messages": [], "extra": ' + deep_arrays(DEEP) + "}",
+        "run-objects.json": '{"run_id": "d2", "status": "CLOSED", "messages": [], "extra": ' + deep_objects(5 * DEEP) + "}",
+        "export-list.json": "[" + good + ", " + deep_arrays(DEEP) + "]",
+        "one-conversation.json": "[" + good + ", " + claude("deep-1", "x", deep_objects(DEEP)) + "]",
+    }
+    paths = {}
+    for name, text in files.items():
+        paths[name] = root / name
+        paths[name].write_text(text)
+    paths["export.zip"] = zipped(root / "export.zip", "conversations.json", ("[" + good + ", " + claude("deep-2", "x", deep_arrays(DEEP)) + "]").encode())
+    return paths
+
+
+def test_each_way_of_deep_nesting_is_refused_before_it_is_built(tmp_path: Path):
+    for name, path in hostile_files(tmp_path).items():
+        result = read_capped(path)
+        problems = [i for i in result["items"] if "problem" in i]
+        assert len(problems) == 1, (name, result["items"])
+        assert "deeper than 64 levels (NEXUS_MAX_JSON_DEPTH)" in problems[0]["problem"], (name, problems)
+        runs = [i["run_id"] for i in result["items"] if "run_id" in i]
+        if name in ("export-list.json", "one-conversation.json", "export.zip"):
+            assert runs == ["good-1"], (name, runs)
+        # Refusing a few MB of brackets costs a few MB, not gigabytes.
+        assert result["peak_kb"] < 200 * 1024, (name, result["peak_kb"])
+
+
+def write_good_run(p: Project) -> None:
+    p.write_topic(TOPIC, keywords=["vault"])
+    p.write_run("good/good.json", nexus_run("run-good", [("user", "We keep the vault in one DuckDB file.")]))
+
+
+def errors_by_file(p: Project, capsys) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for e in run_json(capsys, *p.cli_args(), "errors"):
+        found.setdefault(Path(e["file"]).name, []).append(e["problem"])
+    return found
+
+
+def test_a_sync_over_hostile_files_names_each_and_compiles_the_rest(empty_project: Project, capsys):
+    p = empty_project
+    write_good_run(p)
+    hostile_files(p.runs / "hostile")
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    errors = errors_by_file(p, capsys)
+    for name in ("top-arrays.json", "top-objects.json", "run-arrays.json", "run-objects.json", "export-list.json", "one-conversation.json", "export.zip"):
+        assert any("NEXUS_MAX_JSON_DEPTH" in e for e in errors.get(name, [])), (name, errors.get(name))
+    sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
+    assert {"run-good", "good-1"} <= sources
+
+
+def ordinary_text(megabytes: float, keyword_every: int = 50_000) -> str:
+    words = "the quick brown fox jumps over a lazy dog near our river bank while storage grows".split()
+    sentences = []
+    size = 0
+    i = 0
+    while size < megabytes * 1_000_000:
+        body = " ".join(words[(i + k) % len(words)] for k in range(11))
+        if i % keyword_every == 0:
+            body += " and the vault remembers it"
+        sentence = body[0].upper() + body[1:] + f" {i}. "
+        sentences.append(sentence)
+        size += len(sentence)
+        i += 1
+    return "".join(sentences)
+
+
+def test_a_30_mb_message_compiles_checks_and_verifies(empty_project: Project, capsys):
+    p = empty_project
+    write_good_run(p)
+    p.write_run("big/big.json", nexus_run("run-big", [("assistant", ordinary_text(30))]))
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")
+    assert any(s["run_id"] == "run-big" for b in bricks for s in b["sources"])
+    verified = capped(NEXUS, *p.cli_args(), "verify", "--json", timeout=600)
+    assert verified.returncode == 0, verified.stderr[-3000:]
+
+
+def test_a_node_over_the_node_limit_is_named_and_skipped(empty_project: Project, capsys, monkeypatch):
+    p = empty_project
+    write_good_run(p)
+    p.write_run("big/long.json", nexus_run("run-long", [("user", "The vault is long. " * 200)]))
+    monkeypatch.setenv("NEXUS_MAX_NODE_CHARS", "1000")
+    run_json(capsys, *p.sync_args(TOPIC))
+    errors = errors_by_file(p, capsys)
+    assert any("NEXUS_MAX_NODE_CHARS=1000" in e and "$['messages'][0]['content']" in e for e in errors["long.json"]), errors
+    sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
+    assert "run-good" in sources and "run-long" not in sources
+
+
+def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Project, capsys):
+    p = empty_project
+    write_good_run(p)
+    bomb = ("[" + claude("bomb-1", "v" * (8 * 1024 * 1024)) + "]").encode()
+    zipped(p.runs / "ratio.zip", "conversations.json", bomb)
+    fine = ("[" + ", ".join(claude(f"c-{i}", f"The vault note {i}.") for i in range(30)) + "]").encode()
+    zipped(p.runs / "many.zip", "conversations.json", fine)
+    large = ("[" + ", ".join(claude(f"l-{i}", f"The vault note {i}.") for i in range(60)) + "]").encode()
+    (p.runs / "nested").mkdir()
+    zipped(p.runs / "nested" / "size.zip", "export/conversations.json", large)
+    limits = {"NEXUS_MAX_ZIP_INFLATED_BYTES": str(len(fine) + 100), "NEXUS_MAX_CONVERSATIONS_PER_FILE": "20"}
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", env=limits)
+    assert done.returncode == 0, done.stderr[-3000:]
+    errors = errors_by_file(p, capsys)
+    assert any("NEXUS_MAX_ZIP_RATIO" in e for e in errors["ratio.zip"]), errors
+    assert any("NEXUS_MAX_ZIP_INFLATED_BYTES" in e for e in errors["size.zip"]), errors
+    assert any("NEXUS_MAX_CONVERSATIONS_PER_FILE" in e for e in errors["many.zip"]), errors
+    sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
+    assert {"run-good", "c-0", "c-19"} <= sources and "c-25" not in sources and "bomb-1" not in sources
+
+
+OOM_READER = """
+import json, resource, sys
+from pathlib import Path
+from nexus_assets.runfiles import iter_run_file
+# The cap is set after imports: what is left is too little for the big file, plenty for the small.
+size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+cap = size + 96 * 1024 * 1024
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+out = []
+for name in sys.argv[1:]:
+    for item in iter_run_file(Path(name), name):
+        out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem})
+print(json.dumps(out))
+"""
+
+
+def test_running_out_of_memory_on_one_file_is_reported_as_such_and_costs_that_file_only(tmp_path: Path):
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(nexus_run("run-huge", [("user", "The vault. " * 6_000_000)])))
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(nexus_run("run-small", [("user", "The vault is small.")])))
+    done = capped(OOM_READER, str(big), str(small), cap_mb=CAP_MB, timeout=120, env={"NEXUS_MAX_RUN_FILE_BYTES": str(1 << 30)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    items = json.loads(done.stdout)
+    assert "ran out of memory" in items[0]["problem"] and "not valid JSON" not in items[0]["problem"], items
+    assert items[1:] == [{"run_id": "run-small"}]
