@@ -44,6 +44,11 @@ class EmbeddedExtractor:
 def extraction_key(extractor: Extractor, topic: Topic, version_id: str) -> str:
     """Same extractor + same topic scope + same run content = same pointers; no need to ask again."""
     scope = {"topic_id": topic.topic_id, "policy": topic.extraction_policy.model_dump(mode="json")}
+    # Only a non-default node selection enters the key, so keys recorded before it existed still match.
+    if topic.include_hidden:
+        scope["include_hidden"] = True
+    if topic.branches != "all":
+        scope["branches"] = topic.branches
     return sha256_hex(canonical_json([extractor.identity, scope, version_id]))
 
 
@@ -86,7 +91,7 @@ class OpenAIExtractor:
         return f"openai:{self.config.model}:{PROMPT_VERSION}:{self.token_budget}"
 
     def extract(self, topic: Topic, run: Run) -> Extraction:
-        nodes = [node for node, _ in in_scope_nodes(topic.extraction_policy, run)]
+        nodes = [node for node, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
         if not nodes:
             return Extraction([])
         outcome = self.client.extract(

@@ -10,7 +10,7 @@ from typing import Callable
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.formats.limits import max_errors_per_file
-from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files
+from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files, scan_side_files
 from nexus_assets.vault import Vault
 
 BATCH = 500
@@ -25,6 +25,15 @@ class IngestReport:
     versions_new: int = 0
     errors: list[IngestionError] = field(default_factory=list)
     changed_runs: list[str] = field(default_factory=list)
+    side_files: list[str] = field(default_factory=list)
+
+    @property
+    def side_files_note(self) -> str | None:
+        """The one info line about skipped export side files (user.json, chat.html, ...)."""
+        if not self.side_files:
+            return None
+        names = sorted({Path(f).name for f in self.side_files})
+        return f"skipped {len(self.side_files)} export side file(s) with no conversations: {', '.join(names)}"
 
 
 def display_name(path: Path) -> str:
@@ -53,6 +62,7 @@ def ingest_runs(
     """
     report = IngestReport()
     files = scan_run_files(runs_dir)
+    report.side_files = [str(p) for p in scan_side_files(runs_dir)]
     report.files_scanned = len(files)
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
@@ -161,13 +171,16 @@ def ingest_runs(
             flush()
     if batch or finished_files or finished_errors:
         flush()
+    if progress and report.side_files_note:
+        progress(report.side_files_note)
     return report
 
 
 def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
     """Two Nexus run files (not two versions of one file) declaring one run_id with different
-    content: the file whose path sorts first keeps it, whatever order they arrived in, and the
-    other is an error naming both. Exports are left out: a newer export rightly supersedes."""
+    content: an error naming both. The file the vault already holds keeps the run (taking it
+    over would leave its bricks stale and fail every later sync); two new files in one sync are
+    settled by path. Exports are left out: a newer export rightly supersedes an older one."""
     nexus = [item for item in batch if item[0].format == "nexus"]
     if not nexus:
         return []
@@ -185,19 +198,16 @@ def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], c
             claimed[run.run_id] = (source, run.version_id)
             keep.append(item)
             continue
-        winner, loser = sorted([source, rival])
+        names = sorted([display_name(Path(source)), display_name(Path(rival))])
         errors.append(
             IngestionError(
                 display_name(Path(source)),
-                f"run_id {run.run_id!r} is also claimed by {display_name(Path(rival))}; "
-                f"{display_name(Path(winner))} is kept (the first by path); give {display_name(Path(loser))} its own run_id or remove it",
+                f"run_id {run.run_id!r} is claimed by two files, {names[0]} and {names[1]}; "
+                f"{display_name(Path(rival))} keeps it; give the other file its own run_id or remove it",
                 conversation=run.run_id,
                 file_sha256=sha,
             )
         )
-        if winner == source:
-            claimed[run.run_id] = (source, run.version_id)
-            keep.append(item)
     batch[:] = keep
     return errors
 

@@ -55,8 +55,8 @@ def plan_topic(topic: Topic, runs: list[Run], *, config: LLMConfig, store, token
     plan = TopicPlan(topic.topic_id, runs_total=len(runs))
     everything = topic.extraction_policy.model_copy(update={"target_node_types": None, "required_keywords": None})
     for run in runs:
-        nodes = [n for n, _ in in_scope_nodes(topic.extraction_policy, run)]
-        all_nodes = [n for n, _ in in_scope_nodes(everything, run)]
+        nodes = [n for n, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
+        all_nodes = [n for n, _ in in_scope_nodes(everything, run, topic)]
         if all_nodes:
             unfiltered = plan_calls(topic, run, all_nodes, model=config.model, store=_NoCalls(), token_budget=token_budget)
             plan.input_tokens_without_prefilter += sum(c.input_tokens_est for c in unfiltered)

@@ -17,6 +17,7 @@ from typing import BinaryIO, Iterator
 
 from nexus_assets.core.formats import FormatError, detect_format
 from nexus_assets.core.formats import limits as L
+from nexus_assets.core.formats.exports import SIDE_FILES
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of
 
@@ -47,7 +48,11 @@ def scan_run_files(runs_dir: Path) -> list[Path]:
     """Every `.json` and `.zip` below `runs_dir`, in a stable order."""
     if not runs_dir.is_dir():
         return []
-    found = [p for p in runs_dir.rglob("*") if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES]
+    found = [
+        p
+        for p in runs_dir.rglob("*")
+        if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES and p.name.lower() not in SIDE_FILES
+    ]
     return sorted(found, key=lambda p: p.relative_to(runs_dir).as_posix())
 
 
@@ -58,6 +63,13 @@ def file_stat(path: Path) -> tuple[int, int, int, int] | None:
     except OSError:
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def scan_side_files(runs_dir: Path) -> list[Path]:
+    """The side files of unzipped exports below `runs_dir` (user.json, chat.html, ...), skipped by a sync."""
+    if not runs_dir.is_dir():
+        return []
+    return sorted(p for p in runs_dir.rglob("*") if p.is_file() and p.name.lower() in SIDE_FILES)
 
 
 def file_sha256(path: Path) -> str:
@@ -129,8 +141,22 @@ def _load_whole(data: bytes, limits: Limits, open_after: str | None) -> Run:
     return parse_document(document, open_after=open_after)
 
 
+def with_warnings(run: Run, display: str, sha: str | None) -> Iterator[Run | IngestionError]:
+    """The run, then one warning per entry of it that was skipped (the rest of the run is kept)."""
+    yield run
+    for warning in run.warnings:
+        yield IngestionError(display, f"warning: {warning}; the rest of the conversation was kept", conversation=run.run_id, file_sha256=sha)
+
+
 def _stream_export(
-    stream: BinaryIO, display: str, sha: str | None, limits: Limits, open_after: str | None, *, max_bytes: int | None = None
+    stream: BinaryIO,
+    display: str,
+    sha: str | None,
+    limits: Limits,
+    open_after: str | None,
+    seen: dict[str, int] | None = None,
+    *,
+    max_bytes: int | None = None,
 ) -> Iterator[Run | IngestionError]:
     from nexus_assets.core.formats.exports import ConversationProblem, iter_export
 
@@ -146,7 +172,7 @@ def _stream_export(
     )
     count = 0
     try:
-        for item in iter_export(guarded, open_after=open_after):
+        for item in iter_export(guarded, open_after=open_after, seen=seen):
             count += 1
             if count > limits.max_conversations:
                 yield IngestionError(
@@ -167,7 +193,7 @@ def _stream_export(
                     file_sha256=sha,
                 )
             else:
-                yield item
+                yield from with_warnings(item, display, sha)
     except L.LimitError as exc:
         where = f"array item #{count}"
         yield IngestionError(display, f"{where}: {exc}; the conversations before it were read", conversation=f"#{count}", file_sha256=sha)
@@ -201,12 +227,6 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
             members = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(".json")]
     except zipfile.BadZipFile as exc:
         raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
-    total = sum(i.file_size for i in members)
-    if total > limits.max_inflated_bytes:
-        raise L.LimitError(
-            f"zip's JSON inflates to {total} bytes, over the {limits.max_inflated_bytes}-byte limit "
-            "(NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
-        )
     for info in members:
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > 1024 * 1024 and ratio > limits.max_zip_ratio:
@@ -215,6 +235,12 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
                 f"over the compression-ratio limit of {limits.max_zip_ratio} (NEXUS_MAX_ZIP_RATIO); "
                 "unzip it and check it, or raise the limit"
             )
+    total = sum(i.file_size for i in members)
+    if total > limits.max_inflated_bytes:
+        raise L.LimitError(
+            f"zip's JSON inflates to {total} bytes, over the {limits.max_inflated_bytes}-byte limit "
+            "(NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
+        )
     return limits.max_inflated_bytes
 
 
@@ -257,16 +283,15 @@ def _iter_run_file(
 ) -> Iterator[Run | IngestionError]:
     try:
         if path.suffix.lower() == ".zip":
-            from nexus_assets.core.formats.exports import open_export_zip
+            from nexus_assets.core.formats.exports import open_export_members
 
             source = io.BytesIO(data) if data is not None else path
             budget = _check_zip(source, limits)
-            try:
-                stream = open_export_zip(source)  # type: ignore[arg-type]
-            except zipfile.BadZipFile:
-                raise FormatError("not a readable zip archive; download the export again") from None
-            with stream:
-                yield from _stream_export(stream, display, sha, limits, open_after, max_bytes=budget)
+            seen: dict[str, int] = {}
+            for member, stream in open_export_members(source):  # type: ignore[arg-type]
+                # A shard is named; the usual single conversations.json needs no naming.
+                shown = display if member.rsplit("/", 1)[-1].lower() == "conversations.json" else f"{display}:{member}"
+                yield from _stream_export(stream, shown, sha, limits, open_after, seen, max_bytes=budget)
             return
         if data is None:
             with path.open("rb") as fh:
@@ -278,7 +303,7 @@ def _iter_run_file(
         elif data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
             yield from _stream_export(io.BytesIO(data), display, sha, limits, open_after)
             return
-        yield _load_whole(data, limits, open_after)
+        yield from with_warnings(_load_whole(data, limits, open_after), display, sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
     except FileNotFoundError:

@@ -50,6 +50,7 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
         "order_index": brick.order_index,
         "superseded_by": brick.superseded_by,
         "stale": brick.stale,
+        "abandoned": brick.abandoned,
         "sources": [s.model_dump() for s in brick.sources],
         "traces": traces,
     }

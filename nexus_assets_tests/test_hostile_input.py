@@ -21,7 +21,7 @@ from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "vault-notes"
 DEEP = 200_000
-CAP_MB = 1536
+CAP_MB = 2048  # address space, not resident memory: DuckDB reserves more than it touches
 NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 READER = """
 import json, resource, sys
@@ -179,27 +179,50 @@ def test_a_node_over_the_node_limit_is_named_and_skipped(empty_project: Project,
     assert "run-good" in sources and "run-long" not in sources
 
 
-def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Project, capsys, monkeypatch):
+def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Project, capsys):
     p = empty_project
     write_good_run(p)
     bomb = ("[" + claude("bomb-1", "v" * (8 * 1024 * 1024)) + "]").encode()
     zipped(p.runs / "ratio.zip", "conversations.json", bomb)
     fine = ("[" + ", ".join(claude(f"c-{i}", f"The vault note {i}.") for i in range(30)) + "]").encode()
     zipped(p.runs / "many.zip", "conversations.json", fine)
-    zipped(p.runs / "nested" / "size.zip", "export/conversations.json", fine)
-    monkeypatch.setenv("NEXUS_MAX_CONVERSATIONS_PER_FILE", "20")
-    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", env={"NEXUS_MAX_ZIP_INFLATED_BYTES": str(len(fine) - 1)}, cap_mb=CAP_MB)
+    large = ("[" + ", ".join(claude(f"l-{i}", f"The vault note {i}.") for i in range(60)) + "]").encode()
+    (p.runs / "nested").mkdir()
+    zipped(p.runs / "nested" / "size.zip", "export/conversations.json", large)
+    limits = {"NEXUS_MAX_ZIP_INFLATED_BYTES": str(len(fine) + 100), "NEXUS_MAX_CONVERSATIONS_PER_FILE": "20"}
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", env=limits)
     assert done.returncode == 0, done.stderr[-3000:]
     errors = errors_by_file(p, capsys)
     assert any("NEXUS_MAX_ZIP_RATIO" in e for e in errors["ratio.zip"]), errors
     assert any("NEXUS_MAX_ZIP_INFLATED_BYTES" in e for e in errors["size.zip"]), errors
-    # In process, with only the conversation cap lowered.
-    p.runs.joinpath("ratio.zip").unlink()
-    p.runs.joinpath("nested", "size.zip").unlink()
-    monkeypatch.setenv("NEXUS_DB", str(p.root / "second.duckdb"))
-    second = ["--db", str(p.root / "second.duckdb"), *p.sync_args(TOPIC)[2:]]
-    run_json(capsys, *second)
-    found = run_json(capsys, "--db", str(p.root / "second.duckdb"), "errors")
-    assert [e for e in found if "NEXUS_MAX_CONVERSATIONS_PER_FILE" in e["problem"] and e["file"].endswith("many.zip")]
-    sources = {s["run_id"] for b in run_json(capsys, "--db", str(p.root / "second.duckdb"), "bricks", TOPIC, "--all") for s in b["sources"]}
-    assert "run-good" in sources and "c-0" in sources and "c-25" not in sources
+    assert any("NEXUS_MAX_CONVERSATIONS_PER_FILE" in e for e in errors["many.zip"]), errors
+    sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
+    assert {"run-good", "c-0", "c-19"} <= sources and "c-25" not in sources and "bomb-1" not in sources
+
+
+OOM_READER = """
+import json, resource, sys
+from pathlib import Path
+from nexus_assets.runfiles import iter_run_file
+# The cap is set after imports: what is left is too little for the big file, plenty for the small.
+size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+cap = size + 96 * 1024 * 1024
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+out = []
+for name in sys.argv[1:]:
+    for item in iter_run_file(Path(name), name):
+        out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem})
+print(json.dumps(out))
+"""
+
+
+def test_running_out_of_memory_on_one_file_is_reported_as_such_and_costs_that_file_only(tmp_path: Path):
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(nexus_run("run-huge", [("user", "The vault. " * 6_000_000)])))
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(nexus_run("run-small", [("user", "The vault is small.")])))
+    done = capped(OOM_READER, str(big), str(small), cap_mb=CAP_MB, timeout=120, env={"NEXUS_MAX_RUN_FILE_BYTES": str(1 << 30)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    items = json.loads(done.stdout)
+    assert "ran out of memory" in items[0]["problem"] and "not valid JSON" not in items[0]["problem"], items
+    assert items[1:] == [{"run_id": "run-small"}]

@@ -12,9 +12,13 @@ import os
 import sys
 from typing import Sequence
 
-from nexus_assets.cli.common import DEFAULT_DB, UsageError
+from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.vault import VaultBusy
 from nexus_assets.vault.migrations import VaultTooNew
+
+
+RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
+TOPICS_HELP = "default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics"
 
 
 def _handler(p: argparse.ArgumentParser, target: str) -> None:
@@ -28,14 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    runs_default = os.environ.get("NEXUS_RUNS_DIR", "data/runs")
-    topics_default = os.environ.get("NEXUS_TOPICS_DIR", "data/topics")
+    # None: filled by resolve_dirs (the environment, else the vault's recorded directory, else ./data).
+    runs_default = None
+    topics_default = None
     extractor_default = os.environ.get("NEXUS_EXTRACTOR", "embedded")
 
     p = sub.add_parser("sync", parents=[common], help="compile topics through the Dagster asset graph")
     p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
     p.add_argument(
@@ -46,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sync:cmd_sync")
     p = sub.add_parser("plan", parents=[common], help="what a sync with the openai extractor would call and cost; sends nothing")
     p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
     _handler(p, "plan:cmd_plan")
     p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")
@@ -78,20 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "lifecycle:cmd_close")
 
     p = sub.add_parser("discover", parents=[common], help="propose topics from recent runs as DRAFT topic files")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
     p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
     p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
     _handler(p, "lifecycle:cmd_discover")
     p = sub.add_parser("activate", parents=[common], help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")
     p.add_argument("topic")
-    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "lifecycle:cmd_activate")
     p = sub.add_parser("seal", parents=[common], help="ACTIVE → LOCKED: every brick FINAL and immutable, once the gates pass")
     p.add_argument("topic")
-    p.add_argument("--runs-dir", default=runs_default)
-    p.add_argument("--topics-dir", default=topics_default)
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "lifecycle:cmd_seal")
 
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
@@ -107,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     module, function = args.handler.split(":")
     command = getattr(importlib.import_module(f"nexus_assets.cli.{module}"), function)
     try:
+        resolve_dirs(args)
         return command(args)
     except (UsageError, VaultBusy, VaultTooNew) as exc:
         print(f"nexus: {exc}", file=sys.stderr)

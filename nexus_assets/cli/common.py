@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from nexus_assets.core.models import Brick
 from nexus_assets.vault import Vault
@@ -34,11 +37,34 @@ def one_line(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def open_vault(args: argparse.Namespace, *, write: bool = False):
+def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
+    """The vault; only commands that build it (sync, discover, activate) may create the file."""
     db = Path(args.db)
-    if not write and not db.exists():
+    if not create and not db.exists():
         raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
     return Vault.open(db, read_only=not write)
+
+
+DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}
+
+
+def resolve_dirs(args: argparse.Namespace) -> None:
+    """Fill --runs-dir/--topics-dir not given: the environment, else the directories the vault
+    was last synced from (invariant 13), else ./data. An explicit flag always wins."""
+    wanted = [name for name in DEFAULT_DIRS if hasattr(args, name) and getattr(args, name) is None]
+    recorded: dict[str, str] = {}
+    pending = [n for n in wanted if not os.environ.get(DEFAULT_DIRS[n][0])]
+    if pending and Path(args.db).exists():
+        try:
+            with Vault.open(args.db, read_only=True) as vault:
+                recorded = vault.recorded_sources()
+        except duckdb.Error:
+            # A process that has written the file cannot also open it read-only; read it read-write.
+            with Vault.open(args.db) as vault:
+                recorded = vault.recorded_sources()
+    for name in wanted:
+        env, default = DEFAULT_DIRS[name]
+        setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
 
 
 def require_topic(vault: Vault, topic_id: str) -> None:

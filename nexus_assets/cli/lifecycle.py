@@ -37,7 +37,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     runs = recent_runs(runs_dir, args.recent)
     if not runs:
         raise UsageError(f"no readable runs in {runs_dir}; nothing to discover topics from")
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         # Topics the vault knows (a rejected proposal whose file was deleted too) are never proposed again.
         recorded = vault.topics()
         if args.extractor == "openai":
@@ -75,7 +75,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 def cmd_activate(args: argparse.Namespace) -> int:
     topics_dir, _ = _dirs(args)
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         try:
             done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate"))
         except LifecycleError as exc:

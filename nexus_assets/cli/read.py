@@ -46,7 +46,8 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         bricks = [b for b in bricks if b.state != "SUPERSEDED"]
     text = "\n".join(
         f"{'-' if b.order_index is None else b.order_index:>4} {b.state:<10} {b.brick_id[:12]}"
-        f"{' STALE' if b.stale else ''}{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
+        f"{' STALE' if b.stale else ''}{' ABANDONED-BRANCH' if b.abandoned else ''}"
+        f"{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
         f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content)}"
         for b in bricks
     ) or f"no bricks in {args.topic}"
@@ -94,10 +95,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if len(matches) > 1:
             raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
         traced = trace_brick(vault, matches[0][0])
-    lines = [f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''} in {traced['topic_id']}"]
+    lines = [
+        f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''}"
+        f"{' ABANDONED BRANCH (every source)' if traced['abandoned'] else ''} in {traced['topic_id']}"
+    ]
     for t in traced["traces"]:
         lines.append(
-            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] checksum {t['node_checksum'][:16]}… "
+            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] {t['node_type'] or 'node'}, {t['branch']} branch; "
+            f"checksum {t['node_checksum'][:16]}… "
             f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
         )
         lines.append(t["node_text"][: t["start"]] + "⟦" + t["node_text"][t["start"] : t["end"]] + "⟧" + t["node_text"][t["end"] :])

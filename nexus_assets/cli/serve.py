@@ -12,7 +12,7 @@ from nexus_assets.web.server import LOOPBACK_NAMES, make_server
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if not Path(args.db).exists():
-        print(f"warning: no vault at {args.db} yet; pages say so until `nexus sync` creates it", file=sys.stderr)
+        raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     if args.host not in LOOPBACK_NAMES:
         print(f"warning: --host {args.host} makes the vault readable from other machines", file=sys.stderr)
     try:

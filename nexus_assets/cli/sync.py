@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from dagster import DagsterInstance
@@ -14,6 +17,60 @@ from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.definitions import build_defs
 from nexus_assets.lifecycle import TopicFileError, record_topic_files
 from nexus_assets.topicfiles import read_topic_files
+
+
+INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
+
+
+class _SignalLog:
+    """Notes SIGINT/SIGTERM arriving while installed, through the interpreter's wakeup fd."""
+
+    def __init__(self) -> None:
+        self._read, write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(write, False)
+        self._write = write
+        self._previous = signal.set_wakeup_fd(write)
+        self._seen = False
+
+    def stopped(self) -> bool:
+        try:
+            while data := os.read(self._read, 512):
+                self._seen |= any(b in (signal.SIGINT, signal.SIGTERM) for b in data)
+        except BlockingIOError:
+            pass
+        return self._seen
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _dagster_instance(topics: list[str]):
+    """The Dagster instance with the topics registered. Dagster creates its storage on first use,
+    and several first syncs at once race inside that set-up, so it happens under a file lock."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        instance = DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("topics", topics)
+        return instance
+    Path(home).mkdir(parents=True, exist_ok=True)
+    with open(Path(home) / ".nexus-setup.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            instance = DagsterInstance.get()
+            known = set(instance.get_dynamic_partitions("topics"))
+            missing = [t for t in topics if t not in known]
+            if missing:
+                instance.add_dynamic_partitions("topics", missing)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return instance
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -46,11 +103,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync")
 
     # Every topic file is recorded, so `nexus topics` shows DRAFT ones too; only compiled ones sync.
-    with open_vault(args, write=True) as vault:
+    with open_vault(args, write=True, create=True) as vault:
         try:
             record_topic_files(vault, files)
         except TopicFileError as exc:
             raise UsageError(f"{exc}. Nothing was compiled.") from None
+        vault.record_sources(runs_dir=runs_dir, topics_dir=topics_dir)
 
     defs = build_defs(
         db_path=args.db,
@@ -62,37 +120,64 @@ def cmd_sync(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     job = defs.resolve_job_def("compile_topic")
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    known = set(instance.get_dynamic_partitions("topics"))
-    missing = [t for t in selected if t not in known]
-    if missing:
-        instance.add_dynamic_partitions("topics", missing)
+    instance = _dagster_instance(selected)
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
-    results, failed = [], False
-    # Run files are ingested once for every topic; each topic then compiles from the vault.
-    if not args.json:
-        print(f"ingesting {runs_dir}", file=sys.stderr, flush=True)
-    ingested = defs.resolve_job_def("ingest_run_files").execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
-    ingest_errors = step_errors(ingested)
-    for n, topic_id in enumerate(selected, 1):
-        if not ingested.success:
-            results.append({"topic_id": topic_id, "success": False, "dagster_run_id": ingested.run_id, "checks": {}, "errors": ingest_errors})
-            failed = True
-            continue
+    results, failed, interrupted = [], False, False
+    # Dagster turns Ctrl-C/SIGTERM during a step into a failed step and returns; between steps
+    # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
+    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
+    # Dagster swaps in its own handlers while a job runs, and a step may report the interrupt
+    # as any error; the wakeup fd records every signal whatever handler took it.
+    signals = _SignalLog() if _main_thread() else None
+
+    def stopped(result) -> bool:
+        failures = [e.event_specific_data.error for e in result.all_events if e.is_step_failure and e.event_specific_data and e.event_specific_data.error]
+        return bool(signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures)
+
+    try:
+        # Run files are ingested once for every topic; each topic then compiles from the vault.
         if not args.json:
-            print(f"[{n}/{len(selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
-        result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=quiet)
-        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-        errors = step_errors(result)
-        ok = result.success and all(checks.values())
-        failed |= not ok
-        results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
-        for err in errors:
-            print(f"error: {topic_id}: {err}", file=sys.stderr)
-        for name, passed in checks.items():
-            if not passed:
-                print(f"check failed: {topic_id}: {name}", file=sys.stderr)
+            print(f"ingesting {runs_dir}", file=sys.stderr, flush=True)
+        ingested = defs.resolve_job_def("ingest_run_files").execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
+        interrupted = stopped(ingested)
+        ingest_errors = step_errors(ingested)
+        for n, topic_id in enumerate([] if interrupted else selected, 1):
+            if not ingested.success:
+                results.append({"topic_id": topic_id, "success": False, "dagster_run_id": ingested.run_id, "checks": {}, "errors": ingest_errors})
+                failed = True
+                continue
+            if not args.json:
+                print(f"[{n}/{len(selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
+            result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=quiet)
+            checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+            errors = step_errors(result)
+            ok = result.success and all(checks.values())
+            failed |= not ok
+            results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
+            if stopped(result):
+                interrupted = True
+                break
+            for err in errors:
+                print(f"error: {topic_id}: {err}", file=sys.stderr)
+            for name, passed in checks.items():
+                if not passed:
+                    print(f"check failed: {topic_id}: {name}", file=sys.stderr)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+        if signals:
+            signals.close()
+    if interrupted:
+        done = [r["topic_id"] for r in results if r["success"]]
+        print(
+            f"nexus: interrupted; the sync stopped{' after ' + ', '.join(done) if done else ''}. "
+            "What was committed is kept; run `nexus sync` again to finish.",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
 
     # Read-write: DuckDB refuses a read-only handle in a process that just wrote the same file.
     with open_vault(args, write=True) as vault:

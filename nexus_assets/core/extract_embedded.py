@@ -18,7 +18,7 @@ def extract_embedded(topic: Topic, run: Run) -> list[dict]:
     policy = topic.extraction_policy
     pattern = keyword_pattern(policy.required_keywords or ())
     pointers = []
-    for node, text in in_scope_nodes(policy, run):
+    for node, text in in_scope_nodes(policy, run, topic):
         for start, end in sentence_spans(text):
             sentence = text[start:end]
             if pattern is None or pattern.search(sentence):

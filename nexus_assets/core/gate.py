@@ -103,6 +103,7 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
     if start < 0:
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
     end = start + len(pointer.verbatim_quote)
+    node_type, branch = run.kind_of(steps)
     return Occurrence(
         topic_id=topic_id,
         address=SourceAddress(
@@ -111,6 +112,8 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
             start=start,
             end=end,
             node_checksum=checksum or memo.checksum(steps, node),
+            node_type=node_type,
+            branch=branch,
         ),
         content=node[start:end],
         fingerprint=fingerprint(node[start:end]),

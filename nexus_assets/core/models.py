@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, computed_field
 
 from nexus_assets.core.paths import Steps, format_path, string_leaves
 
@@ -14,7 +14,10 @@ TopicState = Literal["DRAFT", "ACTIVE", "SEALING", "LOCKED"]
 OrderingRule = Literal["chronological", "source-run-order", "ingestion-order"]
 BrickState = Literal["IMPROVISE", "FORMING", "FINAL", "SUPERSEDED"]
 RunStatus = Literal["OPEN", "CLOSED"]
-NodeType = Literal["user_message", "assistant_message", "system_message", "tool_message", "other"]
+NodeType = Literal["user_message", "assistant_message", "system_message", "tool_call", "tool_message", "other"]
+# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3).
+Branch = Literal["current", "abandoned"]
+BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 
@@ -49,6 +52,10 @@ class Topic(BaseModel):
     extraction_policy: ExtractionPolicy
     ordering_rule: OrderingRule = "chronological"
     state: TopicState = "DRAFT"
+    # Messages an export hides from the conversation view are compiled only when asked for.
+    include_hidden: bool = False
+    # `current` compiles only the path the user last saw; `all` keeps abandoned branches too.
+    branches: BranchScope = "all"
 
     @property
     def compiled(self) -> bool:
@@ -75,6 +82,21 @@ class SourceAddress(BaseModel):
     start: int
     end: int
     node_checksum: str
+    # Descriptive only: neither enters brick ids, fingerprints, manifest hashes nor equality
+    # (an address recorded before these existed is the same address).
+    node_type: NodeType | None = None
+    branch: Branch = "current"
+
+    def _identity(self) -> tuple[str, str, int, int, str]:
+        return (self.run_id, self.json_path, self.start, self.end, self.node_checksum)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SourceAddress):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 class Rejection(BaseModel):
@@ -114,6 +136,12 @@ class Brick(BaseModel):
     stale: bool = False
     sources: tuple[SourceAddress, ...]
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def abandoned(self) -> bool:
+        """Every source lies on a branch the user abandoned (an edited prompt, a regenerated answer)."""
+        return bool(self.sources) and all(s.branch == "abandoned" for s in self.sources)
+
 
 class ManifestEntry(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
@@ -142,6 +170,8 @@ class Node:
     timestamp: str | None
     # The message object the node belongs to; any path below it shares its timestamp.
     message_steps: Steps = ()
+    branch: Branch = "current"
+    hidden: bool = False
     # Filled when the node comes from the vault's nodes table rather than from a parsed document.
     text: str | None = None
     position: int = -1
@@ -163,6 +193,9 @@ class Run:
     document: Any
     nodes: tuple[Node, ...] = field(default=())
     version_id: str = ""
+    # Entries of the conversation that were skipped (a null message, an unknown block kind),
+    # as "position: problem"; the rest of the run is kept.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @cached_property
     def positions(self) -> dict[Steps, int]:
@@ -179,6 +212,22 @@ class Run:
     @cached_property
     def _message_timestamps(self) -> dict[Steps, str | None]:
         return {n.message_steps or n.steps: n.timestamp for n in self.nodes}
+
+    @cached_property
+    def _node_kinds(self) -> dict[Steps, tuple[NodeType, Branch]]:
+        kinds: dict[Steps, tuple[NodeType, Branch]] = {}
+        for n in self.nodes:
+            kinds[n.steps] = (n.node_type, n.branch)
+            kinds.setdefault(n.message_steps or n.steps, (n.node_type, n.branch))
+        return kinds
+
+    def kind_of(self, steps: Steps) -> tuple[NodeType | None, Branch]:
+        """(node type, branch) of the node at `steps`, else of the message enclosing it."""
+        kinds = self._node_kinds
+        for cut in range(len(steps), -1, -1):
+            if steps[:cut] in kinds:
+                return kinds[steps[:cut]]
+        return None, "current"
 
     def timestamp_of(self, steps: Steps) -> str | None:
         """The timestamp of the message enclosing `steps`, else the run's start."""

@@ -23,6 +23,8 @@ class NodeRecord:
     position: int
     text: str
     checksum: str
+    branch: str = "current"
+    hidden: bool = False
 
 
 def node_records(run: Run) -> list[NodeRecord]:
@@ -44,6 +46,8 @@ def node_records(run: Run) -> list[NodeRecord]:
                 position=positions.get(node.steps, -1),
                 text=text,
                 checksum=node_checksum(text),
+                branch=node.branch,
+                hidden=node.hidden,
             )
         )
     return out
@@ -61,6 +65,8 @@ def run_from_records(
             text=r.text,
             position=r.position,
             checksum=r.checksum,
+            branch=r.branch,
+            hidden=r.hidden,
         )
         for r in sorted(records, key=lambda r: r.position)
     )

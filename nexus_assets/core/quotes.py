@@ -46,13 +46,14 @@ def first_offsets(node: str, quotes: Iterable[str]) -> dict[str, int]:
     result: dict[str, int] = {}
     if len(node) < _SMALL_NODE or len(wanted) < 4:
         return {q: node.find(q) for q in wanted}
-    long_quotes: dict[int, list[str]] = {}
+    # prefix hash -> quote length -> quotes still unmatched: at a candidate position one slice
+    # per distinct length settles every quote of that prefix, however many share it.
+    long_quotes: dict[int, dict[int, set[str]]] = {}
     for q in wanted:
         if len(q) < _K:
             result[q] = node.find(q)
         else:
-            key = _hash(q[:_K])
-            long_quotes.setdefault(key, []).append(q)
+            long_quotes.setdefault(_hash(q[:_K]), {}).setdefault(len(q), set()).add(q)
     if not long_quotes:
         return result
     keys = np.fromiter(long_quotes, dtype=np.uint64, count=len(long_quotes))
@@ -61,23 +62,25 @@ def first_offsets(node: str, quotes: Iterable[str]) -> dict[str, int]:
         count = min(_BLOCK, windows - start)
         hashes = _window_hashes(_codes(node[start : start + count + _K - 1]), count)
         for offset in np.flatnonzero(np.isin(hashes, keys)):
-            position = start + int(offset)
-            group = long_quotes.get(int(hashes[offset]))
+            key = int(hashes[offset])
+            group = long_quotes.get(key)
             if not group:
                 continue
-            left = []
-            for q in group:
-                if node.startswith(q, position):
-                    result[q] = position
-                else:
-                    left.append(q)
-            if left:
-                long_quotes[int(hashes[offset])] = left
-            else:
-                del long_quotes[int(hashes[offset])]
+            position = start + int(offset)
+            for length in list(group):
+                quotes = group[length]
+                candidate = node[position : position + length]
+                if candidate in quotes:
+                    result[candidate] = position
+                    quotes.discard(candidate)
+                    if not quotes:
+                        del group[length]
+            if not group:
+                del long_quotes[key]
         if not long_quotes:
             break
     for group in long_quotes.values():
-        for q in group:
-            result[q] = -1
+        for quotes in group.values():
+            for q in quotes:
+                result[q] = -1
     return result

@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 
 from nexus_assets.core.formats.limits import max_node_chars
-from nexus_assets.core.models import ExtractionPolicy, Node, Run
+from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
 from nexus_assets.core.paths import value_at
 
 
@@ -33,13 +33,25 @@ def node_text(run: Run, node: Node) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def in_scope_nodes(policy: ExtractionPolicy, run: Run) -> list[tuple[Node, str]]:
-    """The run's text nodes that pass the node-type and keyword pre-filters, with their text."""
+def in_scope_nodes(
+    policy: ExtractionPolicy, run: Run, topic: Topic | None = None
+) -> list[tuple[Node, str]]:
+    """The run's text nodes that pass the node-type and keyword pre-filters, with their text.
+
+    Hidden messages and abandoned branches pass only when `topic` asks for them; without a
+    topic, hidden messages are left out and every branch is kept (the topic defaults).
+    """
     pattern = keyword_pattern(policy.required_keywords or ())
     # Ingestion recorded the skip; an over-long node is never handed to an extractor.
     longest = max_node_chars()
+    include_hidden = topic.include_hidden if topic is not None else False
+    current_only = topic is not None and topic.branches == "current"
     kept = []
     for node in run.nodes:
+        if node.hidden and not include_hidden:
+            continue
+        if current_only and node.branch != "current":
+            continue
         if policy.target_node_types and node.node_type not in policy.target_node_types:
             continue
         text = node_text(run, node)

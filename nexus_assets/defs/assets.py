@@ -62,6 +62,9 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
             open_after=settings.open_after,
             progress=lambda m: settings.say(context, m),
         )
+        v.record_sources(runs_dir=settings.path("runs_dir"), topics_dir=settings.path("topics_dir"))
+    if report.side_files_note:
+        context.log.info(report.side_files_note)
     for err in report.errors:
         context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
     settings.say(

@@ -15,7 +15,7 @@ from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtracto
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.runfiles import Limits
-from nexus_assets.vault import Vault
+from nexus_assets.vault import Vault, writer_intent
 
 
 class NexusSettings(dg.ConfigurableResource):
@@ -85,7 +85,8 @@ class VaultResource(dg.ConfigurableResource):
     @contextmanager
     def open(self) -> Iterator[Vault]:
         Path(self.duckdb.database).parent.mkdir(parents=True, exist_ok=True)
-        with self.duckdb.get_connection() as conn:
+        # Announced before waiting for the lock, so viewers step aside instead of starving it.
+        with writer_intent(self.duckdb.database), self.duckdb.get_connection() as conn:
             # get_connection does not close on error; a leaked handle would block later opens.
             try:
                 yield Vault(conn)

@@ -7,7 +7,10 @@ result (bricks, their sources and the manifest) is published in one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import re
 import time
 from contextlib import contextmanager
@@ -46,13 +49,60 @@ class VaultBusy(RuntimeError):
     """Another process holds the DuckDB write lock for longer than we were willing to wait."""
 
 
+def _intents(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + ".writers")
+
+
+@contextmanager
+def writer_intent(db_path: str | Path) -> Iterator[None]:
+    """Announce a writer for as long as it wants or holds the vault.
+
+    DuckDB gives no writer priority: a steady stream of short read-only connections (viewer tabs)
+    can keep the file locked forever. Readers see this mark and step aside until it is gone.
+    """
+    folder = _intents(Path(db_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    mark = folder / f"{os.getpid()}-{threading.get_ident()}"
+    mark.touch()
+    try:
+        yield
+    finally:
+        mark.unlink(missing_ok=True)
+
+
+def writer_waiting(db_path: str | Path) -> bool:
+    """Whether a live process has announced a writer; marks left by dead processes are removed."""
+    folder = _intents(Path(db_path))
+    try:
+        marks = list(folder.iterdir())
+    except OSError:
+        return False
+    for mark in marks:
+        try:
+            os.kill(int(mark.name.split("-")[0]), 0)
+        except ProcessLookupError:
+            mark.unlink(missing_ok=True)
+            continue
+        except (ValueError, PermissionError, OSError):
+            pass
+        return True
+    return False
+
+
 def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
-    """Open the vault, waiting for another writer to finish instead of failing at once."""
+    """Open the vault, waiting for another writer to finish instead of failing at once.
+
+    A read-only open also waits while a writer has announced itself (`writer_intent`)."""
     db_path = Path(db_path)
     if read_only and not db_path.exists():
         raise FileNotFoundError(f"no vault at {db_path}; run `nexus sync` first or pass --db")
     db_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
+    if read_only:
+        while writer_waiting(db_path):
+            if time.monotonic() > deadline:
+                raise VaultBusy(f"vault {db_path} is being written by a sync; try again when it is done")
+            time.sleep(0.05)
     delay = 0.05
     while True:
         try:
@@ -80,20 +130,37 @@ class Vault:
         if migrate:
             upgrade(conn)
 
+    # Recorded sources (invariant 13)
+
+    def record_sources(self, **paths: Path | str | None) -> None:
+        """Remember the directories a sync read (kind = runs_dir / topics_dir)."""
+        for kind, path in paths.items():
+            if path is not None:
+                self.conn.execute(
+                    "INSERT INTO vault_sources VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET path = excluded.path, recorded_at = excluded.recorded_at",
+                    [kind, str(Path(path).resolve()), now()],
+                )
+
+    def recorded_sources(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT kind, path FROM vault_sources").fetchall())
+
     @classmethod
     @contextmanager
     def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator["Vault"]:
-        conn = connect(db_path, read_only=read_only)
-        if read_only and pending(conn):
-            # A vault from an earlier release is upgraded once, even by a command that only reads.
-            conn.close()
-            with cls.open(db_path):
-                pass
-            conn = connect(db_path, read_only=True)
-        try:
-            yield cls(conn, migrate=not read_only)
-        finally:
-            conn.close()
+        with contextlib.ExitStack() as stack:
+            if not read_only:
+                stack.enter_context(writer_intent(db_path))
+            conn = connect(db_path, read_only=read_only)
+            if read_only and pending(conn):
+                # A vault from an earlier release is upgraded once, even by a command that only reads.
+                conn.close()
+                with cls.open(db_path):
+                    pass
+                conn = connect(db_path, read_only=True)
+            try:
+                yield cls(conn, migrate=not read_only)
+            finally:
+                conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -491,6 +558,8 @@ class Vault:
                     "start_offset": o.address.start,
                     "end_offset": o.address.end,
                     "node_checksum": o.address.node_checksum,
+                    "node_type": o.address.node_type,
+                    "branch": o.address.branch,
                     "content": o.content,
                     "fingerprint": o.fingerprint,
                     "ts": o.timestamp,
@@ -529,16 +598,18 @@ class Vault:
     def occurrences(self, topic_id: str) -> list[tuple[Occurrence, str]]:
         """Every occurrence ever validated for the topic, with the run version it was seen in."""
         rows = self.conn.execute(
-            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
-                      position, version_id
-               FROM occurrences WHERE topic_id = ?""",
+            f"""SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
+                      position, version_id, o.node_type, o.branch
+               FROM occurrences o WHERE topic_id = ?""",
             [topic_id],
         ).fetchall()
         return [
             (
                 Occurrence(
                     topic_id=topic_id,
-                    address=SourceAddress(run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4]),
+                    address=SourceAddress(
+                        run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4], node_type=r[10], branch=r[11] or "current"
+                    ),
                     content=r[5],
                     fingerprint=r[6],
                     timestamp=r[7],
@@ -688,7 +759,9 @@ class Vault:
             f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
                        b.superseded_by, b.stale,
                        list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
-                                        "end" := s.end_offset, node_checksum := s.node_checksum) ORDER BY s.seq)
+                                        "end" := s.end_offset, node_checksum := s.node_checksum,
+                                        node_type := s.node_type,
+                                        branch := s.branch) ORDER BY s.seq)
                 FROM bricks b LEFT JOIN brick_sources s USING (brick_id) {clause}
                 GROUP BY ALL
                 ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id""",
@@ -704,7 +777,9 @@ class Vault:
                 order_index=r[5],
                 superseded_by=r[6],
                 stale=r[7],
-                sources=tuple(SourceAddress(**s) for s in r[8] if s["run_id"] is not None),
+                sources=tuple(
+                    SourceAddress(**{**s, "branch": s["branch"] or "current"}) for s in r[8] if s["run_id"] is not None
+                ),
             )
             for r in rows
         ]
@@ -780,6 +855,8 @@ class Vault:
                             "start_offset": s.start,
                             "end_offset": s.end,
                             "node_checksum": s.node_checksum,
+                            "node_type": s.node_type,
+                            "branch": s.branch,
                         }
                     )
             # Canonical first: a source that arrived later can take seq 0, so seq is refreshed.

@@ -204,6 +204,8 @@ CREATE TABLE IF NOT EXISTS nodes (
     position INTEGER NOT NULL,
     text TEXT NOT NULL,
     checksum TEXT NOT NULL,
+    branch TEXT NOT NULL DEFAULT 'current',
+    hidden BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (run_id, version_id, json_path)
 );
 """
@@ -253,6 +255,27 @@ MIGRATIONS: tuple[Migration, ...] = (
         4,
         "each sync records a digest of what the topic's resolution read, so an unchanged topic is not resolved again",
         "ALTER TABLE syncs ADD COLUMN IF NOT EXISTS inputs_digest TEXT;",
+    ),
+    Migration(
+        5,
+        "sources say which kind of node and which branch they are on (DESIGN §3)",
+        """
+        ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS node_type TEXT;
+        ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS branch TEXT DEFAULT 'current';
+        ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS node_type TEXT;
+        ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS branch TEXT DEFAULT 'current';
+        """,
+    ),
+    Migration(
+        6,
+        "the runs and topics directories the vault was synced from (invariant 13)",
+        """
+        CREATE TABLE IF NOT EXISTS vault_sources (
+            kind TEXT PRIMARY KEY,
+            path TEXT NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -2,16 +2,18 @@
 
 A ChatGPT conversation is a tree (`mapping`): regenerating an answer or editing a prompt adds a
 sibling branch, and `current_node` is the leaf the user last saw. Every branch is kept — a brick
-may come from an answer the user later regenerated — but the current branch comes first.
+may come from an answer the user later regenerated — but the current branch comes first, and
+every node says whether it is on it (`current`) or not (`abandoned`).
 
-Text nodes are the string `parts` of a message, a `text` field inside a part (audio
-transcriptions), and `content.text` (code, execution_output, tether_quote, system_error ...).
-Image and other binary parts carry no text and are skipped, as are hidden custom-instruction
-blocks (`user_editable_context`) and reasoning summaries, which are not conversation text.
+Which text of a message is a node, and of which type, is decided by one table, `CONTENT_TYPES`
+(the README's Inputs section shows the same table). A message addressed to a tool (`recipient`
+other than `all`) is a `tool_call`. A mapping node or content type this reader does not know is
+skipped with a warning; the rest of the conversation is kept.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, StrictStr
@@ -24,43 +26,46 @@ from nexus_assets.core.formats.exports import (
     export_status,
 )
 from nexus_assets.core.formats.nexus import ROLE_NODE_TYPES
-from nexus_assets.core.models import Node, Run
+from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.core.paths import Steps
 
 ID_KEYS = ("conversation_id", "id")
 
 
-class _Author(BaseModel):
-    model_config = ConfigDict(extra="allow")
 
-    role: StrictStr
+@dataclass(frozen=True)
+class ContentRule:
+    """Where a content type's text is and what node type it gets, or why it is skipped."""
 
-
-class _Content(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    parts: list[Any] | None = None
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    author: _Author
-    content: _Content
+    # "parts": the string parts, and the `text` of dict parts (audio transcriptions); any other
+    # name is a string field of `content`.
+    fields: tuple[str, ...]
+    # None: who spoke decides (author role, and `recipient` for tool calls).
+    node_type: NodeType | None = None
+    skipped: str | None = None
 
 
-class _MappingNode(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    message: _Message | None = None
-    parent: StrictStr | None = None
+# The one content-type table (README, Inputs). Keep the two in step.
+CONTENT_TYPES: dict[str, ContentRule] = {
+    "text": ContentRule(("parts",)),
+    "multimodal_text": ContentRule(("parts",)),  # images carry no text; audio_transcription parts do
+    "code": ContentRule(("text",)),
+    "execution_output": ContentRule(("text",), "tool_message"),
+    "system_error": ContentRule(("text",), "tool_message"),
+    "tether_quote": ContentRule(("text",), "tool_message"),
+    "tether_browsing_display": ContentRule(("result", "summary"), "tool_message"),
+    "thoughts": ContentRule((), skipped="the model's private reasoning, not said in the conversation"),
+    "reasoning_recap": ContentRule((), skipped="a generated label of the reasoning ('Thought for 8s'), not said in the conversation"),
+    "user_editable_context": ContentRule((), skipped="the user's custom instructions, copied into every conversation, not said in it"),
+}
 
 
 class _Conversation(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    mapping: dict[str, _MappingNode]
+    # Nodes are checked one by one: a node of an unknown shape costs that node only.
+    mapping: dict[str, Any]
     current_node: StrictStr | None = None
 
 
@@ -98,23 +103,49 @@ def current_branch(conversation: dict) -> list[str]:
     return _branch(mapping, current, label)
 
 
-def _message_texts(message: dict) -> Iterator[tuple[Steps, str]]:
-    """(steps below the message, text) for every non-blank text of one message."""
-    content = message["content"]
-    parts = content.get("parts")
-    if isinstance(parts, list):
-        for i, part in enumerate(parts):
-            if isinstance(part, str):
-                found: tuple[Steps, Any] = (("content", "parts", i), part)
-            elif isinstance(part, dict):
-                found = (("content", "parts", i, "text"), part.get("text"))
-            else:
-                continue
-            if isinstance(found[1], str) and found[1].strip():
-                yield found
-    text = content.get("text")
-    if isinstance(text, str) and text.strip():
-        yield ("content", "text"), text
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _message_texts(content: dict, rule: ContentRule) -> Iterator[Steps]:
+    """Steps below the message of every non-blank text the rule reads."""
+    for name in rule.fields:
+        if name != "parts":
+            if _text(content.get(name)):
+                yield ("content", name)
+            continue
+        parts = content.get("parts")
+        for i, part in enumerate(parts if isinstance(parts, list) else ()):
+            if _text(part):
+                yield ("content", "parts", i)
+            elif isinstance(part, dict) and _text(part.get("text")):
+                yield ("content", "parts", i, "text")
+
+
+def _message_problem(node: Any) -> str | None:
+    """Why a mapping node is not one this reader understands, or None."""
+    if not isinstance(node, dict):
+        return f"is {'null' if node is None else type(node).__name__}, not an object"
+    message = node.get("message")
+    if message is None:
+        return None
+    if not isinstance(message, dict):
+        return "'message' is not an object"
+    author = message.get("author")
+    if not isinstance(author, dict) or not isinstance(author.get("role"), str):
+        return "'message.author.role' is missing or not a string"
+    if not isinstance(message.get("content"), dict):
+        return "'message.content' is missing or not an object"
+    return None
+
+
+def _author_type(message: dict) -> NodeType:
+    node_type: NodeType = ROLE_NODE_TYPES.get(message["author"]["role"].lower(), "other")  # type: ignore[assignment]
+    recipient = message.get("recipient")
+    # An assistant message addressed to a tool (python, file_search, dalle, canmore.*) is a call.
+    if node_type == "assistant_message" and isinstance(recipient, str) and recipient != "all":
+        return "tool_call"
+    return node_type
 
 
 def chatgpt_run(conversation: dict, *, open_after: str | None = None, index: int | None = None) -> Run:
@@ -129,15 +160,30 @@ def chatgpt_run(conversation: dict, *, open_after: str | None = None, index: int
     order = branch + [node_id for node_id in mapping if node_id not in on_branch]
 
     nodes: list[Node] = []
+    warnings: list[str] = []
     for node_id in order:
+        problem = _message_problem(mapping[node_id])
+        if problem is not None:
+            warnings.append(f"mapping node {node_id!r} {problem}; skipped")
+            continue
         message = mapping[node_id].get("message")
         if message is None:
             continue
-        node_type = ROLE_NODE_TYPES.get(message["author"]["role"].lower(), "other")
+        content = message["content"]
+        # Old exports have no content_type; their parts are plain text.
+        kind = content.get("content_type", "text")
+        rule = CONTENT_TYPES.get(kind) if isinstance(kind, str) else None
+        if rule is None:
+            warnings.append(f"mapping node {node_id!r}: content type {kind!r} is not one this version reads; skipped")
+            continue
+        node_type = rule.node_type or _author_type(message)
         timestamp = normalize_timestamp(message.get("create_time"))
+        metadata = message.get("metadata")
+        hidden = isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation") is True
+        node_branch = "current" if node_id in on_branch or not branch else "abandoned"
         message_steps: Steps = ("mapping", node_id, "message")
-        for below, _text in _message_texts(message):
-            nodes.append(Node(message_steps + below, node_type, timestamp, message_steps))
+        for below in _message_texts(content, rule):
+            nodes.append(Node(message_steps + below, node_type, timestamp, message_steps, node_branch, hidden))
 
     return Run(
         run_id=run_id,
@@ -147,4 +193,5 @@ def chatgpt_run(conversation: dict, *, open_after: str | None = None, index: int
         document=conversation,
         nodes=tuple(nodes),
         version_id=document_version(conversation),
+        warnings=tuple(warnings),
     )

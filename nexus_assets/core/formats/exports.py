@@ -9,6 +9,7 @@ share: conversation labels for error messages, run ids and the OPEN/CLOSED statu
 from __future__ import annotations
 
 import posixpath
+import re
 import zipfile
 from dataclasses import dataclass
 from os import PathLike
@@ -27,6 +28,24 @@ except ImportError:  # no compiled backend on this platform: ijson picks the bes
     _ijson = ijson
 
 EXPORT_MEMBER = "conversations.json"
+# ChatGPT shards large exports: conversations-000.json, conversations-001.json, ...
+_SHARD = re.compile(r"^conversations(?:-\d+)?\.json$")
+# Files an unzipped ChatGPT or Claude export puts beside its conversations; they hold no
+# conversation text, so a sync skips them (one info line), not reports them as errors.
+SIDE_FILES = frozenset(
+    {
+        "user.json",
+        "users.json",
+        "message_feedback.json",
+        "model_comparisons.json",
+        "shared_conversations.json",
+        "projects.json",
+        "memories.json",
+        "chat.html",
+    }
+)
+# After this many array items of which none is a conversation, the file is not an export.
+_SHAPE_PROBE = 1000
 _BOM = b"\xef\xbb\xbf"
 _READ_SIZE = 64 * 1024
 _MAX_RUN_ID = 256
@@ -119,6 +138,7 @@ def explain(exc: ValidationError, limit: int = 3) -> str:
     for err in exc.errors()[:limit]:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         what = err["msg"][:1].lower() + err["msg"][1:]
+        what = re.sub(r" or instance of \w+", "", what)  # pydantic names our private models here
         parts.append(f"{where or 'conversation'}: {what}")
     more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
     return "; ".join(parts) + more
@@ -225,7 +245,30 @@ def _plain_id(item: dict) -> str | None:
     return None
 
 
-def iter_export(stream: BinaryIO, *, open_after: str | None = None) -> Iterator[Run | ConversationProblem]:
+def _not_a_conversation(problem: ConversationProblem) -> bool:
+    return problem.problem.startswith(("not a ChatGPT conversation", "array item #"))
+
+
+def _shape_of(item: Any) -> str:
+    if isinstance(item, dict):
+        keys = sorted(item)[:8]
+        if "conversations" in item or "messages" in item:
+            return f"objects with keys {keys} (a ShareGPT- or chat-style dataset, not a data export)"
+        return f"objects with keys {keys}"
+    return "null" if item is None else type(item).__name__ + " values"
+
+
+def _unsupported(count: int, first: Any) -> FormatError:
+    return FormatError(
+        f"a JSON array of {count}{'+' if count >= _SHAPE_PROBE else ''} items, none of them a conversation: "
+        f"it holds {_shape_of(first)}; accepted are a ChatGPT or Claude conversations.json export "
+        '(objects with "mapping" or "chat_messages") or one Nexus run {"run_id", "status", "messages"}'
+    )
+
+
+def iter_export(
+    stream: BinaryIO, *, open_after: str | None = None, seen: dict[str, int] | None = None
+) -> Iterator[Run | ConversationProblem]:
     """Each conversation of a ChatGPT or Claude export as a `Run`, or the problem that stopped it.
 
     Memory stays bounded by the largest single conversation. A duplicate conversation id is a
@@ -235,12 +278,20 @@ def iter_export(stream: BinaryIO, *, open_after: str | None = None) -> Iterator[
     normalize_open_after(open_after)  # a bad setting fails before anything is read
     source = _open_array(stream)
     items = _ijson.items(source, "item", use_float=True)  # floats, not Decimal: canonical_json needs them
-    seen: dict[str, int] = {}
+    # Shared across the shards of one export, so a conversation repeated in two shards is caught.
+    seen = {} if seen is None else seen
+    # Until one conversation is recognised, non-conversations are held back: a file that holds
+    # none (a dataset, a side file) is one error for the file, not one per item.
+    held: list[ConversationProblem] = []
+    first_item: Any = None
+    recognised = False
     index = 0
     while True:
         try:
             item = next(items)
         except StopIteration:
+            if held:
+                raise _unsupported(len(held), first_item)
             return
         except (ijson.JSONError, UnicodeDecodeError) as exc:
             reason = _first_line(exc)
@@ -252,6 +303,18 @@ def iter_export(stream: BinaryIO, *, open_after: str | None = None) -> Iterator[
                 bytes_read=source.bytes_read,
             ) from None
         result = _convert(item, index, open_after)
+        if not recognised:
+            if isinstance(result, ConversationProblem) and _not_a_conversation(result):
+                if not held:
+                    first_item = item
+                held.append(result)
+                if len(held) >= _SHAPE_PROBE:
+                    raise _unsupported(len(held), first_item)
+                index += 1
+                continue
+            recognised = True
+            yield from held
+            held.clear()
         if isinstance(result, Run):
             first = seen.get(result.run_id)
             if first is not None:
@@ -264,6 +327,45 @@ def iter_export(stream: BinaryIO, *, open_after: str | None = None) -> Iterator[
                 seen[result.run_id] = index
         yield result
         index += 1
+
+
+def export_member_names(names: list[str]) -> list[str]:
+    """The conversation members of an export zip: `conversations.json` or its numbered shards.
+
+    Exports put them at the top level, but a re-zipped download often nests them in a folder;
+    the shallowest folder that holds any wins, and its shards are read in name order.
+    """
+    found = [
+        n
+        for n in names
+        if not n.endswith("/") and not n.startswith("__MACOSX/") and _SHARD.match(posixpath.basename(n).lower())
+    ]
+    if not found:
+        return []
+    depth = min(n.count("/") for n in found)
+    folder = min(posixpath.dirname(n) for n in found if n.count("/") == depth)
+    return sorted(n for n in found if posixpath.dirname(n) == folder)
+
+
+def open_export_members(path: str | PathLike[str]) -> Iterator[tuple[str, BinaryIO]]:
+    """(member name, stream) of each conversation member of an export zip, one open at a time."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
+    with archive:
+        members = export_member_names([info.filename for info in archive.infolist()])
+        if not members:
+            raise FormatError(
+                "zip has no conversations.json (nor conversations-000.json shards); expected a ChatGPT or Claude data export"
+            )
+        for name in members:
+            try:
+                stream = archive.open(name)
+            except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:
+                raise FormatError(f"zip member {name} cannot be opened: {exc}") from None
+            with stream:
+                yield name, stream  # type: ignore[misc]
 
 
 def open_export_zip(path: str | PathLike[str]) -> BinaryIO:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
@@ -42,7 +43,9 @@ def _explain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]) or "document"
-        parts.append(f"{where.lstrip('.')}: {err['msg']}")
+        # pydantic names our private models ("or instance of _Message"); users never see those.
+        what = re.sub(r" or instance of \w+", "", err["msg"])
+        parts.append(f"{where.lstrip('.')}: {what}")
     more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return "; ".join(parts) + more
 

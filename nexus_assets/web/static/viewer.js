@@ -44,6 +44,10 @@
       { class: "meta" },
       ...metaRow("run", el("span", { class: "mono" }, trace.run_id), trace.run_status ? ` (${trace.run_status})` : ""),
       ...metaRow("path", el("code", {}, trace.json_path)),
+      ...metaRow("node", el("span", {}, trace.node_type || "unknown"), " · ",
+        trace.branch === "abandoned"
+          ? el("span", { class: "badge badge-abandoned" }, "abandoned branch")
+          : el("span", {}, "current branch")),
       ...metaRow("offsets", el("code", {}, `[${trace.start}, ${trace.end})`), ` · ${trace.end - trace.start} characters`),
       ...metaRow("node checksum", el("code", { class: "wrap" }, trace.node_checksum)),
       ...metaRow("run version", el("code", { class: "wrap" }, trace.version_id || "not in the vault")),
