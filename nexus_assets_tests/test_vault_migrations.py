@@ -54,7 +54,10 @@ def snapshot(db: Path) -> dict:
             "manifests": rows("SELECT topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed FROM manifests ORDER BY ALL"),
             "runs": rows("SELECT run_id, version_id, status, file_sha256, is_latest FROM runs ORDER BY ALL"),
             "llm_calls": rows("SELECT call_key, status, raw_response FROM llm_calls ORDER BY ALL"),
-            "occurrences": rows("SELECT * EXCLUDE (extraction_key) FROM occurrences ORDER BY ALL"),
+            "occurrences": rows(
+                "SELECT topic_id, run_id, version_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, "
+                "ts, position FROM occurrences ORDER BY ALL"
+            ),
         }
 
 
