@@ -12,9 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any, Iterator
 
-import jsonpath_rfc9535
-from jsonpath_ng import jsonpath
-from jsonpath_ng import parse as _jsonpath_parse
+from types import ModuleType
 
 Steps = tuple[str | int, ...]
 
@@ -68,12 +66,22 @@ def format_path(steps: Steps) -> str:
     return "".join(parts)
 
 
+@lru_cache(maxsize=None)
+def _library(name: str) -> ModuleType:
+    """The JSONPath parsers are loaded on first use: stored paths are normalized and read directly,
+    and the read-only commands should not pay ~60 ms to import parsers they never call."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
 @lru_cache(maxsize=65536)
-def _parse(path: str) -> jsonpath.JSONPath:
-    return _jsonpath_parse(path)
+def _parse(path: str):
+    return _library("jsonpath_ng").parse(path)
 
 
-def _steps_of(datum: jsonpath.DatumInContext) -> Steps:
+def _steps_of(datum) -> Steps:
+    jsonpath = _library("jsonpath_ng.jsonpath")
     chain = []
     node = datum
     while node is not None:
@@ -99,7 +107,7 @@ def _steps_of(datum: jsonpath.DatumInContext) -> Steps:
 
 @lru_cache(maxsize=4096)
 def _parse_rfc9535(path: str):
-    return jsonpath_rfc9535.compile(path)
+    return _library("jsonpath_rfc9535").compile(path)
 
 
 def _resolve_escaped(document: Any, path: str) -> tuple[Steps, Any]:
@@ -107,7 +115,7 @@ def _resolve_escaped(document: Any, path: str) -> tuple[Steps, Any]:
     jsonpath-ng reads `\\n` as `n`, so these go to an RFC 9535 implementation instead."""
     try:
         query = _parse_rfc9535(path)
-    except jsonpath_rfc9535.JSONPathError as exc:
+    except _library("jsonpath_rfc9535").JSONPathError as exc:
         raise PathError("malformed_pointer", f"json_path {path!r} is not valid JSONPath: {exc}") from None
     matches = query.find(document)
     if not matches:
