@@ -8,12 +8,10 @@ functions. Every state change is a row in `topic_transitions` with who made it a
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -31,7 +29,6 @@ from nexus_assets.core.manifest import chain_problems
 from nexus_assets.core.models import (
     Brick,
     Manifest,
-    SourceAddress,
     Topic,
     TopicState,
 )
@@ -66,12 +63,8 @@ def _file_key(path: str | Path) -> str:
 
 
 def recorded_topics(vault: Vault) -> dict[str, RecordedTopic]:
-    states = dict(
-        vault.conn.execute(
-            "SELECT topic_id, list(DISTINCT to_state ORDER BY to_state) FROM topic_transitions GROUP BY topic_id"
-        ).fetchall()
-    )
-    files = dict(vault.conn.execute("SELECT topic_id, source_file FROM topics").fetchall())
+    states = vault.states_seen()
+    files = vault.topic_source_files()
     return {
         t.topic_id: RecordedTopic(t, files.get(t.topic_id), tuple(states.get(t.topic_id) or ()))
         for t in vault.topics()
@@ -80,13 +73,7 @@ def recorded_topics(vault: Vault) -> dict[str, RecordedTopic]:
 
 def topic_history(vault: Vault, topic_id: str) -> list[dict]:
     """Every state change of a topic, oldest first: from_state, to_state, actor, changed_at."""
-    cur = vault.conn.execute(
-        """SELECT from_state, to_state, actor, changed_at FROM topic_transitions
-           WHERE topic_id = ? ORDER BY changed_at, rowid""",
-        [topic_id],
-    )
-    cols = [c[0] for c in cur.description]
-    return [dict(zip(cols, row)) for row in cur.fetchall()]
+    return vault.topic_history(topic_id)
 
 
 def sealed_manifest(vault: Vault, topic_id: str) -> Manifest | None:
@@ -95,43 +82,11 @@ def sealed_manifest(vault: Vault, topic_id: str) -> Manifest | None:
 
 def sealed_snapshot(vault: Vault, topic_id: str) -> dict[str, Brick]:
     """The FINAL bricks exactly as they were when the topic was sealed."""
-    rows = vault.conn.execute(
-        "SELECT brick_id, order_index, content, fingerprint, sources_json FROM sealed_bricks WHERE topic_id = ?",
-        [topic_id],
-    ).fetchall()
-    return {
-        bid: Brick(
-            brick_id=bid,
-            topic_id=topic_id,
-            content=content,
-            fingerprint=fp,
-            state="FINAL",
-            order_index=order,
-            sources=tuple(SourceAddress(**s) for s in json.loads(sources)),
-        )
-        for bid, order, content, fp, sources in rows
-    }
+    return vault.sealed_snapshot(topic_id)
 
 
 def _store_snapshot(vault: Vault, topic_id: str, bricks: Sequence[Brick], manifest_hash: str) -> None:
-    stamp = now()
-    rows = [
-        [
-            topic_id,
-            b.brick_id,
-            b.order_index,
-            b.content,
-            b.fingerprint,
-            json.dumps([s.model_dump() for s in b.sources], ensure_ascii=False),
-            manifest_hash,
-            stamp,
-        ]
-        for b in bricks
-        if b.state == "FINAL"
-    ]
-    if rows:
-        # A seal resumed after a crash finds its snapshot half written: the first rows win.
-        vault.conn.executemany("INSERT INTO sealed_bricks VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+    vault.store_sealed_snapshot(topic_id, bricks, manifest_hash, now())
 
 
 def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True) -> list[str]:
@@ -148,13 +103,8 @@ def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = Tru
 
 def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:
     """Runs (or new versions of runs) ingested after the topic was LOCKED: seen, never compiled into it."""
-    row = vault.conn.execute(
-        "SELECT max(changed_at) FROM topic_transitions WHERE topic_id = ? AND to_state = 'LOCKED'", [topic_id]
-    ).fetchone()
-    if row is None or row[0] is None:
-        return []
-    rows = vault.conn.execute("SELECT DISTINCT run_id FROM runs WHERE ingested_at > ? ORDER BY run_id", [row[0]]).fetchall()
-    return [r[0] for r in rows]
+    locked = vault.locked_at(topic_id)
+    return vault.runs_ingested_after(locked) if locked is not None else []
 
 
 # Topic files
@@ -276,11 +226,6 @@ def _listed(items: Sequence[str], limit: int = 10) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _latest_sync(vault: Vault, topic_id: str) -> datetime | None:
-    row = vault.conn.execute("SELECT max(finished_at) FROM syncs WHERE topic_id = ? AND status = 'ok'", [topic_id]).fetchone()
-    return row[0] if row else None
-
-
 def _definition(topic: Topic) -> dict:
     return topic.model_dump(mode="json", exclude={"state"})
 
@@ -288,40 +233,21 @@ def _definition(topic: Topic) -> dict:
 def sync_lag(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> tuple[list[str], list[str]]:
     """What the topic's latest successful sync has not seen: (reasons, offending runs and files)."""
     tid = topic.topic_id
-    last = _latest_sync(vault, tid)
+    last = vault.latest_ok_sync(tid)
     if last is None:
         return [f"topic {tid!r} has never been synced"], []
     reasons, offending = [], []
-    ingested = [
-        r[0]
-        for r in vault.conn.execute(
-            "SELECT DISTINCT run_id FROM runs WHERE ingested_at > ? ORDER BY run_id", [last]
-        ).fetchall()
-    ]
+    ingested = vault.runs_ingested_after(last)
     if ingested:
         reasons.append(f"runs ingested after it: {_listed(ingested)}")
         offending += ingested
-    closed = [
-        r[0]
-        for r in vault.conn.execute(
-            "SELECT run_id FROM run_closures WHERE closed_at > ? ORDER BY run_id", [last]
-        ).fetchall()
-    ]
+    closed = vault.runs_closed_after(last)
     if closed:
         reasons.append(f"runs closed after it: {_listed(closed)}")
         offending += [r for r in closed if r not in offending]
     # A sync can succeed with runs its extractor did not answer for (failed LLM calls are retried
     # by the next sync); their bricks would be missing from the seal.
-    unanswered = [
-        r[0]
-        for r in vault.conn.execute(
-            """SELECT r.run_id FROM runs r WHERE r.is_latest AND NOT EXISTS (
-                   SELECT 1 FROM extractions e WHERE e.topic_id = ? AND e.run_id = r.run_id
-                   AND e.version_id = r.version_id AND e.validated)
-               ORDER BY r.run_id""",
-            [tid],
-        ).fetchall()
-    ]
+    unanswered = vault.runs_not_validated_for(tid)
     if unanswered:
         reasons.append(f"runs not extracted and validated for it yet: {_listed(unanswered)}")
         offending += [r for r in unanswered if r not in offending]

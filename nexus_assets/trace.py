@@ -9,14 +9,7 @@ from nexus_assets.vault import RunVersion, Vault
 
 def trace_brick(vault: Vault, brick_id: str) -> dict:
     (brick,) = vault.bricks(brick_ids=[brick_id])
-    seen_in = dict(
-        ((r, p, s, e, c), v)
-        for r, p, s, e, c, v in vault.conn.execute(
-            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, version_id FROM occurrences
-               WHERE topic_id = ?""",
-            [brick.topic_id],
-        ).fetchall()
-    )
+    seen_in = vault.occurrence_versions(brick.topic_id)
     keys = {}
     for a in brick.sources:
         version = seen_in.get((a.run_id, a.json_path, a.start, a.end, a.node_checksum))

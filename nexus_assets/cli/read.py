@@ -87,14 +87,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        matches = vault.conn.execute(
-            "SELECT brick_id FROM bricks WHERE brick_id LIKE ? || '%' ORDER BY brick_id LIMIT 2", [args.brick_id]
-        ).fetchall()
+        matches = vault.brick_ids_with_prefix(args.brick_id)
         if not matches:
             raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
         if len(matches) > 1:
             raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
-        traced = trace_brick(vault, matches[0][0])
+        traced = trace_brick(vault, matches[0])
     lines = [
         f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''}"
         f"{' ABANDONED BRANCH (every source)' if traced['abandoned'] else ''} in {traced['topic_id']}"

@@ -24,6 +24,7 @@ import duckdb
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
+from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
     Brick,
@@ -122,7 +123,7 @@ class RunVersion:
     version_id: str
 
 
-class Vault:
+class Vault(HistoryQueries):
     """Typed access to the vault over one DuckDB connection."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):

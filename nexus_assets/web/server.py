@@ -108,9 +108,10 @@ class ViewerServer(ThreadingHTTPServer):
                     raise VaultBusy(f"vault {self.db_path} is being written by this process") from None
                 time.sleep(0.05)
         try:
-            if not conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'syncs'").fetchone():
+            vault = Vault(conn, migrate=False)
+            if not vault.holds_vault_tables():
                 raise NoVault(f"{self.db_path} holds no vault tables yet; run `nexus sync` first")
-            yield Vault(conn, migrate=False)
+            yield vault
         finally:
             conn.close()
 

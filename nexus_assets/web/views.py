@@ -68,17 +68,11 @@ class TopicPage:
 
 
 def _last_syncs(vault: Vault) -> dict[str, LastSync]:
-    rows = vault.conn.execute(
-        "SELECT topic_id, arg_max(status, finished_at), max(finished_at) FROM syncs GROUP BY topic_id"
-    ).fetchall()
-    return {t: LastSync(status, at) for t, status, at in rows}
+    return {t: LastSync(status, at) for t, (status, at) in vault.last_syncs().items()}
 
 
 def _stale_counts(vault: Vault) -> dict[str, int]:
-    rows = vault.conn.execute(
-        "SELECT topic_id, count(*) FROM bricks WHERE stale AND state != 'SUPERSEDED' GROUP BY topic_id"
-    ).fetchall()
-    return dict(rows)
+    return vault.stale_counts()
 
 
 def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:

@@ -1,0 +1,140 @@
+"""The vault's queries about history: topic transitions, syncs, seal snapshots, runs since a time.
+
+A mixin of `Vault`: the lifecycle, the viewer and the CLI read these through named methods, so
+all SQL stays in this package.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Sequence
+
+import duckdb
+
+from nexus_assets.core.models import Brick, SourceAddress
+
+
+class HistoryQueries:
+    conn: duckdb.DuckDBPyConnection
+
+    def states_seen(self) -> dict[str, list[str]]:
+        """Every state each topic has ever been in."""
+        return dict(
+            self.conn.execute(
+                "SELECT topic_id, list(DISTINCT to_state ORDER BY to_state) FROM topic_transitions GROUP BY topic_id"
+            ).fetchall()
+        )
+
+    def topic_source_files(self) -> dict[str, str | None]:
+        return dict(self.conn.execute("SELECT topic_id, source_file FROM topics").fetchall())
+
+    def topic_history(self, topic_id: str) -> list[dict]:
+        """Every state change of a topic, oldest first: from_state, to_state, actor, changed_at."""
+        cur = self.conn.execute(
+            """SELECT from_state, to_state, actor, changed_at FROM topic_transitions
+               WHERE topic_id = ? ORDER BY changed_at, rowid""",
+            [topic_id],
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def locked_at(self, topic_id: str) -> datetime | None:
+        row = self.conn.execute(
+            "SELECT max(changed_at) FROM topic_transitions WHERE topic_id = ? AND to_state = 'LOCKED'", [topic_id]
+        ).fetchone()
+        return row[0] if row else None
+
+    def sealed_snapshot(self, topic_id: str) -> dict[str, Brick]:
+        """The FINAL bricks exactly as they were when the topic was sealed."""
+        rows = self.conn.execute(
+            "SELECT brick_id, order_index, content, fingerprint, sources_json FROM sealed_bricks WHERE topic_id = ?",
+            [topic_id],
+        ).fetchall()
+        return {
+            bid: Brick(
+                brick_id=bid,
+                topic_id=topic_id,
+                content=content,
+                fingerprint=fp,
+                state="FINAL",
+                order_index=order,
+                sources=tuple(SourceAddress(**s) for s in json.loads(sources)),
+            )
+            for bid, order, content, fp, sources in rows
+        }
+
+    def store_sealed_snapshot(self, topic_id: str, bricks: Sequence[Brick], manifest_hash: str, stamp: datetime) -> None:
+        rows = [
+            [
+                topic_id,
+                b.brick_id,
+                b.order_index,
+                b.content,
+                b.fingerprint,
+                json.dumps([s.model_dump() for s in b.sources], ensure_ascii=False),
+                manifest_hash,
+                stamp,
+            ]
+            for b in bricks
+            if b.state == "FINAL"
+        ]
+        if rows:
+            # A seal resumed after a crash finds its snapshot half written: the first rows win.
+            self.conn.executemany("INSERT INTO sealed_bricks VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+
+    def runs_ingested_after(self, moment: datetime) -> list[str]:
+        rows = self.conn.execute("SELECT DISTINCT run_id FROM runs WHERE ingested_at > ? ORDER BY run_id", [moment]).fetchall()
+        return [r[0] for r in rows]
+
+    def runs_closed_after(self, moment: datetime) -> list[str]:
+        rows = self.conn.execute("SELECT run_id FROM run_closures WHERE closed_at > ? ORDER BY run_id", [moment]).fetchall()
+        return [r[0] for r in rows]
+
+    def runs_not_validated_for(self, topic_id: str) -> list[str]:
+        """Latest run versions the topic's extractor has not answered for (or not validated) yet."""
+        rows = self.conn.execute(
+            """SELECT r.run_id FROM runs r WHERE r.is_latest AND NOT EXISTS (
+                   SELECT 1 FROM extractions e WHERE e.topic_id = ? AND e.run_id = r.run_id
+                   AND e.version_id = r.version_id AND e.validated)
+               ORDER BY r.run_id""",
+            [topic_id],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def latest_ok_sync(self, topic_id: str) -> datetime | None:
+        row = self.conn.execute("SELECT max(finished_at) FROM syncs WHERE topic_id = ? AND status = 'ok'", [topic_id]).fetchone()
+        return row[0] if row else None
+
+    def last_syncs(self) -> dict[str, tuple[str, datetime]]:
+        """(status, finished_at) of each topic's latest sync."""
+        rows = self.conn.execute(
+            "SELECT topic_id, arg_max(status, finished_at), max(finished_at) FROM syncs GROUP BY topic_id"
+        ).fetchall()
+        return {t: (status, at) for t, status, at in rows}
+
+    def stale_counts(self) -> dict[str, int]:
+        rows = self.conn.execute(
+            "SELECT topic_id, count(*) FROM bricks WHERE stale AND state != 'SUPERSEDED' GROUP BY topic_id"
+        ).fetchall()
+        return dict(rows)
+
+    def brick_ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT brick_id FROM bricks WHERE brick_id LIKE ? || '%' ORDER BY brick_id LIMIT ?", [prefix, limit]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def occurrence_versions(self, topic_id: str) -> dict[tuple[str, str, int, int, str], str]:
+        """(run_id, json_path, start, end, node_checksum) -> the run version each occurrence was seen in."""
+        return {
+            (r, p, s, e, c): v
+            for r, p, s, e, c, v in self.conn.execute(
+                """SELECT run_id, json_path, start_offset, end_offset, node_checksum, version_id FROM occurrences
+                   WHERE topic_id = ?""",
+                [topic_id],
+            ).fetchall()
+        }
+
+    def holds_vault_tables(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'syncs'").fetchone() is not None
