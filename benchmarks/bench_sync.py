@@ -409,7 +409,11 @@ def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path) -> tuple[float, 
     rose = after.ru_maxrss > before.ru_maxrss or before.ru_maxrss == 0
     peak = after.ru_maxrss * 1024 if rose else None  # Linux reports KiB
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return elapsed, cpu, peak, summarize(json.loads(proc.stdout))
+    try:
+        summary = summarize(json.loads(proc.stdout))
+    except json.JSONDecodeError:
+        raise SystemExit(f"nexus sync (export) printed no JSON summary:\n{proc.stdout[:2000]}\n{proc.stderr[-3000:]}") from None
+    return elapsed, cpu, peak, summary
 
 
 def best_of(argv: list[str], repeats: int = 5, cwd: Path | None = None) -> float:
