@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from nexus_assets.core.models import Topic
+from nexus_assets.core.validation import explain
 
 
 @dataclass(frozen=True)
@@ -16,10 +17,6 @@ class TopicFile:
     path: Path
     topic: Topic | None
     problem: str | None = None
-
-
-def _explain(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'topic'}: {e['msg']}" for e in exc.errors())
 
 
 def read_topic_file(path: Path) -> TopicFile:
@@ -34,7 +31,7 @@ def read_topic_file(path: Path) -> TopicFile:
     try:
         return TopicFile(path, Topic.model_validate(data))
     except ValidationError as exc:
-        return TopicFile(path, None, f"topic file {path}: {_explain(exc)}")
+        return TopicFile(path, None, f"topic file {path}: {explain(exc, whole='topic', limit=10)}")
 
 
 def read_topic_files(topics_dir: Path) -> list[TopicFile]:

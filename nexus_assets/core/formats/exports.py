@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from nexus_assets.core.formats import FormatError, detect_format
 from nexus_assets.core.models import Run, RunStatus
 from nexus_assets.core.order import normalize_timestamp
+from nexus_assets.core.validation import explain
 
 try:
     _ijson: Any = ijson.get_backend("yajl2_c")
@@ -132,18 +133,6 @@ def export_status(last_activity: Any, created: Any, open_after: str | None) -> R
     return "OPEN" if active is not None and active >= threshold else "CLOSED"
 
 
-def explain(exc: ValidationError, limit: int = 3) -> str:
-    """Pydantic's errors as `where: what`, with where written like a path into the conversation."""
-    parts = []
-    for err in exc.errors()[:limit]:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-        what = err["msg"][:1].lower() + err["msg"][1:]
-        what = re.sub(r" or instance of \w+", "", what)  # pydantic names our private models here
-        parts.append(f"{where or 'conversation'}: {what}")
-    more = f" (+{exc.error_count() - limit} more)" if exc.error_count() > limit else ""
-    return "; ".join(parts) + more
-
-
 def checked_conversation(conversation: Any, shape: type[BaseModel], id_keys: tuple[str, ...], index: int | None) -> tuple[str, str]:
     """(label, run_id) of a conversation whose shape validates; ConversationError naming it otherwise."""
     label = conversation_label(conversation, id_keys, index)
@@ -153,7 +142,7 @@ def checked_conversation(conversation: Any, shape: type[BaseModel], id_keys: tup
     try:
         shape.model_validate(conversation)
     except ValidationError as exc:
-        raise ConversationError(label, explain(exc)) from None
+        raise ConversationError(label, explain(exc, whole="conversation", limit=3)) from None
     return label, run_id
 
 

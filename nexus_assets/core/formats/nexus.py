@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from nexus_assets.core.formats import FormatError, document_version
 from nexus_assets.core.models import Node, Run
 from nexus_assets.core.order import normalize_timestamp
+from nexus_assets.core.validation import explain
 
 ROLE_NODE_TYPES = {
     "user": "user_message",
@@ -39,22 +40,11 @@ class _NexusRun(BaseModel):
     messages: list[_Message]
 
 
-def _explain(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]) or "document"
-        # pydantic names our private models ("or instance of _Message"); users never see those.
-        what = re.sub(r" or instance of \w+", "", err["msg"])
-        parts.append(f"{where.lstrip('.')}: {what}")
-    more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
-    return "; ".join(parts) + more
-
-
 def nexus_run(document: Any) -> Run:
     try:
         parsed = _NexusRun.model_validate(document)
     except ValidationError as exc:
-        raise FormatError(f"not a valid Nexus run: {_explain(exc)}") from None
+        raise FormatError(f"not a valid Nexus run: {explain(exc, whole='document')}") from None
     if any(ch in parsed.run_id for ch in "\x00\n\r\t"):
         raise FormatError("not a valid Nexus run: run_id contains control characters")
     nodes = tuple(
