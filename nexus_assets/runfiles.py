@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.formats import FormatError, parse_document
 from nexus_assets.core.formats import limits as L
 from nexus_assets.core.formats.exports import SIDE_FILES
 from nexus_assets.core.models import IngestionError, Run
@@ -92,28 +92,6 @@ def _decode(data: bytes, name: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FormatError(f"not valid UTF-8 at byte {exc.start}; re-export it as UTF-8") from None
-
-
-def parse_document(document: object, *, open_after: str | None = None) -> Run:
-    """One run from one JSON document of any supported format."""
-    kind = detect_format(document)
-    if kind == "nexus":
-        from nexus_assets.core.formats.nexus import nexus_run
-
-        return nexus_run(document)
-    if kind == "chatgpt":
-        from nexus_assets.core.formats.chatgpt import chatgpt_run
-
-        return chatgpt_run(document, open_after=open_after)
-    if kind == "claude":
-        from nexus_assets.core.formats.claude import claude_run
-
-        return claude_run(document, open_after=open_after)
-    keys = sorted(document)[:8] if isinstance(document, dict) else type(document).__name__
-    raise FormatError(
-        f"valid JSON but not a known run format (found {keys}); expected a Nexus run "
-        '{"run_id", "status", "messages"} or a ChatGPT/Claude conversations.json export'
-    )
 
 
 def _load_whole(data: bytes, limits: Limits, open_after: str | None) -> Run:

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, Sequence
 import duckdb
 
 from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.formats import parse_document
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.vault.history import HistoryQueries
@@ -475,8 +476,6 @@ class Vault(HistoryQueries):
         return dict(self.conn.execute("SELECT run_id, min(ingest_seq) FROM runs GROUP BY run_id").fetchall())
 
     def load_runs(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]:
-        from nexus_assets.runfiles import parse_document
-
         keys = list(keys)
         if not keys:
             return {}

@@ -15,7 +15,7 @@ from typing import Callable
 import duckdb
 
 from nexus_assets.core.nodes import node_records
-from nexus_assets.runfiles import parse_document
+from nexus_assets.core.formats import parse_document
 
 
 @dataclass(frozen=True)

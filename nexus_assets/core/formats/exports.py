@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Iterator
 import ijson
 from pydantic import BaseModel, ValidationError
 
-from nexus_assets.core.formats import FormatError, detect_format
+from nexus_assets.core.formats import FormatError, detect_format, parse_document
 from nexus_assets.core.models import Run, RunStatus
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.core.validation import explain
@@ -200,18 +200,12 @@ def _first_line(exc: Exception) -> str:
 
 
 def _convert(item: Any, index: int, open_after: str | None) -> Run | ConversationProblem:
-    from nexus_assets.core.formats.chatgpt import chatgpt_run
-    from nexus_assets.core.formats.claude import claude_run
-
     if not isinstance(item, dict):
         kind = "null" if item is None else type(item).__name__
         return ConversationProblem(index, None, f"array item #{index} is {kind}, not a conversation object")
-    kind = detect_format(item)
     try:
-        if kind == "chatgpt":
-            return chatgpt_run(item, open_after=open_after, index=index)
-        if kind == "claude":
-            return claude_run(item, open_after=open_after, index=index)
+        if detect_format(item) in ("chatgpt", "claude"):
+            return parse_document(item, open_after=open_after, index=index)
     except ConversationError as exc:
         return ConversationProblem(index, _plain_id(item), exc.detail)
     except FormatError as exc:
