@@ -171,38 +171,50 @@ def _pointer_list(value: Any) -> list[Any] | None:
     return None
 
 
-def parse_reply(text: str | None) -> list[Any]:
-    """The raw pointers in a model reply: a JSON object, JSON in ``` fences, the first JSON object
-    with `extracted_pointers` embedded in prose, or a bare list of pointer objects. Items are
-    returned as they came (the gate judges them); anything else raises ReplyNotJSON."""
+def parse_json_reply(
+    text: str | None, *, extract: Callable[[Any], list[Any] | None], embedded: Callable[[Any], bool], what: str
+) -> list[Any]:
+    """The items a model reply carries, read tolerantly: plain JSON, JSON in ``` fences (after any
+    <think> block), or the first JSON value in prose that `embedded` accepts. `extract` maps a
+    decoded value to its items (None: not this kind of reply). Items come back unchecked; anything
+    else raises ReplyNotJSON. Used for pointer replies and topic-discovery replies alike."""
     if text is None or not text.strip():
         raise ReplyNotJSON("the reply is empty")
     body = _THINK.sub("", text).strip()  # reasoning models prepend their thoughts
-    candidates = [body] + [m.group(1).strip() for m in _FENCE.finditer(body)]
-    for candidate in candidates:
+    for candidate in [body] + [m.group(1).strip() for m in _FENCE.finditer(body)]:
         try:
             value = json.loads(candidate)
         except ValueError:
             continue
-        found = _pointer_list(value)
+        found = extract(value)
         if found is not None:
             return found
-    # JSON embedded in prose: raw_decode from each "{" copes with braces inside strings.
+    # JSON embedded in prose: raw_decode from each "{" or "[" copes with brackets inside strings.
     decoder = json.JSONDecoder()
     for match in re.finditer(r"[{\[]", body):
         try:
             value, _ = decoder.raw_decode(body, match.start())
         except ValueError:
             continue
-        if isinstance(value, dict) and "extracted_pointers" in value:
-            found = _pointer_list(value)
+        if embedded(value):
+            found = extract(value)
             if found is not None:
                 return found
-        if isinstance(value, list) and value and _pointer_list(value) is not None:
-            if all("json_path" in item for item in value):
-                return value
     snippet = " ".join(body.split())[:120]
-    raise ReplyNotJSON(f"the reply holds no pointer JSON: {snippet!r}")
+    raise ReplyNotJSON(f"the reply holds no {what} JSON: {snippet!r}")
+
+
+def _embedded_pointers(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "extracted_pointers" in value
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "json_path" in i for i in value)
+
+
+def parse_reply(text: str | None) -> list[Any]:
+    """The raw pointers in a model reply: a JSON object, JSON in ``` fences, the first JSON object
+    with `extracted_pointers` embedded in prose, or a bare list of pointer objects. Items are
+    returned as they came (the gate judges them); anything else raises ReplyNotJSON."""
+    return parse_json_reply(text, extract=_pointer_list, embedded=_embedded_pointers, what="pointer")
 
 
 def response_formats(schema: dict[str, Any], name: str) -> tuple[tuple[str, dict[str, Any] | None], ...]:

@@ -6,15 +6,13 @@ existing topics and written as a DRAFT file that a person must review and activa
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.scope import node_text
-from nexus_assets.llm.client import ReplyNotJSON
+from nexus_assets.llm.client import parse_json_reply
 
 DISCOVER_PROMPT_VERSION = "discover-v1"
 # Source text sent per discovery call (~6k tokens): the most recent runs first, each message cut short.
@@ -96,10 +94,6 @@ def render_messages(runs: Sequence[Run], existing: Sequence[Topic]) -> list[dict
     ]
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-
-
 def _topic_list(value: Any) -> list[Any] | None:
     if isinstance(value, dict):
         if isinstance(value.get("topics"), list):
@@ -115,23 +109,6 @@ def _topic_list(value: Any) -> list[Any] | None:
 def parse_topics_reply(text: str | None) -> list[Any]:
     """The raw topic suggestions in a reply: plain JSON, JSON in ``` fences, or the first JSON
     object with `topics` embedded in prose. Items come back unchecked; anything else raises ReplyNotJSON."""
-    if text is None or not text.strip():
-        raise ReplyNotJSON("the reply is empty")
-    body = _THINK.sub("", text).strip()
-    for candidate in [body] + [m.group(1).strip() for m in _FENCE.finditer(body)]:
-        try:
-            found = _topic_list(json.loads(candidate))
-        except ValueError:
-            continue
-        if found is not None:
-            return found
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", body):
-        try:
-            value, _ = decoder.raw_decode(body, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("topics"), list):
-            return value["topics"]
-    snippet = " ".join(body.split())[:120]
-    raise ReplyNotJSON(f"the reply holds no topics JSON: {snippet!r}")
+    return parse_json_reply(
+        text, extract=_topic_list, embedded=lambda v: isinstance(v, dict) and isinstance(v.get("topics"), list), what="topics"
+    )
