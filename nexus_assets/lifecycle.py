@@ -92,13 +92,10 @@ def _store_snapshot(vault: Vault, topic_id: str, bricks: Sequence[Brick], manife
 def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True) -> list[str]:
     """Everything that shows the topic's FINAL bricks or its manifest history were altered."""
     problems = chain_problems(vault.manifests(topic_id)) if with_chain else []
-    return problems + final_problems(
-        topic_id,
-        vault.bricks(topic_id),
-        sealed_manifest(vault, topic_id),
-        sealed_snapshot(vault, topic_id),
-        vault.latest_manifest(topic_id),
-    )
+    sealed = sealed_manifest(vault, topic_id)
+    # Never sealed: only a FINAL brick (which nothing but a seal may make) is a problem to look at.
+    bricks = vault.bricks(topic_id) if sealed is not None else vault.bricks(topic_id, state="FINAL")
+    return problems + final_problems(topic_id, bricks, sealed, sealed_snapshot(vault, topic_id), vault.latest_manifest(topic_id))
 
 
 def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:

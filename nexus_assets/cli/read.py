@@ -14,9 +14,9 @@ from nexus_assets.trace import trace_brick
 def cmd_topics(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         counts = vault.brick_counts()
+        hashes = vault.latest_manifest_hashes()
         rows = []
         for t in vault.topics():
-            m = vault.latest_manifest(t.topic_id)
             by_state = counts.get(t.topic_id, {})
             rows.append(
                 {
@@ -26,7 +26,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
                     "ordering_rule": t.ordering_rule,
                     "bricks": by_state,
                     "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
-                    "manifest_hash": m.manifest_hash if m else None,
+                    "manifest_hash": hashes.get(t.topic_id),
                 }
             )
     text = "\n".join(

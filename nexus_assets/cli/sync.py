@@ -182,9 +182,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     # Read-write: DuckDB refuses a read-only handle in a process that just wrote the same file.
     with open_vault(args, write=True) as vault:
         counts = vault.brick_counts()
+        hashes = vault.latest_manifest_hashes()
         for r in results:
-            m = vault.latest_manifest(r["topic_id"])
-            r["manifest_hash"] = m.manifest_hash if m else None
+            r["manifest_hash"] = hashes.get(r["topic_id"])
             r["bricks"] = counts.get(r["topic_id"], {})
         errors_total = vault.ingestion_error_count()
     lines = []

@@ -746,8 +746,13 @@ class Vault(HistoryQueries):
 
     # Bricks and manifests
 
-    def bricks(self, topic_id: str | None = None, *, brick_ids: Iterable[str] | None = None) -> list[Brick]:
+    def bricks(
+        self, topic_id: str | None = None, *, brick_ids: Iterable[str] | None = None, state: str | None = None
+    ) -> list[Brick]:
         where, params = [], []
+        if state is not None:
+            where.append("b.state = ?")
+            params.append(state)
         if topic_id is not None:
             where.append("b.topic_id = ?")
             params.append(topic_id)
