@@ -106,22 +106,17 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
     return found
 
 
-def current_drift(vault: Vault, topic_id: str, bricks: list[Brick]) -> list[Drift]:
+def current_drift(vault: Vault, topic_id: str) -> list[Drift]:
     """Drift as the files stand now, re-reading only what moved since the sync read it.
 
     The sync has just ingested every changed file, so a source whose run has a newer version is
     checked against that version's stored nodes; a source file that is gone is drift; a file
     whose stat moved but gave no new version (it no longer reads, say) is re-read. The full
     re-read of every file is `file_drift`, run by `nexus verify` and the nightly schedule.
+    When nothing moved, no brick is loaded: a no-change sync does not pay per brick.
     """
     stale = stale_addresses(vault, topic_id)
-    found = [
-        Drift(b.brick_id, b.topic_id, a, f"run {a.run_id}: {a.json_path} changed in a newer version of the run")
-        for b in bricks
-        for a in b.sources
-        if a in stale
-    ]
-    run_ids = {a.run_id for b in bricks for a in b.sources}
+    run_ids = vault.brick_source_runs(topic_id)
     sources = vault.run_sources(run_ids)
     recorded = vault.file_stats()
     moved = {
@@ -130,6 +125,15 @@ def current_drift(vault: Vault, topic_id: str, bricks: list[Brick]) -> list[Drif
         if not Path(file).exists() or file_stat(Path(file)) != recorded.get(file)
     }
     missing = run_ids - set(sources)
+    if not stale and not moved and not missing:
+        return []
+    bricks = vault.bricks(topic_id)
+    found = [
+        Drift(b.brick_id, b.topic_id, a, f"run {a.run_id}: {a.json_path} changed in a newer version of the run")
+        for b in bricks
+        for a in b.sources
+        if a in stale
+    ]
     again = [b.model_copy(update={"sources": tuple(a for a in b.sources if a.run_id in moved | missing)}) for b in bricks]
     flagged = {(d.brick_id, d.address) for d in found}
     found += [d for d in file_drift(vault, [b for b in again if b.sources]) if (d.brick_id, d.address) not in flagged]

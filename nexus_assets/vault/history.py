@@ -142,3 +142,13 @@ class HistoryQueries:
     def latest_manifest_hashes(self) -> dict[str, str]:
         """Each topic's newest manifest hash, without reading the manifests' brick lists."""
         return dict(self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall())
+
+    def brick_source_runs(self, topic_id: str) -> set[str]:
+        """Every run some brick of the topic has a source in."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT s.run_id FROM brick_sources s JOIN bricks b USING (brick_id) WHERE b.topic_id = ?", [topic_id]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def brick_count(self, topic_id: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
