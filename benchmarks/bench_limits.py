@@ -76,15 +76,18 @@ def bench_message(sizes: list[float]) -> list[dict]:
 
 
 READER = """
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from nexus_assets.runfiles import iter_run_file
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the (larger) benchmark process.
+def hwm():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+before = hwm()
 t = time.perf_counter()
 items = list(iter_run_file(Path(sys.argv[1]), sys.argv[1]))
 elapsed = time.perf_counter() - t
 problems = [i.problem for i in items if hasattr(i, "problem")]
-print(json.dumps({"seconds": elapsed, "baseline_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "problems": problems}))
+print(json.dumps({"seconds": elapsed, "baseline_kb": before, "peak_kb": hwm(), "problems": problems}))
 """
 
 
