@@ -113,3 +113,13 @@ def test_the_installed_command_runs_and_records_runs_in_dagster_home(project: Pr
             assert [r.job_name for r in instance.get_runs()] == ["compile_topic", "ingest_run_files"]
     finally:
         del os.environ["DAGSTER_HOME"]
+
+
+def test_vault_connections_never_draw_duckdb_progress_bars_on_stdout(tmp_path):
+    # A long query would otherwise print a progress bar into `nexus sync --json` (seen at 50 MB).
+    from nexus_assets.vault import Vault
+
+    with Vault.open(tmp_path / "v.duckdb") as v:
+        assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    with Vault.open(tmp_path / "v.duckdb", read_only=True) as v:
+        assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)

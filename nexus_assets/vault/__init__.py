@@ -129,6 +129,8 @@ class Vault(HistoryQueries):
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
         self.conn = conn
+        # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
+        conn.execute("SET enable_progress_bar = false")
         if migrate:
             upgrade(conn)
 
