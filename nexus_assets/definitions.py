@@ -8,7 +8,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, run_files, topic_manifest, validated_bricks
-from nexus_assets.defs.checks import checksum_drift, final_immutability, hallucination_rejection
+from nexus_assets.defs.checks import checksum_drift, extraction_quality, final_immutability, hallucination_rejection
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
@@ -19,7 +19,7 @@ DEFAULT_DB = "data/nexus.duckdb"
 
 
 ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
-CHECKS = [hallucination_rejection, checksum_drift, final_immutability]
+CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality]
 
 
 def build_resources(

@@ -12,6 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = REPO / "data" / "runs"
 SAMPLE_TOPICS = REPO / "data" / "topics"
+SAMPLE_GOLD = REPO / "data" / "gold"  # named by the sample topics' `quality:` as ../gold/
 
 
 @dataclass
@@ -76,6 +77,8 @@ def sample_project(root: Path) -> Project:
     project = Project(root)
     shutil.copytree(SAMPLE_RUNS, project.runs)
     shutil.copytree(SAMPLE_TOPICS, project.topics)
+    if SAMPLE_GOLD.is_dir():
+        shutil.copytree(SAMPLE_GOLD, project.root / "gold")
     return project
 
 

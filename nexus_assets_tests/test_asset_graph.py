@@ -32,7 +32,7 @@ def test_definitions_load_with_the_documented_shape():
         "topic_manifest": "manifest",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
-    assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability"}
+    assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality"}
     assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
     # Ingestion is one unpartitioned asset upstream of every topic partition.
     assert repo.asset_graph.get(dg.AssetKey("run_files")).partitions_def is None
@@ -46,7 +46,9 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
         for topic_id in ACTIVE:
             result = materialize_topic(project, topic_id, instance)
             assert result.success
-            assert check_results(result) == {"hallucination_rejection": True, "checksum_drift": True, "final_immutability": True}
+            assert check_results(result) == {
+                "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True
+            }
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0
             assert len(meta["manifest_hash"].value) == 64

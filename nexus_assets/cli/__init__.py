@@ -99,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "lifecycle:cmd_seal")
 
+    p = sub.add_parser("eval", parents=[common], help="extraction quality against a gold file: exact and overlap P/R/F1; read-only")
+    p.add_argument("topic")
+    p.add_argument("--gold", help="gold spans, JSONL: {topic_id, run_id, json_path, start, end} or {…, quote} per line")
+    p.add_argument("--init-gold", metavar="PATH", help="write the topic's current bricks as a starting gold file (never overwrites)")
+    p.add_argument("--extractor", help="score this extractor identity from the extractions kept in the vault")
+    p.add_argument("--extractors", action="store_true", help="score the bricks and every extractor identity seen for the topic")
+    p.add_argument("--min-precision", type=float, default=None, help="exit 1 when overlap precision is below this")
+    p.add_argument("--min-recall", type=float, default=None, help="exit 1 when overlap recall is below this")
+    _handler(p, "eval:cmd_eval")
+
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
     p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, computed_field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, computed_field, model_serializer
 
 from nexus_assets.core.paths import Steps, format_path, string_leaves
 
@@ -42,6 +42,16 @@ class ExtractionPolicy(BaseModel):
     exclusion_criteria: tuple[str, ...] = ()
 
 
+class QualityGate(BaseModel):
+    """A topic's extraction-quality check (DESIGN §9): a gold file and the figures it must reach."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    gold: str  # relative paths are read from the topic file's directory
+    min_precision: float = Field(default=0.0, ge=0.0, le=1.0)
+    min_recall: float = Field(default=0.0, ge=0.0, le=1.0)
+
+
 class Topic(BaseModel):
     """A compilation scope, defined by a person in a topic file."""
 
@@ -56,6 +66,17 @@ class Topic(BaseModel):
     include_hidden: bool = False
     # `current` compiles only the path the user last saw; `all` keeps abandoned branches too.
     branches: BranchScope = "all"
+    # Gold spans and thresholds for the `extraction_quality` check; it changes no brick.
+    quality: QualityGate | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_quality(self, handler):
+        # A topic without a quality gate serializes as before it existed, so its stored
+        # definition (and the inputs digest over it) does not change.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("quality", 0) is None:
+            del data["quality"]
+        return data
 
     @property
     def compiled(self) -> bool:

@@ -84,3 +84,64 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
             else ("FINAL bricks match the sealed manifest" if sealed else "not sealed; manifest chain intact")
         ),
     )
+
+
+@dg.asset_check(
+    asset=topic_manifest,
+    description="Extraction quality against the topic's gold spans (`quality:` in its topic file): overlap "
+    "precision and recall must reach min_precision and min_recall; exact-span figures and the gate's "
+    "acceptance rate are reported too. Passes with nothing to check when no gold is configured.",
+)
+def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    from nexus_assets.core.quality import GoldError
+    from nexus_assets.evaluation import evaluate, quality_gold_path
+
+    topic_id = context.partition_key
+    with vault.open() as v:
+        topic = v.topic(topic_id)
+        gate = topic.quality if topic is not None else None
+        if gate is None:
+            return dg.AssetCheckResult(passed=True, description="no gold configured (add `quality: {gold: …}` to the topic file)")
+        gold = quality_gold_path(v, topic_id, gate.gold)
+        try:
+            r = evaluate(v, topic_id, gold)
+        except GoldError as exc:
+            return dg.AssetCheckResult(passed=False, metadata={"gold_file": str(gold)}, description=str(exc))
+    failed = [
+        f"overlap {name} {value:.3f} < {minimum}"
+        for name, value, minimum in (
+            ("precision", r["overlap_precision"], gate.min_precision),
+            ("recall", r["overlap_recall"], gate.min_recall),
+        )
+        if value < minimum
+    ]
+    figures = ("overlap_precision", "overlap_recall", "overlap_f1", "exact_precision", "exact_recall", "exact_f1", "acceptance_rate")
+    return dg.AssetCheckResult(
+        passed=not failed,
+        metadata={
+            "gold_file": str(gold),
+            **{name: float(r[name]) for name in figures},
+            "min_precision": float(gate.min_precision),
+            "min_recall": float(gate.min_recall),
+            "predicted_spans": r["predicted"],
+            "gold_spans": r["gold"],
+            "exact_matches": r["exact_matches"],
+            "misses": len(r["misses"]),
+            "false_positives": len(r["false_positives"]),
+            "per_run": dg.MetadataValue.table(
+                [
+                    dg.TableRecord({"run_id": p["run_id"], **{k: p[k] for k in ("predicted", "gold", "exact_matches")},
+                                    **{k: float(p[k]) for k in figures[:6]}})
+                    for p in r["per_run"]
+                ],
+                schema=dg.TableSchema(
+                    columns=[dg.TableColumn("run_id", "string")]
+                    + [dg.TableColumn(k, "int") for k in ("predicted", "gold", "exact_matches")]
+                    + [dg.TableColumn(k, "float") for k in figures[:6]]
+                ),
+            ),
+        },
+        description="; ".join(failed) if failed else (
+            f"overlap P {r['overlap_precision']:.3f} ≥ {gate.min_precision}, R {r['overlap_recall']:.3f} ≥ {gate.min_recall}"
+        ),
+    )

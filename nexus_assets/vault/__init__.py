@@ -951,6 +951,69 @@ class Vault(HistoryQueries):
             counts.setdefault(topic_id, {})[state] = n
         return counts
 
+    # Extraction quality (DESIGN §9): what `nexus eval` and the `extraction_quality` check read
+
+    def topic_source_file(self, topic_id: str) -> str | None:
+        row = self.conn.execute("SELECT source_file FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
+        return row[0] if row else None
+
+    def brick_source_spans(self, topic_id: str) -> list[tuple[str, str, int, int]]:
+        """(run_id, json_path, start, end) of every source address of every brick of the topic,
+        superseded ones included: each is text the extractor found and the gate accepted."""
+        return self.conn.execute(
+            """SELECT DISTINCT s.run_id, s.json_path, s.start_offset, s.end_offset
+               FROM brick_sources s JOIN bricks b USING (brick_id)
+               WHERE b.topic_id = ? ORDER BY ALL""",
+            [topic_id],
+        ).fetchall()
+
+    def pointer_verdict_counts(self, topic_id: str) -> tuple[int, int]:
+        """(accepted, rejected) pointers of the topic, from the stored occurrences and rejections."""
+        return self.conn.execute(
+            """SELECT (SELECT count(*) FROM occurrences WHERE topic_id = ?),
+                      (SELECT count(*) FROM rejections WHERE topic_id = ?)""",
+            [topic_id, topic_id],
+        ).fetchone()
+
+    def latest_node_texts(self, addresses: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """Text of stored nodes in each run's latest version, by (run_id, normalized json_path)."""
+        addresses = list(dict.fromkeys(addresses))
+        if not addresses:
+            return {}
+        rows = self.conn.execute(
+            """SELECT n.run_id, n.json_path, n.text FROM nodes n
+               JOIN runs r ON r.run_id = n.run_id AND r.version_id = n.version_id AND r.is_latest
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS json_path) k
+                 ON k.run_id = n.run_id AND k.json_path = n.json_path""",
+            [[a[0] for a in addresses], [a[1] for a in addresses]],
+        ).fetchall()
+        return {(r, p): t for r, p, t in rows}
+
+    def latest_raw_json(self, run_id: str) -> str | None:
+        """The latest version's raw JSON (for gold paths not written in normalized form)."""
+        row = self.conn.execute("SELECT raw_json FROM runs WHERE run_id = ? AND is_latest", [run_id]).fetchone()
+        return row[0] if row else None
+
+    def extractor_identities(self, topic_id: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT extractor FROM extractions WHERE topic_id = ? ORDER BY extractor", [topic_id]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def kept_extractions(self, topic_id: str, extractor: str) -> list[tuple[RunVersion, list]]:
+        """The pointers one extractor identity returned for the topic: for each run, its answer for
+        the newest run version that identity was asked about (the latest answer, if asked twice)."""
+        rows = self.conn.execute(
+            """SELECT e.run_id, e.version_id, e.pointers_json FROM extractions e
+               JOIN runs r ON r.run_id = e.run_id AND r.version_id = e.version_id
+               WHERE e.topic_id = ? AND e.extractor = ?
+               QUALIFY row_number() OVER (PARTITION BY e.run_id ORDER BY r.ingest_seq DESC, e.created_at DESC,
+                                          e.extraction_key) = 1
+               ORDER BY e.run_id""",
+            [topic_id, extractor],
+        ).fetchall()
+        return [(RunVersion(r, v), json.loads(p)) for r, v, p in rows]
+
 
 def _with(run: Run, **changes) -> Run:
     return replace(run, **changes)

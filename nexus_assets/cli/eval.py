@@ -1,0 +1,96 @@
+"""`nexus eval`: extraction quality against a gold file (DESIGN §9). Read-only: it never writes the
+vault, and imports neither Dagster nor the LLM client."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from nexus_assets.cli.common import UsageError, emit, open_vault, require_topic
+from nexus_assets.core.quality import GoldError
+from nexus_assets.evaluation import evaluate, gold_lines_for
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    if args.init_gold:
+        return _init_gold(args)
+    if not args.gold:
+        raise UsageError("nexus eval needs --gold PATH (or --init-gold PATH to start a gold file from the current bricks)")
+    with open_vault(args) as vault:
+        require_topic(vault, args.topic)
+        if args.extractors:
+            identities = vault.extractor_identities(args.topic)
+            wanted = [None, *identities]
+        elif args.extractor:
+            known = vault.extractor_identities(args.topic)
+            if args.extractor not in known:
+                raise UsageError(
+                    f"no extractions by {args.extractor!r} for topic {args.topic!r}; "
+                    f"identities seen: {', '.join(known) or 'none (run `nexus sync` first)'}"
+                )
+            wanted = [args.extractor]
+        else:
+            wanted = [None]
+        try:
+            results = [evaluate(vault, args.topic, Path(args.gold), extractor=x) for x in wanted]
+        except GoldError as exc:
+            raise UsageError(str(exc)) from None
+    below = [r for r in results if _below(r, args)]
+    if args.json:
+        emit(args, results if args.extractors else results[0])
+    else:
+        print("\n\n".join(_text(r, detail=not args.extractors) for r in results))
+        for r in below:
+            print(f"BELOW THRESHOLD: {r['extractor']} overlap precision {r['overlap_precision']:.3f} "
+                  f"(min {args.min_precision}), overlap recall {r['overlap_recall']:.3f} (min {args.min_recall})")
+    return 1 if below else 0
+
+
+def _below(result: dict, args: argparse.Namespace) -> bool:
+    # Thresholds compare the overlap figures, as the `extraction_quality` check does.
+    return (args.min_precision is not None and result["overlap_precision"] < args.min_precision) or (
+        args.min_recall is not None and result["overlap_recall"] < args.min_recall
+    )
+
+
+def _init_gold(args: argparse.Namespace) -> int:
+    path = Path(args.init_gold)
+    if path.exists():
+        raise UsageError(f"{path} already exists; eval never overwrites a gold file (remove it or pick another path)")
+    with open_vault(args) as vault:
+        require_topic(vault, args.topic)
+        lines = gold_lines_for(vault, args.topic)
+    if not lines:
+        raise UsageError(f"topic {args.topic!r} has no bricks yet; run `nexus sync --topic {args.topic}` first")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("x", encoding="utf-8") as f:
+        f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    emit(args, {"gold_file": str(path), "lines": len(lines)}, f"wrote {len(lines)} gold spans to {path}; edit it by hand")
+    return 0
+
+
+def _row(name: str, f: dict) -> str:
+    return (
+        f"{name:<34} {f['predicted']:>5} {f['gold']:>5} {f['exact_matches']:>5}  "
+        f"{f['exact_precision']:.3f} {f['exact_recall']:.3f} {f['exact_f1']:.3f}  "
+        f"{f['overlap_precision']:.3f} {f['overlap_recall']:.3f} {f['overlap_f1']:.3f}"
+    )
+
+
+def _addr(s: dict) -> str:
+    return f"  {s['run_id']} {s['json_path']} [{s['start']}:{s['end']}]"
+
+
+def _text(r: dict, *, detail: bool) -> str:
+    lines = [
+        f"{r['topic_id']} against {r['gold_file']} ({r['extractor']}); gate acceptance {r['acceptance_rate']:.3f} "
+        f"({r['accepted_pointers']} accepted, {r['rejected_pointers']} rejected)",
+        f"{'':<34} {'pred':>5} {'gold':>5} {'exact':>5}  {'P':<5} {'R':<5} {'F1':<5}  {'oP':<5} {'oR':<5} {'oF1':<5}",
+        _row("all runs", r),
+        *(_row(p["run_id"][:34], p) for p in r["per_run"]),
+    ]
+    if detail:
+        lines += [f"misses ({len(r['misses'])}, exact):", *map(_addr, r["misses"])]
+        lines += [f"false positives ({len(r['false_positives'])}, exact):", *map(_addr, r["false_positives"])]
+    return "\n".join(lines)
