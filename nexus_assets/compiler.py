@@ -10,7 +10,6 @@ from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.manifest import build_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_topic
-from nexus_assets.drift import stale_addresses
 from nexus_assets.extractors import Extractor, extraction_key
 from nexus_assets.vault import RunVersion, Vault
 
@@ -102,7 +101,7 @@ def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[B
         ordering_rule=topic.ordering_rule,
         sealed=sealed,
         prior=prior,
-        stale_addresses=stale_addresses(vault, topic.topic_id),
+        stale_addresses=set(vault.drifted_addresses(topic.topic_id)),
         ingestion_seq=vault.ingestion_seq(),
     )
 

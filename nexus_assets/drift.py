@@ -106,16 +106,31 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
     return found
 
 
-def current_drift(vault: Vault, topic_id: str) -> list[Drift]:
+@dataclass(frozen=True)
+class DriftCheck:
+    """What one drift check looked at and what it found: every address it checked, so a source
+    that matches again is recorded as such (invariant 14)."""
+
+    checked: frozenset[SourceAddress]
+    drifts: tuple[Drift, ...]
+
+    @property
+    def stale_bricks(self) -> list[str]:
+        return sorted({d.brick_id for d in self.drifts})
+
+
+def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
     """Drift as the files stand now, re-reading only what moved since the sync read it.
 
     The sync has just ingested every changed file, so a source whose run has a newer version is
     checked against that version's stored nodes; a source file that is gone is drift; a file
-    whose stat moved but gave no new version (it no longer reads, say) is re-read. The full
-    re-read of every file is `file_drift`, run by `nexus verify` and the nightly schedule.
-    When nothing moved, no brick is loaded: a no-change sync does not pay per brick.
+    whose stat moved but gave no new version (it no longer reads, say) is re-read, and so is
+    every source recorded as drifted (it may have been restored). The full re-read of every file
+    is `full_drift`, run by `nexus verify` and the nightly schedule. When nothing moved and nothing
+    is drifted, no brick is loaded: a no-change sync does not pay per brick.
     """
-    stale = stale_addresses(vault, topic_id)
+    changed = stale_addresses(vault, topic_id)
+    drifted_before = set(vault.drifted_addresses(topic_id))
     run_ids = vault.brick_source_runs(topic_id)
     sources = vault.run_sources(run_ids)
     recorded = vault.file_stats()
@@ -125,16 +140,38 @@ def current_drift(vault: Vault, topic_id: str) -> list[Drift]:
         if not Path(file).exists() or file_stat(Path(file)) != recorded.get(file)
     }
     missing = run_ids - set(sources)
-    if not stale and not moved and not missing:
-        return []
+    if not changed and not moved and not missing and not drifted_before:
+        return DriftCheck(frozenset(), ())
     bricks = vault.bricks(topic_id)
     found = [
         Drift(b.brick_id, b.topic_id, a, f"run {a.run_id}: {a.json_path} changed in a newer version of the run")
         for b in bricks
         for a in b.sources
-        if a in stale
+        if a in changed
     ]
-    again = [b.model_copy(update={"sources": tuple(a for a in b.sources if a.run_id in moved | missing)}) for b in bricks]
+    reread = moved | missing
+    again = [
+        b.model_copy(update={"sources": tuple(a for a in b.sources if a.run_id in reread or (a in drifted_before and a not in changed))})
+        for b in bricks
+    ]
     flagged = {(d.brick_id, d.address) for d in found}
     found += [d for d in file_drift(vault, [b for b in again if b.sources]) if (d.brick_id, d.address) not in flagged]
-    return found
+    checked = frozenset(
+        a for b in bricks for a in b.sources if a in changed or a.run_id in reread or a in drifted_before
+    )
+    return DriftCheck(checked, tuple(found))
+
+
+def full_drift(vault: Vault, topic_id: str | None = None) -> DriftCheck:
+    """Every source address re-read from the file it came from."""
+    bricks = vault.bricks(topic_id)
+    return DriftCheck(frozenset(a for b in bricks for a in b.sources), tuple(file_drift(vault, bricks)))
+
+
+def record_drift(vault: Vault, check: DriftCheck, observed_by: str) -> list[dict]:
+    """Store a check's findings as each source's status (drifted or matching again); returns the flips."""
+    drifted: dict[SourceAddress, str] = {}
+    for d in check.drifts:
+        drifted.setdefault(d.address, d.problem)
+    with vault.transaction():
+        return vault.record_source_status(check.checked, drifted, observed_by=observed_by)

@@ -85,6 +85,9 @@ class OpenAIExtractor:
         self.failed: list[CallRecord] = []
         self.requests_sent = 0
         self.calls = 0
+        # Tokens of the calls sent in this run (replays cost nothing).
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
 
     @property
     def identity(self) -> str:
@@ -100,7 +103,19 @@ class OpenAIExtractor:
         self.failed += outcome.failed
         self.requests_sent += outcome.requests_sent
         self.calls += len(outcome.calls)
+        for r in outcome.calls:
+            if not r.cached:
+                self.prompt_tokens += r.prompt_tokens or 0
+                self.completion_tokens += r.completion_tokens or 0
         return Extraction(outcome.pointers, complete=outcome.complete, notes=[r.error or "" for r in outcome.failed])
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Estimated USD of what this run sent; None when no price is configured (unknown, not free)."""
+        c = self.config
+        if c.price_in_per_mtok is None or c.price_out_per_mtok is None:
+            return None
+        return (self.prompt_tokens * c.price_in_per_mtok + self.completion_tokens * c.price_out_per_mtok) / 1_000_000
 
     def close(self) -> None:
         self.client.close()

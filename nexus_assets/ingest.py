@@ -114,6 +114,10 @@ def ingest_runs(
                 read_stats.append((source, stat, sha))
             continue
         if vault.file_seen(sha):
+            with vault.transaction():
+                restored = vault.restore_versions(sha, source)
+            if restored and progress:
+                progress(f"{shown} is back to content read before; its earlier version is current again for {len(restored)} run(s)")
             copies = vault.copy_file_verdict(sha, shown)
             report.errors.extend(copies)
             if stat is not None:

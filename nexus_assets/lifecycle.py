@@ -32,7 +32,7 @@ from nexus_assets.core.models import (
     Topic,
     TopicState,
 )
-from nexus_assets.drift import file_drift
+from nexus_assets.drift import DriftCheck, file_drift, record_drift
 from nexus_assets.runfiles import file_sha256, scan_run_files
 from nexus_assets.topicfiles import TopicFile, find_topic, read_topic_files
 from nexus_assets.vault import Vault, now
@@ -288,9 +288,10 @@ def seal_gates(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, ru
             )
         )
     drifts = file_drift(vault, visible)
-    vault.flag_stale(d.brick_id for d in drifts)
+    record_drift(vault, DriftCheck(frozenset(a for b in visible for a in b.sources), tuple(drifts)), observed_by="seal gate")
     why = {d.brick_id: d.problem for d in reversed(drifts)}
-    stale = sorted({b.brick_id for b in visible if b.stale} | set(why))
+    now_stale = {b.brick_id for b in vault.bricks(tid) if b.stale and b.state != "SUPERSEDED"}
+    stale = sorted(now_stale)
     if stale:
         described = [f"{b[:12]}" + (f" ({why[b]})" if b in why else "") for b in stale]
         failures.append(

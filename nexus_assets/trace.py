@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nexus_assets.core.drift import address_problem
 from nexus_assets.core.paths import resolve_string
 from nexus_assets.vault import RunVersion, Vault
+from nexus_assets.vault.drift import node_key
 
 
 def trace_brick(vault: Vault, brick_id: str) -> dict:
@@ -16,13 +16,14 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
         if version:
             keys[a] = RunVersion(a.run_id, version)
     runs = vault.load_runs(set(keys.values()))
-    latest = vault.latest_runs({a.run_id for a in brick.sources})
+    status = vault.run_status({a.run_id for a in brick.sources})
+    # The recorded status (invariant 14), so trace says what verify, bricks and the check say.
+    problems = vault.source_problems(brick.sources)
     traces = []
     for a in brick.sources:
         run = runs.get(keys.get(a))
         node_text = resolve_string(run.document, a.json_path)[1] if run else ""
-        current = latest.get(a.run_id)
-        problem = address_problem(current.document, a) if current else f"run {a.run_id} is not in the vault"
+        problem = problems.get(node_key(a))
         traces.append(
             {
                 **a.model_dump(),
@@ -31,7 +32,7 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
                 "quote": node_text[a.start : a.end],
                 "current": problem is None,
                 "problem": problem,
-                "run_status": current.status if current else None,
+                "run_status": status.get(a.run_id),
             }
         )
     return {

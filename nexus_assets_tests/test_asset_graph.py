@@ -52,8 +52,20 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0
             assert len(meta["manifest_hash"].value) == 64
-            preview = result.asset_materializations_for_node("resolved_brick_states")[0].metadata["preview"]
-            assert "| # | state |" in preview.value
+            # Native metadata (DESIGN §6): the preview is a table, counts are ints, the viewer is a URL.
+            assert meta["topic_id"].value == topic_id
+            assert isinstance(meta["viewer"], dg.UrlMetadataValue) and meta["viewer"].value.endswith(f"/topics/{topic_id}")
+            for node in ("resolved_brick_states", "topic_manifest"):
+                preview = result.asset_materializations_for_node(node)[0].metadata["preview"]
+                assert isinstance(preview, dg.TableMetadataValue)
+                assert [c.name for c in preview.schema.columns] == ["order", "state", "stale", "brick", "sources", "text"]
+                assert [r.data["order"] for r in preview.records] == list(range(len(preview.records)))
+            states = result.asset_materializations_for_node("resolved_brick_states")[0].metadata
+            assert isinstance(states["visible"], dg.IntMetadataValue) and states["visible"].value == meta["bricks"].value
+            extraction = result.asset_materializations_for_node("pointer_extractions")[0].metadata
+            assert extraction["llm_calls"].value == 0 and extraction["llm_prompt_tokens"].value == 0
+            every = [m for e in result.get_asset_materialization_events() for m in e.materialization.metadata.values()]
+            assert not any(isinstance(m, (dg.JsonMetadataValue, dg.MarkdownMetadataValue)) for m in every), "no JSON or Markdown behind a link"
     with Vault.open(project.db, read_only=True) as v:
         for topic_id in ACTIVE:
             visible = [b for b in v.bricks(topic_id) if b.state != "SUPERSEDED"]

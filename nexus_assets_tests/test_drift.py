@@ -24,7 +24,12 @@ def edit_closed_run(project: Project) -> None:
 
 
 def bricks_of_node(bricks: list[dict]) -> set[str]:
-    return {b["brick_id"] for b in bricks if any(s["run_id"] == RUN_ID and s["json_path"] == EDITED for s in b["sources"])}
+    """Visible bricks whose canonical source is the edited node: the ones that turn stale (invariant 14)."""
+    return {
+        b["brick_id"]
+        for b in bricks
+        if b["state"] != "SUPERSEDED" and (b["sources"][0]["run_id"], b["sources"][0]["json_path"]) == (RUN_ID, EDITED)
+    }
 
 
 def test_verify_names_exactly_the_bricks_of_the_edited_node(project: Project, capsys):
@@ -41,7 +46,7 @@ def test_verify_names_exactly_the_bricks_of_the_edited_node(project: Project, ca
 
     after = {b["brick_id"]: b for b in run_json(capsys, *project.cli_args(), "bricks", TOPIC, "--all")}
     assert set(after) == {b["brick_id"] for b in before}, "no brick was deleted"
-    assert {bid for bid, b in after.items() if b["stale"]} == expected
+    assert {bid for bid, b in after.items() if b["stale"] and b["state"] != "SUPERSEDED"} == expected
     for b in before:
         assert after[b["brick_id"]]["content"] == b["content"]
 
@@ -50,14 +55,20 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
     with dg.instance_for_test() as instance:
         assert check_results(materialize_topic(project, TOPIC, instance))["checksum_drift"]
         with Vault.open(project.db, read_only=True) as v:
-            expected = {b.brick_id for b in v.bricks(TOPIC) if any(s.json_path == EDITED and s.run_id == RUN_ID for s in b.sources)}
+            # Invariant 14: a brick is stale when its canonical source no longer matches.
+            expected = {
+                b.brick_id
+                for b in v.bricks(TOPIC)
+                if b.state != "SUPERSEDED" and (b.sources[0].json_path, b.sources[0].run_id) == (EDITED, RUN_ID)
+            }
         edit_closed_run(project)
         result = materialize_topic(project, TOPIC, instance)
     (drift,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "checksum_drift"]
     assert not drift.passed
-    assert set(drift.metadata["stale_bricks"].value) == expected
+    assert drift.metadata["stale_bricks"].value == len(expected)
+    assert {r.data["brick_id"] for r in drift.metadata["stale"].value.records} == expected
     with Vault.open(project.db, read_only=True) as v:
-        stale = {b.brick_id for b in v.bricks(TOPIC) if b.stale}
+        stale = {b.brick_id for b in v.bricks(TOPIC) if b.stale and b.state != "SUPERSEDED"}
         assert stale == expected
         # The old version stays in the vault so the original address can still be shown.
         assert v.conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 2

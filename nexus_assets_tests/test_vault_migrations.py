@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from nexus_assets.vault import Vault
-from nexus_assets.vault.migrations import LATEST, VaultTooNew, schema_version
+from nexus_assets.vault.migrations import LATEST, MIGRATIONS, VaultTooNew, schema_version
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
 
@@ -81,7 +81,7 @@ def test_opening_upgrades_in_place_and_keeps_every_brick_source_and_hash(old_vau
         assert schema_version(v.conn) == LATEST
         history = v.conn.execute("SELECT version, description FROM schema_version ORDER BY version").fetchall()
     assert history[0] == (1, "release 0.1 schema (found in place)")
-    assert [h[0] for h in history] == list(range(1, LATEST + 1))
+    assert [h[0] for h in history] == [m.version for m in MIGRATIONS]
     assert snapshot(old_vault) == before
     # And through the outside surface, the same ids and hashes.
     for topic in [*SAMPLE_TOPICS, LLM_TOPIC]:

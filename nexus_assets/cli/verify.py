@@ -6,27 +6,30 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.core.manifest import chain_problems
-from nexus_assets.drift import file_drift
+from nexus_assets.drift import DriftCheck, file_drift, record_drift
 from nexus_assets.lifecycle import immutability_problems
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     with open_vault(args, write=True) as vault:
         bricks = vault.bricks()
-        drifts = file_drift(vault, bricks)
-        vault.flag_stale(d.brick_id for d in drifts)
+        check = DriftCheck(frozenset(a for b in bricks for a in b.sources), tuple(file_drift(vault, bricks)))
+        record_drift(vault, check, observed_by="nexus verify")
+        drifts = list(check.drifts)
+        # Stale as recorded now, so verify, bricks, trace, the viewer and the check say the same.
+        stale = sorted(b.brick_id for b in vault.bricks() if b.stale and b.state != "SUPERSEDED")
         chain, final = [], []
         for t in vault.topics():
             chain += chain_problems(vault.manifests(t.topic_id))
             final += immutability_problems(vault, t.topic_id, with_chain=False)
     data = {
-        "ok": not drifts and not chain and not final,
+        "ok": not drifts and not stale and not chain and not final,
         "bricks_checked": len(bricks),
         "sources_checked": sum(len(b.sources) for b in bricks),
         "drift": [
             {"brick_id": d.brick_id, "topic_id": d.topic_id, **d.address.model_dump(), "problem": d.problem} for d in drifts
         ],
-        "stale_bricks": sorted({d.brick_id for d in drifts}),
+        "stale_bricks": stale,
         "chain_problems": chain,
         "immutability_problems": final,
     }

@@ -107,6 +107,8 @@ class SourceAddress(BaseModel):
     # (an address recorded before these existed is the same address).
     node_type: NodeType | None = None
     branch: Branch = "current"
+    # As the files stand now (invariant 14); kept by the vault, never part of the address.
+    stale: bool = False
 
     def _identity(self) -> tuple[str, str, int, int, str]:
         return (self.run_id, self.json_path, self.start, self.end, self.node_checksum)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
@@ -65,8 +65,9 @@ def resolve_topic(
         by_fp[occ.fingerprint].append(occ)
     groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: g.key)
 
-    def is_stale(sources: Iterable[SourceAddress]) -> bool:
-        return any(s in stale_addresses for s in sources)
+    def is_stale(sources: Sequence[SourceAddress]) -> bool:
+        # Invariant 14: a brick is stale when its canonical source no longer matches.
+        return bool(sources) and sources[0] in stale_addresses
 
     states: dict[str, BrickState] = {}
     for g in groups:

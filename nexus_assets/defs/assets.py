@@ -8,6 +8,8 @@ import dagster as dg
 
 from nexus_assets.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
 from nexus_assets.core.models import Brick, Topic
+from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
+from nexus_assets.drift import current_drift, full_drift, record_drift
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.extractors import OpenAIExtractor
@@ -21,7 +23,6 @@ from nexus_assets.web.links import topic_url
 WRITER_POOL = "duckdb_writer"
 # A run with this tag re-reads every source file in `checksum_drift` (the nightly schedule sets it).
 FULL_VERIFY_TAG = "nexus/full_verify"
-PREVIEW_BRICKS = 20
 
 
 def current_topic(vault: Vault, topic_id: str) -> Topic:
@@ -29,21 +30,6 @@ def current_topic(vault: Vault, topic_id: str) -> Topic:
     if topic is None:
         raise dg.Failure(f"topic {topic_id!r} is not in the vault; materialize raw_runs for it first")
     return topic
-
-
-def bricks_preview(bricks: list[Brick]) -> str:
-    visible = [b for b in bricks if b.state != "SUPERSEDED"]
-    if not visible:
-        return "_no bricks_"
-    lines = ["| # | state | brick | text |", "|---|---|---|---|"]
-    for b in visible[:PREVIEW_BRICKS]:
-        text = b.content.replace("\n", " ").replace("|", "\\|")
-        text = text if len(text) <= 140 else text[:139] + "…"
-        flag = " ⚠ stale" if b.stale else ""
-        lines.append(f"| {b.order_index} | {b.state}{flag} | `{b.brick_id[:12]}` | {text} |")
-    if len(visible) > PREVIEW_BRICKS:
-        lines.append(f"\n…and {len(visible) - PREVIEW_BRICKS} more (`nexus bricks <topic>`).")
-    return "\n".join(lines)
 
 
 @dg.asset(
@@ -80,9 +66,11 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
             "runs_new": report.runs_new,
             "run_versions_new": report.versions_new,
             "ingestion_errors": len(report.errors),
-            "errors": dg.MetadataValue.md(
-                "\n".join(f"- `{e.file}`{' / ' + e.conversation if e.conversation else ''}: {e.problem}" for e in report.errors)
-                or "_none_"
+            **non_empty(
+                errors=table(
+                    [{"file": e.file, "conversation": e.conversation or "", "problem": e.problem} for e in report.errors[:100]],
+                    [("file", "string"), ("conversation", "string"), ("problem", "string")],
+                )
             ),
         }
     )
@@ -120,7 +108,11 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
         metadata={
             "topic_state": topic.state,
             "runs_latest": runs_latest,
-            **({"runs_ignored_locked": dg.MetadataValue.json(ignored)} if ignored is not None else {}),
+            **(
+                {"runs_ignored_locked": len(ignored), **non_empty(ignored_runs=table([{"run_id": r} for r in ignored], [("run_id", "string")]))}
+                if ignored is not None
+                else {}
+            ),
         }
     )
 
@@ -140,7 +132,7 @@ def pointer_extractions(
         topic = current_topic(v, context.partition_key)
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
-            return dg.MaterializeResult(metadata={"skipped": "topic is LOCKED"})
+            return dg.MaterializeResult(metadata={"topic_id": topic.topic_id, "skipped": "topic is LOCKED"})
         backend = extractor.build(v)
         try:
             report = extract_phase(v, topic, backend, progress=lambda m: settings.say(context, m))
@@ -154,6 +146,7 @@ def pointer_extractions(
         f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged",
     )
     metadata = {
+        "topic_id": topic.topic_id,
         "extractor": backend.identity,
         "runs_considered": report.candidates,
         "runs_extracted": report.extracted,
@@ -166,11 +159,19 @@ def pointer_extractions(
             "llm_calls": backend.calls,
             "llm_requests_sent": backend.requests_sent,
             "llm_calls_failed": len(backend.failed),
-            "failed_calls": dg.MetadataValue.md(
-                "\n".join(f"- run `{r.run_id}` chunk {r.chunk_index + 1}/{r.chunk_count}: {r.error}" for r in backend.failed)
-                or "_none_"
+            "llm_prompt_tokens": backend.prompt_tokens,
+            "llm_completion_tokens": backend.completion_tokens,
+            **non_empty(
+                llm_cost_usd_estimated=backend.cost_usd,
+                failed_calls=table(
+                    [{"run_id": r.run_id, "chunk": f"{r.chunk_index + 1}/{r.chunk_count}", "error": r.error or ""} for r in backend.failed],
+                    [("run_id", "string"), ("chunk", "string"), ("error", "string")],
+                ),
             ),
         }
+    else:
+        # The embedded extractor calls no model: zero is a fact here, not a missing value.
+        metadata |= {"llm_calls": 0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "llm_cost_usd_estimated": 0.0}
     if report.incomplete:
         context.log.warning(
             f"{len(report.incomplete)} runs not fully extracted (failed LLM calls); they are retried next sync: "
@@ -198,11 +199,15 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
     )
     return dg.MaterializeResult(
         metadata={
+            "topic_id": topic.topic_id,
             "extractions_validated": report.extractions,
             "accepted": report.accepted,
             "rejected": sum(report.rejected.values()),
-            "rejected_by_reason": dg.MetadataValue.json(dict(sorted(report.rejected.items()))),
-            "all_rejections_by_reason": dg.MetadataValue.json(totals),
+            "rejections_total": sum(totals.values()),
+            **non_empty(
+                rejected_now_by_reason=counts_table(report.rejected, "reason"),
+                rejections_by_reason=counts_table(totals, "reason"),
+            ),
         }
     )
 
@@ -212,30 +217,47 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
     group_name="states",
     kinds={"python"},
     deps=[validated_bricks],
-    description="Bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and canonical order; "
-    "skipped when nothing it reads changed since the last sync.",
+    pool=WRITER_POOL,
+    description="Each source's drift status as the files stand now (re-reading what moved; every file in the "
+    "nightly run), then the bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and "
+    "canonical order; resolution is skipped when nothing it reads changed since the last sync.",
 )
 def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[Resolution]:
+    topic_id = context.partition_key
+    # The nightly schedule asks for the full re-read of every source file; a sync checks what moved.
+    full = context.run.tags.get(FULL_VERIFY_TAG) == "true"
     with vault.open() as v:
-        topic = current_topic(v, context.partition_key)
+        topic = current_topic(v, topic_id)
+        check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
+        flips = record_drift(v, check, observed_by=f"sync {context.run_id}")
         resolution = resolve_if_changed(v, topic)
+    drift_metadata = {
+        "sources_checked_for_drift": len(check.checked),
+        "full_reread": full,
+        "source_status_flips": len(flips),
+    }
     bricks = resolution.bricks
     if bricks is None:
-        return dg.Output(resolution, metadata={"unchanged": True, "inputs_digest": resolution.inputs_digest})
+        return dg.Output(
+            resolution,
+            metadata={"topic_id": topic_id, "unchanged": True, "inputs_digest": resolution.inputs_digest, **drift_metadata},
+        )
     states: dict[str, int] = {}
     for b in bricks:
         states[b.state] = states.get(b.state, 0) + 1
     return dg.Output(
         resolution,
         metadata={
+            "topic_id": topic_id,
             "unchanged": False,
             "inputs_digest": resolution.inputs_digest,
             "bricks": len(bricks),
             "visible": sum(1 for b in bricks if b.state != "SUPERSEDED"),
             "linked_sources": sum(len(b.sources) - 1 for b in bricks),
-            "stale": sum(1 for b in bricks if b.stale),
-            "by_state": dg.MetadataValue.json(states),
-            "preview": dg.MetadataValue.md(bricks_preview(bricks)),
+            "stale": sum(1 for b in bricks if b.stale and b.state != "SUPERSEDED"),
+            **{f"state_{state.lower()}": n for state, n in sorted(states.items())},
+            **non_empty(preview=bricks_preview(bricks)),
+            **drift_metadata,
         },
     )
 
@@ -257,6 +279,8 @@ def topic_manifest(
             v, topic, bricks, dagster_run_id=context.run_id, inputs_digest=resolved_brick_states.inputs_digest
         )
         visible = len(manifest.bricks) if manifest else 0
+        # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
+        preview = v.bricks(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
     settings.say(
         context,
         f"{topic.topic_id}: manifest {manifest.manifest_hash[:12] if manifest else '-'} "
@@ -264,11 +288,14 @@ def topic_manifest(
     )
     return dg.MaterializeResult(
         metadata={
-            "manifest_hash": manifest.manifest_hash if manifest else "",
-            "previous_hash": (manifest.previous_hash or "") if manifest else "",
+            "topic_id": topic.topic_id,
+            **non_empty(
+                manifest_hash=manifest.manifest_hash if manifest else None,
+                previous_hash=manifest.previous_hash if manifest else None,
+            ),
             "new_manifest": recorded,
             "bricks": visible,
-            **({"preview": dg.MetadataValue.md(bricks_preview(bricks))} if bricks is not None else {}),
+            **non_empty(preview=bricks_preview(preview)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }
     )

@@ -1,67 +1,82 @@
 """Asset checks: the promises a person must be able to see hold — no invented text, no silent drift,
-and no edit to what was sealed."""
+and no edit to what was sealed.
 
+Every check is partitioned by topic (DESIGN §6), so one topic's pass never hides another's
+failure, and every evaluation names its topic. Checks only read: drift is recorded by the
+`resolved_brick_states` asset, and the checks report what is recorded.
+"""
+
+import warnings
 
 import dagster as dg
 
-from nexus_assets.defs.assets import FULL_VERIFY_TAG, WRITER_POOL, topic_manifest, validated_bricks
+from nexus_assets.defs.assets import topic_manifest, validated_bricks
+from nexus_assets.defs.metadata import counts_table, non_empty, problems_table, stale_table
+from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.drift import current_drift, file_drift, verbatim_problems
+from nexus_assets.drift import verbatim_problems
 from nexus_assets.lifecycle import immutability_problems, sealed_manifest
+
+# Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
 @dg.asset_check(
     asset=validated_bricks,
+    partitions_def=topics_partitions,
     blocking=True,
     description="Every stored brick and occurrence is the exact slice of its source node; rejections counted by reason.",
 )
 def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    topic_id = context.partition_key
     with vault.open() as v:
-        occurrences_checked, bricks_checked, bad = verbatim_problems(v, context.partition_key)
-        counts = v.rejection_counts(context.partition_key)
+        occurrences_checked, bricks_checked, bad = verbatim_problems(v, topic_id)
+        counts = v.rejection_counts(topic_id)
     return dg.AssetCheckResult(
         passed=not bad,
         metadata={
+            "topic_id": topic_id,
             "occurrences_checked": occurrences_checked,
             "bricks_checked": bricks_checked,
-            "mismatches": dg.MetadataValue.md("\n".join(f"- {m}" for m in bad[:50]) or "_none_"),
+            "mismatches": len(bad),
             "rejected_total": sum(counts.values()),
-            "rejected_by_reason": dg.MetadataValue.json(counts),
+            **non_empty(mismatched_texts=problems_table(bad), rejected_by_reason=counts_table(counts, "reason")),
         },
-        description=f"{len(bad)} stored texts do not match their source" if bad else "every stored text is verbatim",
+        description=(
+            f"{topic_id}: {len(bad)} stored texts do not match their source" if bad else f"{topic_id}: every stored text is verbatim"
+        ),
     )
 
 
 @dg.asset_check(
     asset=topic_manifest,
-    pool=WRITER_POOL,
-    description="Bricks whose source node no longer has its checksum are flagged stale: against newer run versions, "
-    "and by re-reading the source files that moved (every file in the nightly run).",
+    partitions_def=topics_partitions,
+    description="No visible brick is stale: each brick's canonical source still has its checksum in the files as "
+    "they stand now (checked by the sync: what moved; by the nightly run: every file). Restoring a file clears it.",
 )
 def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
     topic_id = context.partition_key
-    # The nightly schedule asks for the full re-read of every source file; a sync checks what moved.
-    full = context.run.tags.get(FULL_VERIFY_TAG) == "true"
     with vault.open() as v:
-        drifts = file_drift(v, v.bricks(topic_id)) if full else current_drift(v, topic_id)
-        v.flag_stale(d.brick_id for d in drifts)
+        stale = v.stale_bricks(topic_id)
         checked = v.brick_count(topic_id)
-    stale = sorted({d.brick_id for d in drifts})
+    ids = [r["brick_id"] for r in stale]
     return dg.AssetCheckResult(
-        passed=not drifts,
+        passed=not stale,
         metadata={
+            "topic_id": topic_id,
             "bricks_checked": checked,
-            "full_reread": full,
-            "stale_bricks": dg.MetadataValue.json(stale),
-            "drift": dg.MetadataValue.md("\n".join(f"- `{d.brick_id[:12]}` {d.problem}" for d in drifts[:50]) or "_none_"),
+            "stale_bricks": len(stale),
+            **non_empty(stale=stale_table(stale)),
         },
-        description=(f"{len(stale)} stale bricks: {', '.join(b[:12] for b in stale[:10])}" if stale else "no drift"),
+        description=(
+            f"{topic_id}: {len(stale)} stale bricks: {', '.join(b[:12] for b in ids[:10])}" if stale else f"{topic_id}: no drift"
+        ),
     )
 
 
 @dg.asset_check(
     asset=topic_manifest,
-    pool=WRITER_POOL,
+    partitions_def=topics_partitions,
     description="FINAL bricks equal the sealed manifest and seal-time snapshot (ids, recomputed fingerprints, "
     "text, order, state, sources), and the manifest hash chain is intact.",
 )
@@ -70,24 +85,28 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
     with vault.open() as v:
         problems = immutability_problems(v, topic_id)
         sealed = sealed_manifest(v, topic_id)
-        final = sum(1 for b in v.bricks(topic_id) if b.state == "FINAL")
+        final = v.brick_count(topic_id, state="FINAL")
     return dg.AssetCheckResult(
         passed=not problems,
         metadata={
-            "sealed_manifest": sealed.manifest_hash if sealed else "",
+            "topic_id": topic_id,
+            "sealed": sealed is not None,
+            **non_empty(sealed_manifest=sealed.manifest_hash if sealed else None),
             "final_bricks": final,
-            "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems[:50]) or "_none_"),
+            "problems": len(problems),
+            **non_empty(problem_list=problems_table(problems)),
         },
         description=(
-            f"{len(problems)} problems: {problems[0]}"
+            f"{topic_id}: {len(problems)} problems: {problems[0]}"
             if problems
-            else ("FINAL bricks match the sealed manifest" if sealed else "not sealed; manifest chain intact")
+            else f"{topic_id}: " + ("FINAL bricks match the sealed manifest" if sealed else "not sealed; manifest chain intact")
         ),
     )
 
 
 @dg.asset_check(
     asset=topic_manifest,
+    partitions_def=topics_partitions,
     description="Extraction quality against the topic's gold spans (`quality:` in its topic file): overlap "
     "precision and recall must reach min_precision and min_recall; exact-span figures and the gate's "
     "acceptance rate are reported too. Passes with nothing to check when no gold is configured.",

@@ -25,6 +25,7 @@ from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.formats import parse_document
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
+from nexus_assets.vault.drift import DriftRecords
 from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
@@ -124,7 +125,7 @@ class RunVersion:
     version_id: str
 
 
-class Vault(HistoryQueries):
+class Vault(HistoryQueries, DriftRecords):
     """Typed access to the vault over one DuckDB connection."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
@@ -749,9 +750,17 @@ class Vault(HistoryQueries):
     # Bricks and manifests
 
     def bricks(
-        self, topic_id: str | None = None, *, brick_ids: Iterable[str] | None = None, state: str | None = None
+        self,
+        topic_id: str | None = None,
+        *,
+        brick_ids: Iterable[str] | None = None,
+        state: str | None = None,
+        visible_only: bool = False,
+        limit: int | None = None,
     ) -> list[Brick]:
         where, params = [], []
+        if visible_only:
+            where.append("b.state <> 'SUPERSEDED'")
         if state is not None:
             where.append("b.state = ?")
             params.append(state)
@@ -768,10 +777,15 @@ class Vault(HistoryQueries):
                        list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
                                         "end" := s.end_offset, node_checksum := s.node_checksum,
                                         node_type := s.node_type,
-                                        branch := s.branch) ORDER BY s.seq)
-                FROM bricks b LEFT JOIN brick_sources s USING (brick_id) {clause}
+                                        branch := s.branch,
+                                        stale := coalesce(st.drifted, false)) ORDER BY s.seq)
+                FROM bricks b LEFT JOIN brick_sources s USING (brick_id)
+                LEFT JOIN source_status st ON st.run_id = s.run_id AND st.json_path = s.json_path
+                     AND st.node_checksum = s.node_checksum
+                {clause}
                 GROUP BY ALL
-                ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id""",
+                ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id
+                {'LIMIT ' + str(int(limit)) if limit is not None else ''}""",
             params,
         ).fetchall()
         return [
@@ -889,18 +903,13 @@ class Vault(HistoryQueries):
                         stamp,
                     ],
                 )
+            # A linked source may have become canonical: stale follows the canonical source's status.
+            self.refresh_topic_stale(topic_id)
             current = manifest or self.latest_manifest(topic_id)
             self.conn.execute(
                 "INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest) "
                 "VALUES (?, ?, 'ok', ?, NULL, ?, ?)",
                 [topic_id, dagster_run_id, current.manifest_hash if current else None, stamp, inputs_digest],
-            )
-
-    def flag_stale(self, brick_ids: Iterable[str]) -> None:
-        ids = sorted(set(brick_ids))
-        if ids:
-            self.conn.execute(
-                "UPDATE bricks SET stale = true, updated_at = ? WHERE NOT stale AND brick_id IN (SELECT unnest(?))", [now(), ids]
             )
 
     def manifests(self, topic_id: str) -> list[Manifest]:

@@ -150,5 +150,7 @@ class HistoryQueries:
         ).fetchall()
         return {r[0] for r in rows}
 
-    def brick_count(self, topic_id: str) -> int:
-        return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
+    def brick_count(self, topic_id: str, *, state: str | None = None) -> int:
+        if state is None:
+            return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
+        return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ? AND state = ?", [topic_id, state]).fetchone()[0]

@@ -247,6 +247,24 @@ CREATE TABLE IF NOT EXISTS file_stats (
 """
 
 
+def _backfill_source_status(conn: duckdb.DuckDBPyConnection) -> None:
+    """A brick flagged stale before sources had their own status keeps it, on its canonical source,
+    until the next check looks again."""
+    conn.execute(
+        """INSERT INTO source_status
+           SELECT DISTINCT s.run_id, s.json_path, s.node_checksum, true,
+                  'flagged stale before each source had its own status; checked again at the next sync or verify',
+                  now()
+           FROM bricks b JOIN brick_sources s ON s.brick_id = b.brick_id AND s.seq = 0
+           WHERE b.stale
+           ON CONFLICT DO NOTHING"""
+    )
+    conn.execute(
+        """INSERT INTO source_status_history
+           SELECT run_id, json_path, node_checksum, drifted, problem, 'migration 9', checked_at FROM source_status"""
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
     Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
@@ -276,6 +294,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             recorded_at TIMESTAMPTZ NOT NULL
         );
         """,
+    ),
+    Migration(
+        9,
+        "each source node's drift status as the files stand now, and every flip of it (invariant 14)",
+        """
+        CREATE TABLE IF NOT EXISTS source_status (
+            run_id TEXT NOT NULL,
+            json_path TEXT NOT NULL,
+            node_checksum TEXT NOT NULL,
+            drifted BOOLEAN NOT NULL,
+            problem TEXT,
+            checked_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, json_path, node_checksum)
+        );
+        CREATE TABLE IF NOT EXISTS source_status_history (
+            run_id TEXT NOT NULL,
+            json_path TEXT NOT NULL,
+            node_checksum TEXT NOT NULL,
+            drifted BOOLEAN NOT NULL,
+            problem TEXT,
+            observed_by TEXT NOT NULL,
+            observed_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+        _backfill_source_status,
     ),
 )
 LATEST = MIGRATIONS[-1].version
