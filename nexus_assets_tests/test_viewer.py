@@ -215,7 +215,7 @@ def test_clicking_a_brick_opens_its_source_with_exactly_its_text_marked(viewer, 
     expect(meta).to_contain_text(source["json_path"])
     expect(meta).to_contain_text(f"[{source['start']}, {source['end']})")
     expect(meta).to_contain_text(source["node_checksum"])
-    expect(meta).to_contain_text("still matches")
+    expect(meta).to_contain_text("checksum matches the run file")
     expect(panel.locator(".panel-brick")).to_contain_text("forming")
 
     # The JSON view is scrolled so the marked text is inside it.
@@ -331,7 +331,8 @@ DAGSTER_BESIDE_PLAYWRIGHT = pytest.mark.filterwarnings(
 def test_an_edited_source_shows_its_bricks_as_stale_after_verify(tmp_path, browser):
     project = synced_project(tmp_path / "proj", TOPIC)
     before = cli_json(project, "bricks", TOPIC)
-    edited = {b["brick_id"] for b in before if any(s["run_id"] == KICKOFF_RUN and s["json_path"] == KICKOFF_NODE for s in b["sources"])}
+    # Stale is decided by a brick's canonical source (invariant 14).
+    edited = {b["brick_id"] for b in before if (b["sources"][0]["run_id"], b["sources"][0]["json_path"]) == (KICKOFF_RUN, KICKOFF_NODE)}
     assert edited
 
     context = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -410,6 +411,19 @@ def test_the_trace_api_returns_the_exact_slices(viewer, bricks):
     assert trace["quote"] == brick["content"]
     assert trace["before"] + trace["quote"] + trace["after"] == trace["node_text"]
     assert json.loads(trace["json_before"] + json.dumps(trace["node_text"]) + trace["json_after"])["run_id"] == trace["run_id"]
+
+
+def test_the_trace_api_accepts_a_unique_prefix_like_the_cli(viewer, bricks):
+    brick = bricks[0]
+    status, _, body = fetch(f"{viewer.url}api/bricks/{brick['brick_id'][:12]}/trace")
+    assert status == 200 and json.loads(body)["brick_id"] == brick["brick_id"]
+    status, _, body = fetch(f"{viewer.url}api/bricks/{'0' * 12}/trace")
+    assert status == 404 and "no brick" in json.loads(body)["error"]
+    ids = [b["brick_id"] for b in bricks]
+    shared = next((a[:n] for a in ids for b in ids if a != b for n in (1, 2) if a[:n] == b[:n]), None)
+    assert shared is not None, "more than 16 bricks share some first hex digit"
+    status, _, body = fetch(f"{viewer.url}api/bricks/{shared}/trace")
+    assert status == 400 and "ambiguous" in json.loads(body)["error"]
 
 
 def test_unknown_topics_bricks_and_files_are_404(viewer):

@@ -41,7 +41,8 @@ CSP = (
 STATIC = {"viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
 
 TOPIC_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")")
-TRACE_ROUTE = re.compile(r"/api/bricks/([0-9a-f]{64})/trace")
+# A whole brick id or a unique prefix of one, as `nexus trace` accepts.
+TRACE_ROUTE = re.compile(r"/api/bricks/([0-9a-f]{1,64})/trace")
 STATIC_ROUTE = re.compile(r"/static/([A-Za-z0-9_.-]+)")
 
 templates = Environment(
@@ -187,7 +188,10 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 return html(HTTPStatus.OK, "topic.html", page=page)
         if m := TRACE_ROUTE.fullmatch(path):
             with self.server.vault() as v:
-                traced = views.brick_trace(v, m.group(1))
+                matches = v.brick_ids_with_prefix(m.group(1))
+                if len(matches) > 1:
+                    return api(HTTPStatus.BAD_REQUEST, {"error": f"brick id prefix {m.group(1)} is ambiguous; give more characters"})
+                traced = views.brick_trace(v, matches[0]) if matches else None
             if traced is None:
                 return api(HTTPStatus.NOT_FOUND, {"error": f"no brick {m.group(1)}"})
             return api(HTTPStatus.OK, traced)

@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
-from nexus_assets.drift import file_drift
 from nexus_assets.trace import trace_brick
 from nexus_assets.vault import RunVersion, Vault
 
@@ -173,14 +172,14 @@ def brick_trace(vault: Vault, brick_id: str) -> dict | None:
     runs = vault.load_runs(
         {RunVersion(t["run_id"], t["version_id"]) for t in traced["traces"] if t["version_id"]}
     )
-    # The vault may still hold the old version; the file on disk is what `nexus verify` checks.
-    on_disk = {(d.address.run_id, d.address.json_path, d.address.start, d.address.end): d.problem for d in file_drift(vault, found)}
+    titles = vault.run_titles({t["run_id"] for t in traced["traces"]})
     for t in traced["traces"]:
         node, start, end = t["node_text"], t["start"], t["end"]
         t["before"], t["after"] = node[:start], node[end:]
         run = runs.get(RunVersion(t["run_id"], t["version_id"])) if t["version_id"] else None
         t["json_before"], t["json_after"] = json_around(run.document, t["json_path"]) if run else (None, None)
-        problems = [p for p in (t["problem"], on_disk.get((t["run_id"], t["json_path"], start, end))) if p]
-        t["checksum_matches"] = not problems
-        t["problems"] = problems
+        # Each source's own recorded status (invariant 14): what verify, bricks and the check say.
+        t["checksum_matches"] = t["current"]
+        t["problems"] = [t["problem"]] if t["problem"] else []
+        t["run_title"] = titles.get(t["run_id"])
     return traced

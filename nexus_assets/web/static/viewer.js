@@ -36,13 +36,18 @@
 
   function sourceSection(trace, index, total) {
     const title = total > 1 ? `Source ${index + 1} of ${total}` + (index === 0 ? " · canonical" : " · linked") : "Source";
+    // This source's own status, as the last sync or verify recorded it.
     const check = trace.checksum_matches
-      ? el("span", { class: "flag flag-ok" }, "✓ node checksum still matches the source")
+      ? el("span", { class: "flag flag-ok" }, "✓ this node's checksum matches the run file")
       : el("span", { class: "flag flag-bad" }, "✗ no longer matches: " + trace.problems.join("; "));
+    // Export conversations are known by their titles; the run id stays on hover.
+    const run = trace.run_title
+      ? el("span", { title: trace.run_id }, trace.run_title)
+      : el("span", { class: "mono" }, trace.run_id);
     const meta = el(
       "dl",
       { class: "meta" },
-      ...metaRow("run", el("span", { class: "mono" }, trace.run_id), trace.run_status ? ` (${trace.run_status})` : ""),
+      ...metaRow(trace.run_title ? "conversation" : "run", run, trace.run_status ? ` (${trace.run_status})` : ""),
       ...metaRow("path", el("code", {}, trace.json_path)),
       ...metaRow("node", el("span", {}, trace.node_type || "unknown"), " · ",
         trace.branch === "abandoned"
