@@ -45,6 +45,19 @@ def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = 
     return Vault.open(db, read_only=not write)
 
 
+def project_dagster_home(db: str | Path) -> Path | None:
+    """The Dagster instance `nexus sync` shares with `dagster dev`: $DAGSTER_HOME, else the
+    project's `dagster_home/` (it ships a dagster.yaml) beside the vault or its data folder, so a
+    sync run in the project shows in the UI. None: an ephemeral instance (a vault elsewhere)."""
+    if os.environ.get("DAGSTER_HOME"):
+        return Path(os.environ["DAGSTER_HOME"])
+    vault = Path(db).resolve()
+    for root in (vault.parent, vault.parent.parent):
+        if (root / "dagster_home" / "dagster.yaml").is_file():
+            return root / "dagster_home"
+    return None
+
+
 DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}
 
 

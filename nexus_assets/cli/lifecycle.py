@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nexus_assets.cli.common import UsageError, emit, open_vault
+from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home
 from nexus_assets.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
@@ -81,6 +81,11 @@ def cmd_activate(args: argparse.Namespace) -> int:
         except LifecycleError as exc:
             raise UsageError(str(exc)) from None
         history = _history(vault, args.topic)
+    # Activation makes the topic compilable, so it becomes a partition of the shared instance now.
+    if project_dagster_home(args.db) is not None:
+        from nexus_assets.cli.sync import dagster_instance  # Dagster only when there is an instance to tell
+
+        dagster_instance(args.db, [done.topic_id])
     data = {
         "topic_id": done.topic_id,
         "state": done.state,

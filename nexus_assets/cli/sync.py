@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault
+from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.definitions import build_defs
 from nexus_assets.lifecycle import TopicFileError, record_topic_files
@@ -51,16 +51,18 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _dagster_instance(topics: list[str]):
-    """The Dagster instance with the topics registered. Dagster creates its storage on first use,
-    and several first syncs at once race inside that set-up, so it happens under a file lock."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
+def dagster_instance(db: str | Path, topics: list[str]):
+    """The Dagster instance with the topics registered as partitions (see `project_dagster_home`).
+    Dagster creates its storage on first use, and several first syncs at once race inside that
+    set-up, so it happens under a file lock."""
+    home = project_dagster_home(db)
+    if home is None:
         instance = DagsterInstance.ephemeral()
         instance.add_dynamic_partitions("topics", topics)
         return instance
-    Path(home).mkdir(parents=True, exist_ok=True)
-    with open(Path(home) / ".nexus-setup.lock", "a") as lock:
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    with open(home / ".nexus-setup.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             instance = DagsterInstance.get()
@@ -120,7 +122,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     job = defs.resolve_job_def("compile_topic")
-    instance = _dagster_instance(selected)
+    instance = dagster_instance(args.db, selected)
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
     results, failed, interrupted = [], False, False

@@ -1,4 +1,5 @@
 import dagster as dg
 
-# One partition per topic; keys are topic_ids, registered by the topic sensor or `nexus sync`.
+# One partition per compilable topic (not DRAFT); keys are topic_ids, kept by the topic sensor,
+# `nexus sync` and `nexus activate`.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")

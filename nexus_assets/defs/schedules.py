@@ -15,7 +15,13 @@ from nexus_assets.defs.sensors import COMPILED_STATES
 from nexus_assets.topicfiles import read_topic_files
 
 
-@dg.schedule(cron_schedule="0 3 * * *", job=sync_job, execution_timezone="UTC", description="Sync every ACTIVE topic nightly.")
+@dg.schedule(
+    cron_schedule="0 3 * * *",
+    job=sync_job,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Sync every ACTIVE topic nightly at 03:00 UTC, re-reading every source file (full drift check).",
+)
 def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings):
     active = sorted(
         tf.topic.topic_id

@@ -1,4 +1,4 @@
-"""Notice new topic files (register their partitions) and new or changed run files (sync ACTIVE topics)."""
+"""Notice topic files (keep one partition per compilable topic) and new or changed run files (sync ACTIVE topics)."""
 
 
 import json
@@ -13,6 +13,8 @@ from nexus_assets.runfiles import scan_run_files
 from nexus_assets.topicfiles import read_topic_files
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
+# Topics that are partitions: everything a person has activated (a LOCKED topic still reports new runs).
+PARTITION_STATES = ("ACTIVE", "SEALING", "LOCKED")
 
 
 def runs_dir_digest(settings: NexusSettings) -> str:
@@ -28,7 +30,9 @@ def runs_dir_digest(settings: NexusSettings) -> str:
 @dg.sensor(
     job=sync_job,
     minimum_interval_seconds=30,
-    description="Registers a partition per topic file; requests a sync of every ACTIVE topic when run files change.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps one partition per compilable topic (a DRAFT topic gets one when it is activated); "
+    "requests a sync of every ACTIVE topic when run files or its topic file change.",
 )
 def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSettings) -> dg.SensorResult:
     cursor = json.loads(context.cursor) if context.cursor else {}
@@ -37,8 +41,11 @@ def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSetti
         if tf.problem:
             context.log.warning(tf.problem)
     topics = {tf.topic.topic_id: tf.topic for tf in topic_files if tf.topic is not None}
+    compilable = {tid for tid, t in topics.items() if t.state in PARTITION_STATES}
     known = set(context.instance.get_dynamic_partitions(topics_partitions.name))
-    new_keys = sorted(set(topics) - known)
+    new_keys = sorted(compilable - known)
+    # A partition that cannot compile (a DRAFT topic, registered by an older release) only ever fails.
+    drafts = sorted(k for k in known if k in topics and topics[k].state == "DRAFT")
 
     runs_digest = runs_dir_digest(settings)
     topic_digests = {tid: sha256_hex(canonical_json(t.model_dump(mode="json"))) for tid, t in topics.items()}
@@ -48,8 +55,13 @@ def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSetti
             continue
         if cursor.get("runs") != runs_digest or cursor.get("topics", {}).get(tid) != topic_digests[tid]:
             requests.append(dg.RunRequest(partition_key=tid, run_key=f"{tid}:{runs_digest[:16]}:{topic_digests[tid][:16]}"))
+    partition_requests = []
+    if new_keys:
+        partition_requests.append(topics_partitions.build_add_request(new_keys))
+    if drafts:
+        partition_requests.append(topics_partitions.build_delete_request(drafts))
     return dg.SensorResult(
         run_requests=requests,
-        dynamic_partitions_requests=[topics_partitions.build_add_request(new_keys)] if new_keys else [],
+        dynamic_partitions_requests=partition_requests,
         cursor=json.dumps({"runs": runs_digest, "topics": topic_digests}, sort_keys=True),
     )
