@@ -64,6 +64,7 @@ def test_dagster_dev_serves_the_code_location(tmp_path):
             time.sleep(1)
         (entry,) = entries
         assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
+        assert entry["name"] == "nexus_sync", "the code location has the name pyproject.toml gives it"
         jobs = graphql(port, '{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } schedules { name } sensors { name } } } } }')
         (repo,) = jobs["data"]["repositoriesOrError"]["nodes"]
         assert "sync_topics" in {j["name"] for j in repo["jobs"]}
