@@ -1,0 +1,215 @@
+"""The README's UI tour, driven in Chromium against a real `dagster dev` (issue 12).
+
+A fresh copy of the project: README command 1 (`nexus sync`) first, then `dagster dev` on the
+project's dagster_home. The tour: the lineage, a topic partition materialized from the UI by
+picking its key (never typing it), a check that fails for one topic and stays failed while the
+other topic passes, the preview table, and "Materialize all" on every partition. Screenshots are
+saved under the test's temp dir (and copied to /tmp/nexus-ui-tour/ for people to look at).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.event_api import PartitionKeyFilter
+from dagster._core.execution.backfill import BulkActionStatus
+from playwright.sync_api import Page, expect, sync_playwright
+
+from nexus_assets_tests.project import REPO
+from nexus_assets_tests.test_dagster_dev import LAUNCHER, free_port
+from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
+
+BROKEN, OTHER = "nexus-server-sync", "storage-decisions"
+# A CLOSED run whose node 1 backs only nexus-server-sync's bricks.
+RUN_FILE = "data/runs/nexus/2026-10-21-ordering-review.json"
+DRIFT = dg.AssetCheckKey(dg.AssetKey("topic_manifest"), "checksum_drift")
+WAIT_S = 420  # two cores shared with the rest of the suite: generous, never a timed assert
+SHOTS_COPY = Path("/tmp/nexus-ui-tour")
+
+
+def wait_for(what: str, predicate, timeout: float = WAIT_S, every: float = 2.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    for part in ("data/runs", "data/topics", "data/gold"):
+        shutil.copytree(REPO / part, root / part)
+    shutil.copy(REPO / "workspace.yaml", root / "workspace.yaml")
+    (root / "dagster_home").mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", root / "dagster_home" / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR")}
+    # README command 1, run in the project: it shares the project's dagster_home with the UI.
+    nexus = Path(sys.executable).parent / "nexus"
+    done = subprocess.run([str(nexus), "sync"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root
+
+
+@pytest.fixture
+def dagster_dev(project: Path):
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(project / "dagster_home")}
+    for k in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR"):
+        env.pop(k, None)
+    dagster = Path(sys.executable).parent / "dagster"
+    log = open(project / "dagster-dev.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        def answers():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as resp:
+                    return json.load(resp)
+            except OSError:
+                assert proc.poll() is None, (project / "dagster-dev.log").read_text()[-2000:]
+                return None
+
+        wait_for("dagster dev to answer", answers, timeout=180)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def shot(page: Page, tmp_path: Path, name: str) -> None:
+    path = tmp_path / "screenshots" / f"{name}.png"
+    path.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(path))
+    SHOTS_COPY.mkdir(exist_ok=True)
+    shutil.copy(path, SHOTS_COPY / path.name)
+
+
+def dismiss_welcome(page: Page) -> None:
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.wait_for(timeout=5000)
+        skip.click()
+    except Exception:  # noqa: BLE001 (the community dialog shows once per instance, if at all)
+        pass
+
+
+def latest_drift(instance: dg.DagsterInstance, topic: str):
+    records = instance.event_log_storage.get_latest_asset_check_execution_by_key([DRIFT], partition_filter=PartitionKeyFilter(key=topic))
+    return records.get(DRIFT)
+
+
+def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
+    os.environ["DAGSTER_HOME"] = str(project / "dagster_home")
+    try:
+        instance = dg.DagsterInstance.get()
+        # README command 1's partitions and runs are in the UI's instance; no DRAFT topic is a partition.
+        assert sorted(instance.get_dynamic_partitions("topics")) == [BROKEN, OTHER]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.set_default_timeout(60_000)
+
+            # 1. Lineage: the five stages.
+            page.goto(f"{dagster_dev}/asset-groups")
+            dismiss_welcome(page)
+            for group in ("raw_runs", "pointers", "bricks", "states", "manifest"):
+                expect(page.get_by_text(group, exact=True).first).to_be_visible()
+            shot(page, tmp_path, "01-lineage")
+
+            # 2. Materialize one topic partition, picked from the list (no typing).
+            before = {r.run_id for r in instance.get_runs()}
+            page.get_by_role("button", name="Materialize all…").click()
+            page.get_by_text("Select a partition or create one").click()
+            page.get_by_role("menuitem", name=OTHER).or_(page.get_by_text(OTHER, exact=True)).first.click()
+            shot(page, tmp_path, "02-materialize-one-partition")
+            page.get_by_role("button", name="Launch", exact=False).last.click()
+
+            def ui_run_done():
+                runs = [r for r in instance.get_runs() if r.run_id not in before and "dagster/sensor_name" not in r.tags]
+                return [r for r in runs if r.tags.get("dagster/partition") == OTHER and r.is_finished] or None
+
+            (ui_run,) = wait_for("the run launched from the UI", ui_run_done)[:1]
+            assert ui_run.status == dg.DagsterRunStatus.SUCCESS
+
+            # 3. Break a source of the first topic; the sensor (on by default) syncs both topics.
+            edited_at = time.time()
+            path = project / RUN_FILE
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc["messages"][1]["content"] = "Quietly rewritten: " + doc["messages"][1]["content"]
+            path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+
+            def both_checked():
+                found = {t: latest_drift(instance, t) for t in (BROKEN, OTHER)}
+                fresh = all(
+                    r is not None and r.create_timestamp > edited_at and r.status.value in ("SUCCEEDED", "FAILED")
+                    for r in found.values()
+                )
+                return found if fresh else None
+
+            found = wait_for("both topics' checksum_drift after the edit", both_checked)
+            assert found[BROKEN].evaluation.passed is False and found[OTHER].evaluation.passed is True
+            assert found[BROKEN].evaluation.metadata["topic_id"].value == BROKEN
+
+            # The failure stays visible in the Checks tab although the other topic passed.
+            page.goto(f"{dagster_dev}/assets/topic_manifest?view=checks")
+            drift_row = page.get_by_text("checksum_drift", exact=True).first
+            expect(drift_row).to_be_visible()
+            expect(page.get_by_text("Failed", exact=True).first).to_be_visible()
+            page.get_by_text("Partitions", exact=True).last.click()
+            expect(page.get_by_text("Failed (1)")).to_be_visible()
+            expect(page.get_by_text("Passed (1)")).to_be_visible()
+            shot(page, tmp_path, "03-check-failed-for-one-topic")
+
+            # 4. The preview is a table, not Markdown behind a link.
+            page.goto(f"{dagster_dev}/assets/topic_manifest?view=events&partition={OTHER}")
+            expect(page.get_by_text("preview", exact=True).first).to_be_visible()
+            for column in ("order", "state", "stale", "brick", "sources", "text"):
+                expect(page.get_by_role("cell", name=column, exact=True).or_(page.get_by_text(column, exact=True)).first).to_be_visible()
+            shot(page, tmp_path, "04-preview-table")
+
+            # 5. "Materialize all" over every partition succeeds on a project with a DRAFT topic.
+            page.goto(f"{dagster_dev}/asset-groups")
+            page.get_by_role("button", name="Materialize all…").click()
+            page.get_by_role("button", name="All", exact=True).click()
+            shot(page, tmp_path, "05-materialize-all")
+            page.get_by_role("button", name="Launch backfill").click()
+
+            def backfill_done():
+                backfills = instance.get_backfills()
+                return backfills if backfills and all(b.status != BulkActionStatus.REQUESTED for b in backfills) else None
+
+            (backfill,) = wait_for("the backfill", backfill_done, timeout=WAIT_S * 2)
+            assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill.status
+            runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
+            assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+            page.goto(f"{dagster_dev}/runs/b/{backfill.backfill_id}")
+            page.wait_for_timeout(2000)
+            shot(page, tmp_path, "06-backfill-succeeded")
+            browser.close()
+    finally:
+        os.environ.pop("DAGSTER_HOME", None)
+    assert sorted(p.name for p in (tmp_path / "screenshots").iterdir()) == [
+        "01-lineage.png", "02-materialize-one-partition.png", "03-check-failed-for-one-topic.png",
+        "04-preview-table.png", "05-materialize-all.png", "06-backfill-succeeded.png",
+    ]
