@@ -130,7 +130,8 @@ def test_a_locked_topic_reports_new_runs_and_compiles_none_of_them(empty_project
     }
     raw = result.asset_materializations_for_node("raw_runs")[0].metadata
     assert raw["topic_state"].value == "LOCKED"
-    assert raw["runs_ignored_locked"].value == ["r-late"]
+    assert raw["runs_ignored_locked"].value == 1
+    assert [r.data["run_id"] for r in raw["ignored_runs"].value.records] == ["r-late"]
     assert result.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
     with Vault.open(p.db, read_only=True) as v:
         assert v.bricks(TOPIC) == before

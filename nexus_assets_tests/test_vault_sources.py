@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from nexus_assets.vault.migrations import LATEST
+from nexus_assets.vault.migrations import MIGRATIONS
 import pytest
 
 from nexus_assets_tests.cli_helpers import run_cli, run_json
@@ -119,7 +119,7 @@ def test_a_vault_from_the_previous_version_opens_keeps_everything_and_resyncs_un
     conn = duckdb.connect(str(p.db), read_only=True)
     try:
         assert conn.execute("SELECT count(*) FROM manifests WHERE topic_id = ?", [TOPIC]).fetchone()[0] == 1
-        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()] == list(range(1, LATEST + 1))
+        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()] == [m.version for m in MIGRATIONS]
         assert conn.execute("SELECT count(*) FROM vault_sources").fetchone()[0] == 2
     finally:
         conn.close()
