@@ -127,3 +127,28 @@ def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Pr
     assert spy.keys("resolve") == Counter({"vault-notes": 1})
     forming = {b["content"]: b["state"] for b in run_json(capsys, *p.cli_args(), "bricks", "vault-notes")}
     assert forming["An open vault thought."] == "FORMING"
+
+
+def test_a_sync_with_nothing_changed_runs_nothing_and_any_change_runs_again(tmp_path, capsys):
+    """Issue 11 §2: a sync whose inputs (file stats, topic definitions, extractor, settings, vault
+    changes) equal those of the last clean sync does nothing; any change makes it run again."""
+    from nexus_assets_tests.project import sample_project
+
+    p = sample_project(tmp_path / "proj")
+    first = run_json(capsys, *p.sync_args())
+    assert all(r["dagster_run_id"] for r in first)
+    again = run_json(capsys, *p.sync_args())
+    assert [r["unchanged"] for r in again] == [True] * len(first)
+    assert [r["manifest_hash"] for r in again] == [r["manifest_hash"] for r in first]
+    assert all(r["dagster_run_id"] is None for r in again)
+
+    run_file = next(p.runs.rglob("*.json"))
+    run_file.write_bytes(run_file.read_bytes())  # same bytes, new times: looked at again
+    touched = run_json(capsys, *p.sync_args())
+    assert all(r["dagster_run_id"] and not r.get("unchanged") for r in touched)
+    assert [r["manifest_hash"] for r in touched] == [r["manifest_hash"] for r in first]
+    assert all(r.get("unchanged") for r in run_json(capsys, *p.sync_args()))
+
+    run_json(capsys, *p.cli_args(), "close", "run-2026-11-18-open-brainstorm")
+    closed = run_json(capsys, *p.sync_args())
+    assert all(r["dagster_run_id"] for r in closed), "closing a run changes what a sync produces"

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib.metadata
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from dagster import DagsterInstance
-
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.runfiles import file_stat, scan_run_files
+from nexus_assets.vault.migrations import LATEST
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home
 from nexus_assets.core.order import normalize_timestamp
-from nexus_assets.definitions import build_defs
 from nexus_assets.lifecycle import TopicFileError, record_topic_files
 from nexus_assets.topicfiles import read_topic_files
 
@@ -55,6 +56,8 @@ def dagster_instance(db: str | Path, topics: list[str]):
     """The Dagster instance with the topics registered as partitions (see `project_dagster_home`).
     Dagster creates its storage on first use, and several first syncs at once race inside that
     set-up, so it happens under a file lock."""
+    from dagster import DagsterInstance  # only when a sync really runs the graph
+
     home = project_dagster_home(db)
     if home is None:
         instance = DagsterInstance.ephemeral()
@@ -111,6 +114,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         except TopicFileError as exc:
             raise UsageError(f"{exc}. Nothing was compiled.") from None
         vault.record_sources(runs_dir=runs_dir, topics_dir=topics_dir)
+        inputs = sync_inputs(args, runs_dir, defined, selected)
+        unchanged = vault.last_clean_sync() == sha256_hex(canonical_json([inputs, vault.change_marks()]))
+    if unchanged:
+        return _report_unchanged(args, selected)
+
+    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
 
     defs = build_defs(
         db_path=args.db,
@@ -200,8 +209,66 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
     if errors_total:
         lines.append(f"{errors_total} ingestion errors recorded; see `nexus errors`")
+    if not failed:
+        # The next sync with exactly these inputs has nothing to do (see `sync_fingerprint`).
+        # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
+        # vault as this sync left it (any later command that changes it makes the next one run).
+        with open_vault(args, write=True) as vault:
+            vault.record_clean_sync(sha256_hex(canonical_json([inputs, vault.change_marks()])))
     emit(args, results, "\n".join(lines))
     return 1 if failed else 0
+
+
+def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selected: list[str]) -> dict:
+    """Everything a sync reads outside the vault, cheaply: each run file's size, times and inode
+    (not its bytes), the topic definitions, the extractor and its settings, and this release.
+    With the vault's change marks, equal to what the last sync that passed everything saw:
+    nothing could come out differently, so nothing runs."""
+    try:
+        release = importlib.metadata.version("nexus-sync")
+    except importlib.metadata.PackageNotFoundError:
+        release = "unknown"
+    return {
+        "runs": [[str(p.resolve()), file_stat(p)] for p in scan_run_files(runs_dir)],
+        "topics": {t: defined[t].model_dump(mode="json") for t in sorted(defined)},
+        # The extraction_quality check reads each topic's gold file.
+        "gold": {
+            t: [str(gold), file_stat(gold)]
+            for t in sorted(defined)
+            if defined[t].quality is not None
+            for gold in [Path(defined[t].quality.gold) if Path(defined[t].quality.gold).is_absolute() else Path(args.topics_dir) / defined[t].quality.gold]
+        },
+        "selected": sorted(selected),
+        "extractor": [args.extractor, bool(args.replay_only), args.open_after],
+        "settings": sorted((k, v) for k, v in os.environ.items() if k.startswith(("NEXUS_", "OPENAI_"))),
+        "release": [release, LATEST],
+    }
+
+
+def _report_unchanged(args: argparse.Namespace, selected: list[str]) -> int:
+    with open_vault(args, write=True) as vault:
+        counts = vault.brick_counts()
+        hashes = vault.latest_manifest_hashes()
+    results = [
+        {
+            "topic_id": t,
+            "success": True,
+            "unchanged": True,
+            "dagster_run_id": None,
+            "checks": {},
+            "errors": [],
+            "manifest_hash": hashes.get(t),
+            "bricks": counts.get(t, {}),
+        }
+        for t in selected
+    ]
+    lines = [
+        f"{r['topic_id']}: ok (unchanged since the last sync); "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(r['bricks'].items())) or 'no bricks'}; manifest {(r['manifest_hash'] or '-')[:16]}"
+        for r in results
+    ]
+    emit(args, results, "\n".join(lines))
+    return 0
 
 
 def step_errors(result) -> list[str]:

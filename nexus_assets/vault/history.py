@@ -154,3 +154,25 @@ class HistoryQueries:
         if state is None:
             return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
         return self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ? AND state = ?", [topic_id, state]).fetchone()[0]
+
+    def change_marks(self) -> list[int]:
+        """Counters that any command changing what a sync would produce moves (closing a run, a new
+        manifest, a topic transition, a new run version, a recorded drift flip)."""
+        return list(
+            self.conn.execute(
+                """SELECT (SELECT count(*) FROM run_closures), (SELECT count(*) FROM manifests),
+                          (SELECT count(*) FROM topic_transitions), (SELECT count(*) FROM runs),
+                          (SELECT count(*) FROM source_status_history)"""
+            ).fetchone()
+        )
+
+    def last_clean_sync(self) -> str | None:
+        row = self.conn.execute("SELECT fingerprint FROM clean_syncs WHERE scope = 'cli'").fetchone()
+        return row[0] if row else None
+
+    def record_clean_sync(self, fingerprint: str) -> None:
+        self.conn.execute(
+            "INSERT INTO clean_syncs VALUES ('cli', ?, now()) ON CONFLICT (scope) DO UPDATE "
+            "SET fingerprint = excluded.fingerprint, recorded_at = excluded.recorded_at",
+            [fingerprint],
+        )

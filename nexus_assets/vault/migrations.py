@@ -320,6 +320,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         _backfill_source_status,
     ),
+    Migration(
+        11,
+        "a fingerprint of the inputs of the last sync that passed everything, so an identical sync does nothing",
+        """
+        CREATE TABLE IF NOT EXISTS clean_syncs (
+            scope TEXT PRIMARY KEY,
+            fingerprint TEXT NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
