@@ -9,7 +9,10 @@ from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.scope import in_scope_nodes
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import CallRecord, LLMConfig
+from nexus_assets.llm.client import prepare_calls
 from nexus_assets.llm.plan import estimate_cost, plan_calls
+from nexus_assets.llm.prompt import PROMPT_VERSION
+from nexus_assets.vault.history import FRAGMENT_MARKER
 from nexus_assets.runfiles import iter_run_file, scan_run_files
 
 
@@ -80,3 +83,50 @@ def plan_topic(topic: Topic, runs: list[Run], *, config: LLMConfig, store, token
     if topic.state == "LOCKED":
         plan.notes.append("topic is LOCKED: a sync compiles nothing for it")
     return plan
+
+
+def explain_cache(
+    topic: Topic,
+    runs: list[Run],
+    *,
+    config: LLMConfig,
+    store,
+    last_calls: dict[str, dict],
+    versions_seen: dict[str, dict],
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    prompt_version: str = PROMPT_VERSION,
+) -> list[dict]:
+    """For each run in the topic's scope: are its calls' replies stored (replayed, free), and if
+    not, why not. The reasons are read off the newest stored call of the same topic and run."""
+    out = []
+    for run in runs:
+        nodes = [n for n, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
+        if not nodes:
+            continue
+        calls = prepare_calls(topic, run, nodes, model=config.model, token_budget=token_budget, prompt_version=prompt_version)
+        cached = [c for c in calls if (r := store.get(c.key)) is not None and r.status == "ok"]
+        entry = {"topic_id": topic.topic_id, "run_id": run.run_id, "calls": len(calls), "cached_calls": len(cached)}
+        if len(cached) == len(calls):
+            entry |= {"status": "cached", "reasons": ["every call's reply is stored: it is replayed and sends nothing"]}
+            out.append(entry)
+            continue
+        last = last_calls.get(run.run_id)
+        reasons = []
+        if last is None:
+            reasons.append("new run: no call for this run and topic yet")
+        else:
+            if last["model"] != config.model:
+                reasons.append(f"model changed: {last['model']} → {config.model}")
+            if last["prompt_version"] != prompt_version:
+                reasons.append(f"prompt version changed: {last['prompt_version']} → {prompt_version}")
+            topic_part = calls[0].messages[-1]["content"].split(FRAGMENT_MARKER, 1)[0]
+            if last["topic_part"] is not None and last["topic_part"] != topic_part:
+                reasons.append("topic definition changed (its name, scope or exclusions are part of the prompt)")
+            seen = versions_seen.get(run.run_id, {})
+            if run.version_id not in seen or (last["recorded_at"] is not None and seen[run.version_id] > last["recorded_at"]):
+                reasons.append("new run version: the run's text changed since its last call")
+            if not reasons:
+                reasons.append("other nodes are in scope or chunked differently (topic keywords, node types or token budget changed)")
+        entry |= {"status": "will_call", "reasons": reasons}
+        out.append(entry)
+    return out

@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
+    p.add_argument("--explain-cache", action="store_true", help="per run and topic: cached or will call, and why")
     _handler(p, "plan:cmd_plan")
     p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")
     p.add_argument("--topic", help="only this topic's calls")
@@ -108,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-precision", type=float, default=None, help="exit 1 when overlap precision is below this")
     p.add_argument("--min-recall", type=float, default=None, help="exit 1 when overlap recall is below this")
     _handler(p, "eval:cmd_eval")
+
+    p = sub.add_parser("export", help="the manifest's bricks with their sources as JSON lines, Parquet or Markdown; read-only")
+    p.add_argument("topic")
+    p.add_argument("--format", choices=["jsonl", "parquet", "markdown"], required=True)
+    p.add_argument("--out", help="file to write (default: standard output; for parquet TOPIC.parquet)")
+    _handler(p, "export:cmd_export")
 
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
     p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")

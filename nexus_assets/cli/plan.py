@@ -10,7 +10,7 @@ from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vaul
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
-from nexus_assets.planning import _NoCalls, current_runs, plan_topic
+from nexus_assets.planning import _NoCalls, current_runs, explain_cache, plan_topic
 from nexus_assets.topicfiles import read_topic_files
 
 
@@ -42,6 +42,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         plans = [plan_topic(t, runs, config=config, store=_NoCalls(), token_budget=budget) for t in selected]
     data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans]}
+    if args.explain_cache:
+        explained = []
+        if db.exists():
+            with open_vault(args) as vault:
+                store = VaultCallStore(vault)
+                seen = vault.run_versions_seen([r.run_id for r in runs])
+                for t in selected:
+                    explained += explain_cache(
+                        t, runs, config=config, store=store, last_calls=vault.last_calls(t.topic_id), versions_seen=seen, token_budget=budget
+                    )
+        else:
+            for t in selected:
+                explained += explain_cache(t, runs, config=config, store=_NoCalls(), last_calls={}, versions_seen={}, token_budget=budget)
+        data["cache"] = explained
+
     lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
     for p in plans:
         cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
@@ -50,6 +65,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"({p.cached_calls} cached, {p.uncached_calls} to send); ~{p.input_tokens_to_send} input + "
             f"~{p.output_tokens_to_send} output tokens to send (~{p.input_tokens_without_prefilter} input without the "
             f"pre-filter); {cost}"
+        )
+    for e in data.get("cache", []):
+        lines.append(
+            f"  {e['topic_id']} {e['run_id']}: {'cached' if e['status'] == 'cached' else 'will call'} "
+            f"({e['cached_calls']}/{e['calls']} calls stored) — {'; '.join(e['reasons'])}"
         )
     emit(args, data, "\n".join(lines))
     return 0

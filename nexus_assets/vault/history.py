@@ -14,6 +14,9 @@ import duckdb
 
 from nexus_assets.core.models import Brick, SourceAddress
 
+# Where a pointer prompt's user message turns from the topic to the run's text (llm/prompt.py).
+FRAGMENT_MARKER = "Source JSON fragment"
+
 
 class HistoryQueries:
     conn: duckdb.DuckDBPyConnection
@@ -176,3 +179,30 @@ class HistoryQueries:
             "SET fingerprint = excluded.fingerprint, recorded_at = excluded.recorded_at",
             [fingerprint],
         )
+
+    def last_calls(self, topic_id: str) -> dict[str, dict]:
+        """Per run, the newest successful LLM call of the topic: model, prompt version, its first
+        (system) message and when; what `nexus plan --explain-cache` compares with."""
+        rows = self.conn.execute(
+            """SELECT run_id, arg_max(model, recorded_at), arg_max(prompt_version, recorded_at),
+                      arg_max(request_json, recorded_at), max(recorded_at)
+               FROM llm_calls WHERE topic_id = ? AND status = 'ok' GROUP BY run_id""",
+            [topic_id],
+        ).fetchall()
+        out = {}
+        for run_id, model, version, request, at in rows:
+            try:
+                topic_part = str(json.loads(request)[-1].get("content")).split(FRAGMENT_MARKER, 1)[0]
+            except (ValueError, IndexError, AttributeError, TypeError):
+                topic_part = None
+            out[run_id] = {"model": model, "prompt_version": version, "topic_part": topic_part, "recorded_at": at}
+        return out
+
+    def run_versions_seen(self, run_ids: Sequence[str]) -> dict[str, dict[str, datetime]]:
+        """Per run, every version the vault holds and when it was ingested."""
+        out: dict[str, dict[str, datetime]] = {}
+        for run_id, version_id, at in self.conn.execute(
+            "SELECT run_id, version_id, ingested_at FROM runs WHERE run_id IN (SELECT unnest(?))", [sorted(set(run_ids))]
+        ).fetchall():
+            out.setdefault(run_id, {})[version_id] = at
+        return out
