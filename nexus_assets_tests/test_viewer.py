@@ -300,24 +300,29 @@ def test_a_message_with_a_script_tag_is_shown_as_text_and_never_runs(viewer, bri
     assert page.locator("script").evaluate_all("s => s.map(e => e.getAttribute('src'))") == ["/static/viewer.js"]
 
 
-def test_search_keeps_only_bricks_containing_the_text_in_any_case(viewer, bricks, page):
+def test_search_ranks_the_bricks_that_match_with_the_words_marked(viewer, bricks, page):
+    """The viewer's search box is `nexus search` (BM25, stemmed words) for this topic."""
+    from nexus_assets.search import search
+
     visible = [b for b in bricks if b["state"] != "SUPERSEDED"]
-    expected = [b["brick_id"] for b in visible if "manifest" in b["content"].lower()]
+    expected = {b["brick_id"] for b in visible if "manifest" in b["content"].lower()}
     assert 0 < len(expected) < len(visible)
     page.goto(f"{viewer.url}topics/{TOPIC}")
     page.get_by_role("searchbox").fill("MANIFEST")
     page.get_by_role("button", name="Search").click()
     expect(page).to_have_url(f"{viewer.url}topics/{TOPIC}?q=MANIFEST")
 
-    assert page.locator("li.brick").evaluate_all("items => items.map(i => i.dataset.brickId)") == expected
+    shown = page.locator("li.brick").evaluate_all("items => items.map(i => i.dataset.brickId)")
+    assert set(shown) == expected
+    assert shown == [h.brick_id for h in search(viewer.db_path, "MANIFEST", [TOPIC], limit=100)], "best match first"
     for hit in page.locator("mark.hit").all_text_contents():
-        assert hit.lower() == "manifest"
-    expect(page.locator("#result-count")).to_contain_text(f"{len(expected)} of {len(visible)} bricks")
+        assert hit.lower().startswith("manifest")
+    expect(page.locator("#result-count")).to_contain_text(f"{len(expected)} of {len(visible)} bricks match")
 
-    page.get_by_role("searchbox").fill("no brick says this")
+    page.get_by_role("searchbox").fill("qwertyuiop zxcvbnm")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("li.brick")).to_have_count(0)
-    expect(page.locator("main")).to_contain_text("No brick contains")
+    expect(page.locator("main")).to_contain_text("No brick matches")
 
 
 # Dagster runs its steps on an event loop; Playwright's sync API keeps one running in this thread,

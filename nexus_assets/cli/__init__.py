@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-recall", type=float, default=None, help="exit 1 when overlap recall is below this")
     _handler(p, "eval:cmd_eval")
 
+    p = sub.add_parser("search", parents=[common], help="ranked full-text search (BM25) over brick text, with highlights")
+    p.add_argument("text", help='words, or "a phrase" in quotes')
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--limit", type=int, default=20, help="at most this many results (default 20)")
+    _handler(p, "search:cmd_search")
+
     p = sub.add_parser("export", help="the manifest's bricks with their sources as JSON lines, Parquet or Markdown; read-only")
     p.add_argument("topic")
     p.add_argument("--format", choices=["jsonl", "parquet", "markdown"], required=True)

@@ -10,6 +10,7 @@ from nexus_assets.compiler import Resolution, extract_phase, publish_phase, reso
 from nexus_assets.core.models import Brick, Topic
 from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
 from nexus_assets.drift import current_drift, full_drift, record_drift
+from nexus_assets.search import refresh as refresh_search
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.extractors import OpenAIExtractor
@@ -281,6 +282,12 @@ def topic_manifest(
         visible = len(manifest.bricks) if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
+        # The search index follows the manifest (derived data: a failure here loses nothing).
+        try:
+            reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
+        except Exception as exc:  # noqa: BLE001
+            reindexed = False
+            context.log.warning(f"{topic.topic_id}: search index not updated ({exc}); `nexus search` rebuilds it")
     settings.say(
         context,
         f"{topic.topic_id}: manifest {manifest.manifest_hash[:12] if manifest else '-'} "
@@ -294,6 +301,7 @@ def topic_manifest(
                 previous_hash=manifest.previous_hash if manifest else None,
             ),
             "new_manifest": recorded,
+            "search_reindexed": reindexed,
             "bricks": visible,
             **non_empty(preview=bricks_preview(preview)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),

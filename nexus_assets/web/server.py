@@ -182,7 +182,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
         if m := TOPIC_ROUTE.fullmatch(path):
             query = params.get("q", [""])[0][:MAX_QUERY]
             with self.server.vault() as v:
-                page = views.topic_page(v, m.group(1), query)
+                page = views.topic_page(v, m.group(1), query, db_path=self.server.db_path)
                 if page is None:
                     return self._not_found(f"No topic {m.group(1)!r} in this vault.")
                 return html(HTTPStatus.OK, "topic.html", page=page)

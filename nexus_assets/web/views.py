@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
+from nexus_assets.search import refresh, search
 from nexus_assets.trace import trace_brick
 from nexus_assets.vault import RunVersion, Vault
 
@@ -114,7 +115,19 @@ def _history(brick_id: str, children: dict[str, list[Brick]]) -> list[Brick]:
     return out
 
 
-def topic_page(vault: Vault, topic_id: str, query: str = "") -> TopicPage | None:
+def highlight_segments(text: str, spans) -> list[tuple[str, bool]]:
+    pieces, at = [], 0
+    for start, end in spans:
+        if start > at:
+            pieces.append((text[at:start], False))
+        pieces.append((text[start:end], True))
+        at = end
+    if at < len(text):
+        pieces.append((text[at:], False))
+    return pieces
+
+
+def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> TopicPage | None:
     topic = vault.topic(topic_id)
     if topic is None:
         return None
@@ -130,6 +143,21 @@ def topic_page(vault: Vault, topic_id: str, query: str = "") -> TopicPage | None
         position = {e.brick_id: i for i, e in enumerate(manifest.bricks)}
         visible.sort(key=lambda b: (position.get(b.brick_id, len(position)), b.order_index or 0))
     query = query.strip()
+    if query and db_path is not None:
+        # Ranked full-text search (BM25), the same as `nexus search --topic`.
+        refresh(vault, db_path, [topic_id])
+        by_id = {b.brick_id: b for b in visible}
+        hits = [h for h in search(db_path, query, [topic_id], limit=max(1, len(visible))) if h.brick_id in by_id]
+        views = [
+            BrickView(
+                brick=by_id[h.brick_id],
+                runs=list(dict.fromkeys(s.run_id for s in by_id[h.brick_id].sources)),
+                segments=highlight_segments(h.content, h.highlights),
+                history=_history(h.brick_id, children),
+            )
+            for h in hits
+        ]
+        return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest)
     # Plain substring, any case: the query is escaped, never read as a pattern.
     pattern = re.compile(re.escape(query), re.IGNORECASE) if query else None
     views = [
