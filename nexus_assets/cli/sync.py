@@ -134,7 +134,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     instance = dagster_instance(args.db, selected)
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
-    results, failed, interrupted = [], False, False
+    results, failed, interrupted, incomplete = [], False, False, False
     # Dagster turns Ctrl-C/SIGTERM during a step into a failed step and returns; between steps
     # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
@@ -165,6 +165,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
             errors = step_errors(result)
             ok = result.success and all(checks.values())
             failed |= not ok
+            # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
+            incomplete |= any(
+                m.metadata.get("runs_incomplete") is not None and m.metadata["runs_incomplete"].value
+                for m in result.asset_materializations_for_node("pointer_extractions")
+            )
             results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
             if stopped(result):
                 interrupted = True
@@ -209,7 +214,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
     if errors_total:
         lines.append(f"{errors_total} ingestion errors recorded; see `nexus errors`")
-    if not failed:
+    if not failed and not incomplete:
         # The next sync with exactly these inputs has nothing to do (see `sync_fingerprint`).
         # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
         # vault as this sync left it (any later command that changes it makes the next one run).
