@@ -26,6 +26,8 @@ class IngestReport:
     errors: list[IngestionError] = field(default_factory=list)
     changed_runs: list[str] = field(default_factory=list)
     side_files: list[str] = field(default_factory=list)
+    # One line per forgotten source met again (invariant 15): it is skipped, never brought back.
+    forgotten: list[str] = field(default_factory=list)
 
     @property
     def side_files_note(self) -> str | None:
@@ -69,6 +71,7 @@ def ingest_runs(
     finished_errors: list[IngestionError] = []
     read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
     known_stats = vault.file_stats()
+    forgotten_runs = vault.forgotten_runs()
 
     claimed: dict[str, tuple[str, str]] = {}
 
@@ -104,6 +107,11 @@ def ingest_runs(
             with vault.transaction():
                 vault.record_errors([gone])
             continue
+        tombstone = vault.forgotten_file(sha)
+        if tombstone is not None:
+            # Not recorded as read: every sync that meets it again says so.
+            report.forgotten.append(f"skipped {shown}: it was forgotten (tombstone {tombstone}); delete it or leave it, it is never read")
+            continue
         if any(sha == f[0] for f in finished_files):
             # Identical bytes under another name: the same verdict, but this file is named too.
             first = next(f for f in finished_files if f[0] == sha)
@@ -137,6 +145,9 @@ def ingest_runs(
                     errors.append(item)
                 else:
                     dropped += 1
+                continue
+            if item.run_id in forgotten_runs:
+                report.forgotten.append(f"skipped run {item.run_id} in {shown}: it was forgotten (tombstone {forgotten_runs[item.run_id]})")
                 continue
             runs_in_file += 1
             batch.append((item, source, sha))

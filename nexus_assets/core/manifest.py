@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.models import Brick, Manifest, ManifestEntry
+from nexus_assets.core.models import Brick, Manifest, ManifestEntry, Tombstone
 
 
 def manifest_entries(bricks: Iterable[Brick]) -> tuple[ManifestEntry, ...]:
@@ -16,13 +16,31 @@ def manifest_entries(bricks: Iterable[Brick]) -> tuple[ManifestEntry, ...]:
     )
 
 
-def manifest_hash(topic_id: str, previous_hash: str | None, entries: Iterable[ManifestEntry]) -> str:
+def manifest_hash(
+    topic_id: str, previous_hash: str | None, entries: Iterable[ManifestEntry], tombstone: Tombstone | None = None
+) -> str:
     body = {
         "topic_id": topic_id,
         "previous_hash": previous_hash,
         "bricks": [e.model_dump() for e in entries],
     }
+    # A tombstone is sealed into the chain; manifests without one hash exactly as they always did.
+    if tombstone is not None:
+        body["tombstone"] = tombstone.model_dump(mode="json")
     return sha256_hex(canonical_json(body))
+
+
+def tombstone_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None, tombstone: Tombstone) -> Manifest:
+    """The next manifest after a forget: always recorded, even when the brick list is unchanged."""
+    entries = manifest_entries(bricks)
+    previous_hash = previous.manifest_hash if previous is not None else None
+    return Manifest(
+        topic_id=topic_id,
+        previous_hash=previous_hash,
+        bricks=entries,
+        manifest_hash=manifest_hash(topic_id, previous_hash, entries, tombstone),
+        tombstone=tombstone,
+    )
 
 
 def build_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None) -> Manifest | None:
@@ -48,7 +66,7 @@ def chain_problems(manifests: list[Manifest]) -> list[str]:
             problems.append(
                 f"manifest #{seq} of {m.topic_id} points back to {m.previous_hash!r}, expected {previous_hash!r}"
             )
-        expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks)
+        expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks, m.tombstone)
         if expected != m.manifest_hash:
             problems.append(f"manifest #{seq} of {m.topic_id} was altered: stored hash {m.manifest_hash[:12]}… != recomputed {expected[:12]}…")
         previous_hash = m.manifest_hash

@@ -175,6 +175,21 @@ class ManifestEntry(BaseModel):
     state: BrickState
 
 
+class Tombstone(BaseModel):
+    """What `nexus forget` removed from a topic, recorded in its manifest chain (invariant 15).
+    Ids and hashes only: never the forgotten text."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True, extra="forbid")
+
+    tombstone_id: str
+    run_ids: tuple[str, ...]
+    file_sha256s: tuple[str, ...]
+    brick_ids: tuple[str, ...]  # bricks removed from this topic (every source was forgotten)
+    reason: str
+    actor: str
+    forgotten_at: str
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -182,6 +197,7 @@ class Manifest(BaseModel):
     previous_hash: str | None
     bricks: tuple[ManifestEntry, ...]
     manifest_hash: str
+    tombstone: Tombstone | None = None
 
 
 @dataclass(frozen=True)

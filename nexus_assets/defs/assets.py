@@ -4,6 +4,8 @@ Assets are thin: load from the vault, call one phase of `nexus_assets.compiler`,
 """
 
 
+import sys
+
 import dagster as dg
 
 from nexus_assets.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
@@ -52,6 +54,10 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
         v.record_sources(runs_dir=settings.path("runs_dir"), topics_dir=settings.path("topics_dir"))
     if report.side_files_note:
         context.log.info(report.side_files_note)
+    for line in report.forgotten:
+        # Always said, even under --json: a person must see that a file in the runs folder is ignored.
+        context.log.info(line)
+        print(f"nexus: {line}", file=sys.stderr, flush=True)
     for err in report.errors:
         context.log.warning(f"ingestion error: {err.file}{' / ' + err.conversation if err.conversation else ''}: {err.problem}")
     settings.say(
@@ -67,6 +73,7 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
             "runs_new": report.runs_new,
             "run_versions_new": report.versions_new,
             "ingestion_errors": len(report.errors),
+            "forgotten_skipped": len(report.forgotten),
             **non_empty(
                 errors=table(
                     [{"file": e.file, "conversation": e.conversation or "", "problem": e.problem} for e in report.errors[:100]],

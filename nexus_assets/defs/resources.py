@@ -15,7 +15,7 @@ from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtracto
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.runfiles import Limits
-from nexus_assets.vault import Vault, writer_intent
+from nexus_assets.vault import Vault
 
 
 class NexusSettings(dg.ConfigurableResource):
@@ -78,17 +78,12 @@ class ExtractorResource(dg.ConfigurableResource):
 
 
 class VaultResource(dg.ConfigurableResource):
-    """The DuckDB vault, through dagster-duckdb (which retries while another writer holds the lock)."""
+    """The DuckDB vault named by the dagster-duckdb resource, opened the one way every part of
+    Nexus opens it (`Vault.open`: writer intent announced, waiting while another writer holds it)."""
 
     duckdb: dg.ResourceDependency[DuckDBResource]
 
     @contextmanager
     def open(self) -> Iterator[Vault]:
-        Path(self.duckdb.database).parent.mkdir(parents=True, exist_ok=True)
-        # Announced before waiting for the lock, so viewers step aside instead of starving it.
-        with writer_intent(self.duckdb.database), self.duckdb.get_connection() as conn:
-            # get_connection does not close on error; a leaked handle would block later opens.
-            try:
-                yield Vault(conn)
-            finally:
-                conn.close()
+        with Vault.open(self.duckdb.database) as vault:
+            yield vault

@@ -26,6 +26,7 @@ from nexus_assets.core.formats import parse_document
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.vault.drift import DriftRecords
+from nexus_assets.vault.forgetting import ForgettingRecords
 from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
@@ -33,6 +34,7 @@ from nexus_assets.core.models import (
     IngestionError,
     Manifest,
     ManifestEntry,
+    Tombstone,
     Occurrence,
     Rejection,
     Run,
@@ -93,7 +95,8 @@ def writer_waiting(db_path: str | Path) -> bool:
 
 
 def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
-    """Open the vault, waiting for another writer to finish instead of failing at once.
+    """Open the vault, waiting for another writer to finish instead of failing at once. The one
+    place that waits for the vault: the CLI, the Dagster resource and the viewer all come here.
 
     A read-only open also waits while a writer has announced itself (`writer_intent`)."""
     db_path = Path(db_path)
@@ -110,6 +113,12 @@ def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120
     while True:
         try:
             return duckdb.connect(str(db_path), read_only=read_only)
+        except duckdb.ConnectionException:
+            # A writer in this same process (a test, a notebook, the viewer beside a sync): DuckDB
+            # refuses a handle of another configuration rather than waiting on a lock.
+            if time.monotonic() > deadline:
+                raise VaultBusy(f"vault {db_path} is being written by this process; try again when it is done") from None
+            time.sleep(0.05)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 if "lock" in str(exc).lower():
@@ -125,7 +134,7 @@ class RunVersion:
     version_id: str
 
 
-class Vault(HistoryQueries, DriftRecords):
+class Vault(HistoryQueries, DriftRecords, ForgettingRecords):
     """Typed access to the vault over one DuckDB connection."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
@@ -169,12 +178,19 @@ class Vault(HistoryQueries, DriftRecords):
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        # Nested use joins the outer transaction: forgetting publishes inside its own.
+        if getattr(self, "_in_transaction", False):
+            yield
+            return
         self.conn.execute("BEGIN TRANSACTION")
+        self._in_transaction = True
         try:
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        finally:
+            self._in_transaction = False
         self.conn.execute("COMMIT")
 
     def _insert_df(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
@@ -814,10 +830,12 @@ class Vault(HistoryQueries, DriftRecords):
         dagster_run_id: str | None,
         sealed: bool = False,
         inputs_digest: str | None = None,
+        forgetting: bool = False,
     ) -> None:
-        """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically."""
+        """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically.
+        `forgetting`: the one exception to FINAL immutability (invariant 15), under a tombstone."""
         prior = {b.brick_id: b for b in self.bricks(topic_id)}
-        refused = final_brick_changes(prior, bricks)
+        refused = [] if forgetting else final_brick_changes(prior, bricks)
         if refused:
             raise FinalBrickChanged(
                 f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
@@ -830,11 +848,12 @@ class Vault(HistoryQueries, DriftRecords):
                 before = prior.get(b.brick_id)
                 if before is None:
                     new_rows.append(b)
-                elif (before.state, before.order_index, before.superseded_by, before.stale) != (
+                elif (before.state, before.order_index, before.superseded_by, before.stale, before.content) != (
                     b.state,
                     b.order_index,
                     b.superseded_by,
                     b.stale,
+                    b.content,
                 ):
                     changed.append(b)
             self._insert_df(
@@ -857,9 +876,9 @@ class Vault(HistoryQueries, DriftRecords):
             )
             for b in changed:
                 self.conn.execute(
-                    """UPDATE bricks SET state = ?, order_index = ?, superseded_by = ?, stale = ?, updated_at = ?
+                    """UPDATE bricks SET state = ?, order_index = ?, superseded_by = ?, stale = ?, content = ?, updated_at = ?
                        WHERE brick_id = ?""",
-                    [b.state, b.order_index, b.superseded_by, b.stale, stamp, b.brick_id],
+                    [b.state, b.order_index, b.superseded_by, b.stale, b.content, stamp, b.brick_id],
                 )
             source_rows = []
             for b in bricks:
@@ -891,7 +910,9 @@ class Vault(HistoryQueries, DriftRecords):
                     "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
                 ).fetchone()[0]
                 self.conn.execute(
-                    "INSERT INTO manifests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
+                                              dagster_run_id, created_at, tombstone_json)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     [
                         topic_id,
                         seq,
@@ -901,6 +922,7 @@ class Vault(HistoryQueries, DriftRecords):
                         sealed,
                         dagster_run_id,
                         stamp,
+                        manifest.tombstone.model_dump_json() if manifest.tombstone else None,
                     ],
                 )
             # A linked source may have become canonical: stale follows the canonical source's status.
@@ -914,7 +936,8 @@ class Vault(HistoryQueries, DriftRecords):
 
     def manifests(self, topic_id: str) -> list[Manifest]:
         rows = self.conn.execute(
-            "SELECT manifest_hash, previous_hash, bricks_json FROM manifests WHERE topic_id = ? ORDER BY seq", [topic_id]
+            "SELECT manifest_hash, previous_hash, bricks_json, tombstone_json FROM manifests WHERE topic_id = ? ORDER BY seq",
+            [topic_id],
         ).fetchall()
         return [
             Manifest(
@@ -922,14 +945,15 @@ class Vault(HistoryQueries, DriftRecords):
                 manifest_hash=h,
                 previous_hash=p,
                 bricks=tuple(ManifestEntry(**e) for e in json.loads(b)),
+                tombstone=Tombstone.model_validate_json(t) if t else None,
             )
-            for h, p, b in rows
+            for h, p, b, t in rows
         ]
 
     def latest_manifest(self, topic_id: str, *, sealed: bool = False) -> Manifest | None:
         """The topic's newest manifest; with `sealed`, the newest one written by a seal."""
         row = self.conn.execute(
-            f"""SELECT manifest_hash, previous_hash, bricks_json FROM manifests
+            f"""SELECT manifest_hash, previous_hash, bricks_json, tombstone_json FROM manifests
                 WHERE topic_id = ? {'AND sealed' if sealed else ''} ORDER BY seq DESC LIMIT 1""",
             [topic_id],
         ).fetchone()
@@ -940,6 +964,7 @@ class Vault(HistoryQueries, DriftRecords):
             manifest_hash=row[0],
             previous_hash=row[1],
             bricks=tuple(ManifestEntry(**e) for e in json.loads(row[2])),
+            tombstone=Tombstone.model_validate_json(row[3]) if row[3] else None,
         )
 
     def ingestion_error_count(self) -> int:

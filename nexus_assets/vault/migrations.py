@@ -296,6 +296,31 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        8,
+        "forgetting (invariant 15): tombstones in the manifest chain and the sources a sync must never bring back",
+        """
+        ALTER TABLE manifests ADD COLUMN IF NOT EXISTS tombstone_json TEXT;
+        CREATE TABLE IF NOT EXISTS tombstones (
+            tombstone_id TEXT PRIMARY KEY,
+            run_ids_json TEXT NOT NULL,
+            file_sha256s_json TEXT NOT NULL,
+            brick_ids_json TEXT NOT NULL,
+            topic_ids_json TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            forgotten_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS forgotten_runs (
+            run_id TEXT PRIMARY KEY,
+            tombstone_id TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS forgotten_files (
+            file_sha256 TEXT PRIMARY KEY,
+            tombstone_id TEXT NOT NULL
+        );
+        """,
+    ),
+    Migration(
         9,
         "each source node's drift status as the files stand now, and every flip of it (invariant 14)",
         """

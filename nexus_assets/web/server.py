@@ -10,7 +10,6 @@ import json
 import re
 import socket
 import sys
-import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import duckdb
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from nexus_assets.core.models import TOPIC_ID_PATTERN
@@ -97,17 +95,7 @@ class ViewerServer(ThreadingHTTPServer):
     def vault(self) -> Iterator[Vault]:
         if not self.db_path.exists():
             raise NoVault(f"no vault at {self.db_path}; run `nexus sync` first, or pass --db")
-        deadline = time.monotonic() + self.busy_wait_s
-        while True:
-            try:
-                conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)
-                break
-            except duckdb.ConnectionException:
-                # A writer in this same process (a test, a notebook): DuckDB refuses a read-only
-                # handle beside it rather than waiting on a lock, so we wait here instead.
-                if time.monotonic() > deadline:
-                    raise VaultBusy(f"vault {self.db_path} is being written by this process") from None
-                time.sleep(0.05)
+        conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)
         try:
             vault = Vault(conn, migrate=False)
             if not vault.holds_vault_tables():

@@ -1,0 +1,61 @@
+"""`nexus forget (--run RUN_ID | --file PATH) --reason TEXT [--yes] [--delete-file]`: without --yes
+the plan (the forward lineage), with --yes the erasure, its report and the proof that the text is gone."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nexus_assets.cli.common import UsageError, emit, open_vault
+from nexus_assets.forgetting import ForgetError, find_target, forget, plan
+from nexus_assets.lifecycle import user_actor
+
+
+def _describe_plan(p: dict) -> list[str]:
+    lines = [
+        f"runs: {', '.join(p['run_ids']) or '-'}; files: {', '.join(f['file'] for f in p['files']) or '-'}",
+        f"  {p['run_versions']} run versions, {p['nodes']} text nodes, {sum(p['occurrences'].values())} occurrences, "
+        f"{p['rejections']} rejected quotes, {len(p['llm_calls'])} LLM calls, {p['embeddings']} embeddings, {len(p['answers'])} cited answers",
+        f"  bricks it alone backs (removed): {len(p['bricks_alone'])}",
+    ]
+    lines += [f"    {b['brick_id'][:12]} {b['topic_id']} {b['state']}" for b in p["bricks_alone"]]
+    lines.append(f"  bricks it shares (kept with their other sources): {len(p['bricks_shared'])}")
+    lines += [f"    {b['brick_id'][:12]} {b['topic_id']} also in {', '.join(b['other_runs'])}" for b in p["bricks_shared"]]
+    lines.append(f"  manifests that listed them: {len(p['manifests'])}; topics that get a tombstone: {', '.join(p['topics']) or '-'}")
+    return lines
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    if bool(args.run) == bool(args.file):
+        raise UsageError("give exactly one of --run RUN_ID or --file PATH")
+    if not args.reason or not args.reason.strip():
+        raise UsageError("--reason is required: it is recorded in the tombstone")
+    with open_vault(args, write=not args.yes) as vault:
+        try:
+            target = find_target(vault, run_id=args.run, file=args.file)
+        except ForgetError as exc:
+            raise UsageError(str(exc)) from None
+        planned = plan(vault, target)
+    if not args.yes:
+        emit(args, {"plan": planned, "changed": False}, "\n".join(["nexus forget would remove:", *_describe_plan(planned),
+             "nothing was changed; run again with --yes to forget"]))
+        return 0
+    if args.delete_file and args.run and len(target.files) != 1:
+        raise UsageError("--delete-file with --run needs the run to come from exactly one file")
+    report = forget(args.db, target, reason=args.reason.strip(), actor=user_actor("nexus forget"), delete_file=args.delete_file)
+    proof = report["proof"]
+    lines = [
+        f"forgot {', '.join(report['run_ids']) or Path(args.file).name} (tombstone {report['tombstone_id']}): "
+        f"{len(report['bricks_removed'])} bricks removed, {len(report['bricks_kept_with_other_sources'])} kept with other sources",
+        "  rows removed: " + ", ".join(f"{t} {n}" for t, n in sorted(report["rows_removed"].items())),
+        "  tombstone manifests: " + ", ".join(f"{t} {m['manifest_hash'][:16]}" for t, m in sorted(report["tombstone_manifests"].items())),
+        f"  dagster: {report['dagster']['dagster_runs']} runs and {report['dagster']['dagster_files']} stored outputs removed",
+    ]
+    if report["files_deleted"]:
+        lines.append(f"  deleted {', '.join(report['files_deleted'])}")
+    lines.append(
+        f"  proof: {proof['pieces_checked']} pieces of the forgotten text searched for in {len(proof['places_checked'])} places: "
+        + ("none found" if proof["text_gone"] else f"STILL FOUND in {', '.join(l['file'] for l in proof['leftovers'])}")
+    )
+    emit(args, report, "\n".join(lines))
+    return 0 if proof["text_gone"] else 1

@@ -1,0 +1,55 @@
+"""`nexus lineage BRICK_ID` (backwards: file → run version → extraction/LLM call → occurrence → brick
+→ manifests) and `nexus lineage --run RUN_ID | --file PATH` (forwards: what `forget` would remove)."""
+
+from __future__ import annotations
+
+import argparse
+
+from nexus_assets.cli.common import UsageError, emit, open_vault
+from nexus_assets.cli.forget import _describe_plan
+from nexus_assets.forgetting import ForgetError, find_target, plan
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    given = [x for x in (args.brick_id, args.run, args.file) if x]
+    if len(given) != 1:
+        raise UsageError("give exactly one of BRICK_ID, --run RUN_ID or --file PATH")
+    with open_vault(args) as vault:
+        if args.brick_id:
+            matches = vault.brick_ids_with_prefix(args.brick_id)
+            if not matches:
+                raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
+            if len(matches) > 1:
+                raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
+            (brick,) = vault.bricks(brick_ids=matches)
+            data = {
+                "direction": "backwards",
+                "brick": {"brick_id": brick.brick_id, "topic_id": brick.topic_id, "state": brick.state,
+                          "fingerprint": brick.fingerprint, "order_index": brick.order_index, "content": brick.content},
+                **vault.brick_lineage(brick.brick_id),
+            }
+            topic = vault.topic(brick.topic_id)
+            data["sealed"] = bool(topic and topic.state == "LOCKED")
+        else:
+            try:
+                target = find_target(vault, run_id=args.run, file=args.file)
+            except ForgetError as exc:
+                raise UsageError(str(exc)) from None
+            data = {"direction": "forwards", **plan(vault, target)}
+    if data["direction"] == "forwards":
+        emit(args, data, "\n".join(_describe_plan(data)))
+        return 0
+    b = data["brick"]
+    lines = [f"brick {b['brick_id']} [{b['state']}] in {b['topic_id']}{' (sealed)' if data['sealed'] else ''}"]
+    for s in data["sources"]:
+        ext = s["extraction"]
+        lines.append(
+            f"  {'canonical' if s['canonical'] else 'linked'} source: file {s['file']} (sha256 {str(s['file_sha256'])[:16]}…) → "
+            f"run {s['run_id']} version {str(s['run_version'])[:12]} → extraction by {ext['extractor']}"
+            + (f" (LLM calls {', '.join(c['call_key'][:12] + ' ' + c['model'] + ' ' + c['prompt_version'] for c in s['llm_calls'])})" if s["llm_calls"] else "")
+            + f" → pointer {s['pointer']['json_path']} → occurrence [{s['occurrence']['start']}:{s['occurrence']['end']}]"
+        )
+    lines += [f"  manifest #{m['seq']} {m['manifest_hash'][:16]}{' sealed' if m['sealed'] else ''}: position {m['order_index']}" for m in data["manifests"]]
+    lines.append(f"  answers citing it: {len(data['answers'])}")
+    emit(args, data, "\n".join(lines))
+    return 0

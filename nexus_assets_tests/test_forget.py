@@ -1,0 +1,137 @@
+"""Invariant 15: `nexus forget` removes every copy of a source's text, provably, and records a
+tombstone in each affected topic's manifest chain; lineage runs both ways."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nexus_assets.core.sentences import sentences
+from nexus_assets.vault import Vault
+from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.project import REPO, Project
+
+TOPIC = "nexus-server-sync"
+RUN_ID = "run-2026-10-21-ordering-review"
+RUN_FILE = "nexus/2026-10-21-ordering-review.json"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A persistent Dagster instance, as `dagster dev` and `nexus sync` share in a project."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def own_sentences(project: Project) -> list[str]:
+    """Sentences of the run to forget that no other run file contains."""
+    doc = json.loads((project.runs / RUN_FILE).read_text(encoding="utf-8"))
+    others = "\n".join(p.read_text(encoding="utf-8") for p in project.runs.rglob("*.json") if not p.samefile(project.runs / RUN_FILE))
+    found = [s for m in doc["messages"] for s in sentences(m["content"]) if len(s) >= 12]
+    return [s for s in found if json.dumps(s)[1:-1] not in others and s not in others]
+
+
+def bytes_containing(paths: list[Path], texts: list[str]) -> list[str]:
+    hits = []
+    for root in paths:
+        for f in [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]:
+            data = f.read_bytes()
+            hits += [f"{f}: {t[:30]}" for t in texts if t.encode("utf-8") in data or json.dumps(t)[1:-1].encode() in data]
+    return hits
+
+
+def test_forget_a_run_that_shares_one_brick_and_alone_backs_others(project: Project, home: Path, capsys):
+    p = project
+    run_json(capsys, *p.sync_args())
+    texts = own_sentences(p)
+    assert texts
+    assert bytes_containing([p.db, home], texts), "before forgetting, the text is in the vault and in Dagster's storage"
+    before = {b["brick_id"]: b for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")}
+
+    # Forwards lineage = the plan; without --yes nothing changes.
+    forward = run_json(capsys, *p.cli_args(), "lineage", "--run", RUN_ID)
+    (shared,) = forward["bricks_shared"]
+    alone = {b["brick_id"] for b in forward["bricks_alone"]}
+    assert alone and shared["other_runs"] == ["run-2026-10-03-sync-kickoff"]
+    planned = run_json(capsys, *p.cli_args(), "forget", "--run", RUN_ID, "--reason", "the author asked")
+    assert planned["changed"] is False and planned["plan"]["bricks_alone"] == forward["bricks_alone"]
+    assert run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") == list(before.values())
+
+    report = run_json(capsys, *p.cli_args(), "forget", "--run", RUN_ID, "--reason", "the author asked", "--yes")
+    assert report["proof"]["text_gone"] is True and report["proof"]["pieces_checked"] > 0
+    assert set(report["bricks_removed"]) == alone
+    assert report["dagster"]["dagster_runs"] > 0
+
+    after = {b["brick_id"]: b for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")}
+    assert not alone & set(after), "bricks it alone backed are gone"
+    kept = after[shared["brick_id"]]
+    assert [s["run_id"] for s in kept["sources"]] == ["run-2026-10-03-sync-kickoff"], "the shared brick keeps its other source"
+    assert set(after) == set(before) - alone
+
+    with Vault.open(p.db, read_only=True) as v:
+        chain = v.manifests(TOPIC)
+        stone = chain[-1].tombstone
+    assert stone is not None and stone.run_ids == (RUN_ID,) and set(stone.brick_ids) == alone
+    assert stone.reason == "the author asked" and "nexus forget" in stone.actor
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
+
+    # A later sync with the file still there does not bring it back, and says why.
+    code, out, err = run_cli(capsys, *p.sync_args(), "--json")
+    assert f"skipped run {RUN_ID}" in err and report["tombstone_id"] in err
+    assert set(b["brick_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")) == set(after)
+
+    # Byte search after the command returned: the vault file, its WAL, Dagster's storage.
+    assert (p.runs / RUN_FILE).exists()
+    places = [p.db, home, *p.db.parent.glob(p.db.name + ".wal"), *p.db.parent.glob(p.db.stem + ".search")]
+    assert bytes_containing(places, texts) == []
+
+
+def test_lineage_backwards_names_file_version_extraction_occurrence_and_manifests(project: Project, capsys):
+    run_json(capsys, *project.sync_args())
+    brick = run_json(capsys, *project.cli_args(), "bricks", TOPIC)[0]
+    data = run_json(capsys, *project.cli_args(), "lineage", brick["brick_id"][:10])
+    assert data["brick"]["brick_id"] == brick["brick_id"]
+    (src, *_) = data["sources"]
+    assert src["canonical"] and src["run_id"] == brick["sources"][0]["run_id"]
+    assert Path(src["file"]).exists() and re.fullmatch(r"[0-9a-f]{64}", src["file_sha256"])
+    assert src["run_version"] and src["extraction"]["extractor"].startswith("embedded")
+    assert (src["occurrence"]["start"], src["occurrence"]["end"]) == (brick["sources"][0]["start"], brick["sources"][0]["end"])
+    manifest = run_json(capsys, *project.cli_args(), "manifest", TOPIC)
+    assert data["manifests"][-1]["manifest_hash"] == manifest["manifest_hash"]
+    assert data["answers"] == [] and data["sealed"] is False
+
+
+def test_forget_refuses_bad_usage_and_changes_nothing(project: Project, capsys):
+    run_json(capsys, *project.sync_args())
+    code, _, err = run_cli(capsys, *project.cli_args(), "forget", "--run", "no-such-run", "--reason", "x", "--yes")
+    assert code == 2 and "no run 'no-such-run'" in err
+    code, _, err = run_cli(capsys, *project.cli_args(), "forget", "--run", RUN_ID, "--file", "x", "--reason", "x")
+    assert code == 2 and "exactly one" in err
+    code, _, err = run_cli(capsys, *project.cli_args(), "forget", "--file", str(project.runs / "nope.json"), "--reason", "x")
+    assert code == 2 and "holds nothing read from" in err
+
+
+def test_forget_a_file_with_delete_file_in_a_sealed_topic(empty_project: Project, capsys):
+    """A FINAL brick is forgotten too: the one exception to immutability, recorded in the sealed chain."""
+    from nexus_assets_tests.project import nexus_run
+
+    p = empty_project
+    p.write_topic("walk", keywords=["vault"])
+    p.write_run("keep.json", nexus_run("run-keep", [("user", "The vault keeps history forever.")]))
+    p.write_run("drop.json", nexus_run("run-drop", [("user", "The vault also stores my secret garden plan.")]))
+    run_json(capsys, *p.sync_args())
+    run_json(capsys, *p.cli_args(), "seal", "walk", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    assert {b["state"] for b in run_json(capsys, *p.cli_args(), "bricks", "walk")} == {"FINAL"}
+    report = run_json(capsys, *p.cli_args(), "forget", "--file", str(p.runs / "drop.json"), "--reason", "erasure request", "--yes", "--delete-file")
+    assert report["proof"]["text_gone"] and report["files_deleted"] and not (p.runs / "drop.json").exists()
+    left = run_json(capsys, *p.cli_args(), "bricks", "walk")
+    assert [b["content"] for b in left] == ["The vault keeps history forever."] and left[0]["state"] == "FINAL"
+    with Vault.open(p.db, read_only=True) as v:
+        assert v.latest_manifest("walk", sealed=True).tombstone is not None
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
+    assert b"secret garden" not in p.db.read_bytes()
