@@ -23,6 +23,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop `dagster dev` and everything it started (webserver, daemon, code server)."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def graphql(port: int, query: str) -> dict:
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
@@ -71,9 +81,4 @@ def test_dagster_dev_serves_the_code_location(tmp_path):
         assert {s["name"] for s in repo["schedules"]} >= {"nightly_sync"}
         assert {s["name"] for s in repo["sensors"]} >= {"nexus_files_sensor"}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)

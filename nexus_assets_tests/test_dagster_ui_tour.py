@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from dagster._core.execution.backfill import BulkActionStatus
 from playwright.sync_api import Page, expect, sync_playwright
 
 from nexus_assets_tests.project import REPO
-from nexus_assets_tests.test_dagster_dev import LAUNCHER, free_port
+from nexus_assets_tests.test_dagster_dev import LAUNCHER, free_port, stop_group
 from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN, OTHER = "nexus-server-sync", "storage-decisions"
@@ -88,12 +87,7 @@ def dagster_dev(project: Path):
         wait_for("dagster dev to answer", answers, timeout=180)
         yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         log.close()
 
 
