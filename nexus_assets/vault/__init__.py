@@ -22,7 +22,6 @@ from typing import Iterable, Iterator, Sequence
 import duckdb
 
 from nexus_assets.core.fingerprint import canonical_json
-from nexus_assets.core.formats import parse_document
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.vault.drift import DriftRecords
@@ -504,6 +503,8 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords):
             [[k.run_id for k in keys], [k.version_id for k in keys]],
         ).fetchall()
         status = self.run_status({r[0] for r in rows})
+        from nexus_assets.core.formats import parse_document  # the readers: only when raw JSON is read
+
         out = {}
         for run_id, version_id, raw, _ in rows:
             run = parse_document(json.loads(raw))

@@ -15,7 +15,6 @@ from typing import Callable
 import duckdb
 
 from nexus_assets.core.nodes import node_records
-from nexus_assets.core.formats import parse_document
 
 
 @dataclass(frozen=True)
@@ -214,6 +213,8 @@ CREATE TABLE IF NOT EXISTS nodes (
 def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     """Text nodes of every stored run version, parsed from its raw JSON this one time."""
     import pandas as pd  # writers only: read commands must not pay its import
+
+    from nexus_assets.core.formats import parse_document  # the readers, for this one backfill
 
     keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
     for start in range(0, len(keys), 200):
