@@ -24,6 +24,8 @@ from nexus_assets.vault import Vault
 from nexus_assets.web.links import topic_url
 
 WRITER_POOL = "duckdb_writer"
+# Shown in the catalog: who to ask about these assets.
+OWNERS = ["team:nexus-sync"]
 # A run with this tag re-reads every source file in `checksum_drift` (the nightly schedule sets it).
 FULL_VERIFY_TAG = "nexus/full_verify"
 
@@ -37,6 +39,8 @@ def current_topic(vault: Vault, topic_id: str) -> Topic:
 
 @dg.asset(
     group_name="raw_runs",
+    owners=OWNERS,
+    tags={"nexus/stage": "raw_runs"},
     kinds={"json", "duckdb"},
     pool=WRITER_POOL,
     description="Every run file ingested once per sync, for all topics: a new or changed file is read, "
@@ -87,6 +91,8 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
 @dg.asset(
     partitions_def=topics_partitions,
     group_name="raw_runs",
+    owners=OWNERS,
+    tags={"nexus/stage": "raw_runs"},
     kinds={"json", "duckdb"},
     deps=[run_files],
     pool=WRITER_POOL,
@@ -128,6 +134,8 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
 @dg.asset(
     partitions_def=topics_partitions,
     group_name="pointers",
+    owners=OWNERS,
+    tags={"nexus/stage": "pointers"},
     kinds={"python", "duckdb"},
     deps=[raw_runs],
     pool=WRITER_POOL,
@@ -191,6 +199,8 @@ def pointer_extractions(
 @dg.asset(
     partitions_def=topics_partitions,
     group_name="bricks",
+    owners=OWNERS,
+    tags={"nexus/stage": "bricks"},
     kinds={"python", "duckdb"},
     deps=[pointer_extractions],
     pool=WRITER_POOL,
@@ -223,6 +233,8 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
 @dg.asset(
     partitions_def=topics_partitions,
     group_name="states",
+    owners=OWNERS,
+    tags={"nexus/stage": "states"},
     kinds={"python"},
     deps=[validated_bricks],
     pool=WRITER_POOL,
@@ -273,6 +285,8 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
 @dg.asset(
     partitions_def=topics_partitions,
     group_name="manifest",
+    owners=OWNERS,
+    tags={"nexus/stage": "manifest"},
     kinds={"duckdb"},
     pool=WRITER_POOL,
     description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",
