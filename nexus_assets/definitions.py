@@ -11,6 +11,7 @@ from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_bri
 from nexus_assets.defs.checks import checksum_drift, extraction_quality, final_immutability, hallucination_rejection
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
+from nexus_assets.defs.recall import brick_embeddings, vector_index, vector_index_in_step
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
@@ -18,8 +19,8 @@ from nexus_assets.defs.sensors import nexus_files_sensor
 DEFAULT_DB = "data/nexus.duckdb"
 
 
-ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest]
-CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality]
+ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
+CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step]
 
 
 def build_resources(

@@ -68,15 +68,29 @@ class Topic(BaseModel):
     branches: BranchScope = "all"
     # Gold spans and thresholds for the `extraction_quality` check; it changes no brick.
     quality: QualityGate | None = None
+    # The hierarchy of truth: run-file glob pattern → authority level (1 authoritative records,
+    # 2 reviewed, 3 everything else, the default). Recall breaks ties by it; answers lead with it.
+    authority: dict[str, Literal[1, 2, 3]] | None = None
 
     @model_serializer(mode="wrap")
-    def _without_unset_quality(self, handler):
-        # A topic without a quality gate serializes as before it existed, so its stored
-        # definition (and the inputs digest over it) does not change.
+    def _without_unset_options(self, handler):
+        # A topic without a quality gate or authority serializes as before they existed, so its
+        # stored definition (and the inputs digest over it) does not change.
         data = handler(self)
-        if isinstance(data, dict) and data.get("quality", 0) is None:
-            del data["quality"]
+        if isinstance(data, dict):
+            for key in ("quality", "authority"):
+                if data.get(key, 0) is None:
+                    del data[key]
         return data
+
+    def authority_of(self, source_file: str | None) -> int:
+        """The level of a run file: the best (lowest) level whose pattern matches its path."""
+        import fnmatch
+
+        if not self.authority or not source_file:
+            return 3
+        matched = [level for pattern, level in self.authority.items() if fnmatch.fnmatch(source_file, pattern)]
+        return min(matched, default=3)
 
     @property
     def compiled(self) -> bool:

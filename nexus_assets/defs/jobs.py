@@ -2,7 +2,7 @@ import dagster as dg
 
 from nexus_assets.defs.partitions import topics_partitions
 
-TOPIC_GRAPH = dg.AssetSelection.groups("raw_runs", "pointers", "bricks", "states", "manifest")
+TOPIC_GRAPH = dg.AssetSelection.groups("raw_runs", "pointers", "bricks", "states", "manifest", "recall")
 
 sync_job = dg.define_asset_job(
     "sync_topics",

@@ -27,6 +27,7 @@ from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.vault.drift import DriftRecords
 from nexus_assets.vault.forgetting import ForgettingRecords
 from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.vault.recall import RecallRecords
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
     Brick,
@@ -133,7 +134,7 @@ class RunVersion:
     version_id: str
 
 
-class Vault(HistoryQueries, DriftRecords, ForgettingRecords):
+class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
     """Typed access to the vault over one DuckDB connection."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):

@@ -165,8 +165,15 @@ class ViewerHandler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, params: dict[str, list[str]]) -> Response:
         if path == "/":
+            query = params.get("recall", [""])[0][:MAX_QUERY].strip()
             with self.server.vault() as v:
-                return html(HTTPStatus.OK, "index.html", topics=views.topic_summaries(v), db=str(self.server.db_path))
+                topics = views.topic_summaries(v)
+            recalled = None
+            if query:
+                from nexus_assets.recall.service import recall  # read-only: the same code as `nexus recall`
+
+                recalled = recall(self.server.db_path, query, None, k=5)
+            return html(HTTPStatus.OK, "index.html", topics=topics, db=str(self.server.db_path), recall_query=query, recalled=recalled)
         if m := TOPIC_ROUTE.fullmatch(path):
             query = params.get("q", [""])[0][:MAX_QUERY]
             with self.server.vault() as v:

@@ -1,0 +1,65 @@
+"""`nexus recall` (read-only), `nexus ask` (grounded, audited; exit 1 when refused), `nexus audit`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+
+from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
+
+
+def _topics(args: argparse.Namespace) -> list[str] | None:
+    if args.topic:
+        with open_vault(args) as vault:
+            for t in args.topic:
+                require_topic(vault, t)
+    return args.topic
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from nexus_assets.recall.service import recall
+
+    if not args.query.strip():
+        raise UsageError("give a query")
+    if args.k < 1:
+        raise UsageError("--k must be at least 1")
+    out = recall(args.db, args.query, _topics(args), k=args.k)
+    lines = [
+        f"{i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  {one_line(r['content'], 110)}"
+        for i, r in enumerate(out["results"], 1)
+    ] or [f"nothing recalled for {args.query!r}"]
+    lines += [f"(fell through: {n})" for n in out["fell_through"]]
+    emit(args, out if args.json else out, "\n".join(lines))
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from nexus_assets.recall.service import ask
+
+    if not args.question.strip():
+        raise UsageError("give a question")
+    user = args.user or os.environ.get("USER") or getpass.getuser()
+    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent)
+    if out["refused"]:
+        text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
+    else:
+        text = (
+            f"{out['answer']}\n\n— {out['model']} ({out['generation']}); CCC {out['ccc']:.2f}, {out['revisions']} revisions; "
+            f"ranked by {out['reranker_used']}; audit {out['audit_id'][:12]}\n"
+            + "\n".join(f"  [{s['brick_id'][:12]}] {s['run_id']} {s['json_path']} [{s['start']}:{s['end']}]" for s in out["sources"])
+        )
+    emit(args, out, text)
+    return 1 if out["refused"] else 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    with open_vault(args) as vault:
+        rows = vault.audit_rows() if vault._has_table("audit") else []
+    text = "\n".join(
+        f"{r['recorded_at'][:19]} {r['outcome']:<8} {r['user_name']} via {r['agent']} {r['model']} ccc={r['ccc']} "
+        f"rev={r['revisions']} bricks={len(r['brick_ids'])} q={r['question_sha256'][:12]}{' — ' + r['reason'] if r['reason'] else ''}"
+        for r in rows
+    ) or "no answers audited yet"
+    emit(args, rows, text)
+    return 0

@@ -1,0 +1,97 @@
+"""The recall assets of the topic graph (DESIGN §8), downstream of the manifest: every visible
+brick embedded once, and the topic's vector index with its checked row → brick id map."""
+
+import warnings
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from nexus_assets.defs.assets import OWNERS, WRITER_POOL, topic_manifest
+from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.resources import VaultResource
+
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="recall",
+    owners=OWNERS,
+    tags={"nexus/stage": "recall"},
+    kinds={"python", "duckdb"},
+    deps=[topic_manifest],
+    pool=WRITER_POOL,
+    description="Every visible brick embedded once with all-MiniLM-L6-v2 (384-d, unit length), keyed by "
+    "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once.",
+)
+def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
+    from nexus_assets.recall.embedder import MODEL, embed
+
+    topic_id = context.partition_key
+    with vault.open() as v:
+        todo = v.fingerprints_without_embedding(topic_id, MODEL)
+        if todo:
+            vectors = embed([text for _, text in todo])
+            v.store_embeddings(MODEL, [(fp, vec.tolist()) for (fp, _), vec in zip(todo, vectors)], datetime.now(timezone.utc))
+        visible = v.visible_vectors(topic_id, MODEL)
+    return dg.MaterializeResult(
+        metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": len(visible) - len(todo),
+                  "visible_bricks": len(visible)}
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    group_name="recall",
+    owners=OWNERS,
+    tags={"nexus/stage": "recall"},
+    kinds={"python"},
+    deps=[brick_embeddings],
+    description="The topic's FAISS index beside the vault, with its row → brick id map persisted with it; "
+    "rebuilt from the vault when missing or out of step.",
+)
+def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
+    from nexus_assets.recall.index import ensure, vector_index_dir
+
+    topic_id = context.partition_key
+    with vault.open() as v:
+        idx, rebuilt = ensure(v, vault.duckdb.database, topic_id)
+    return dg.MaterializeResult(
+        metadata={"topic_id": topic_id, "rows": idx.index.ntotal, "rebuilt": rebuilt,
+                  "path": dg.MetadataValue.path(str(vector_index_dir(vault.duckdb.database, topic_id)))}
+    )
+
+
+@dg.asset_check(
+    asset=vector_index,
+    partitions_def=topics_partitions,
+    description="The index has one row per visible embedded brick, its id map is in the same order as the "
+    "vault's, and a re-embedded sample brick recalls itself first.",
+)
+def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    from nexus_assets.recall.embedder import MODEL, embed
+    from nexus_assets.recall.index import load
+
+    topic_id = context.partition_key
+    with vault.open() as v:
+        expected = [b for b, vec in v.visible_vectors(topic_id, MODEL) if vec is not None]
+        bricks = {b.brick_id: b for b in v.bricks(brick_ids=expected[:1])}
+    idx = load(vault.duckdb.database, topic_id)
+    problems = []
+    if idx is None:
+        problems.append("the index is missing or unreadable")
+    else:
+        if idx.index.ntotal != len(expected):
+            problems.append(f"{idx.index.ntotal} rows for {len(expected)} embedded visible bricks")
+        if idx.brick_ids != expected:
+            problems.append("the row → brick id map is not in the vault's order")
+        if expected and not problems:
+            sample = expected[0]
+            _, rows = idx.index.search(embed([bricks[sample].content]), 1)
+            if idx.brick_ids[rows[0][0]] != sample:
+                problems.append(f"brick {sample[:12]} re-embedded does not recall itself first")
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={"topic_id": topic_id, "rows": idx.index.ntotal if idx else 0, "expected": len(expected)},
+        description=f"{topic_id}: " + ("; ".join(problems) if problems else "index and id map in step"),
+    )

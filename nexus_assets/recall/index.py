@@ -1,0 +1,92 @@
+"""One FAISS index per topic, beside the vault, with its row → brick id map persisted with it.
+
+`<vault dir>/<vault stem>.vectors/<topic_id>/`: `index.faiss`, `ids.json` (brick ids in row
+order) and `meta.json` (model, manifest hash, count). The map is 1:1 with the index rows and is
+checked; a missing or out-of-step index is rebuilt from the vault's embeddings (forgetting deletes
+the directory and relies on that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from nexus_assets.recall.embedder import DIMENSIONS, MODEL
+from nexus_assets.vault import Vault
+
+
+def vector_index_dir(db_path: str | Path, topic_id: str) -> Path:
+    db = Path(db_path)
+    return db.parent / f"{db.stem}.vectors" / topic_id
+
+
+@dataclass
+class TopicIndex:
+    topic_id: str
+    index: object  # faiss.IndexFlatIP
+    brick_ids: list[str]
+    manifest_hash: str | None
+
+
+def _write(path: Path, index, brick_ids: list[str], manifest_hash: str | None) -> None:
+    import faiss
+
+    staging = path.with_name(path.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    faiss.write_index(index, str(staging / "index.faiss"))
+    (staging / "ids.json").write_text(json.dumps(brick_ids), encoding="utf-8")
+    (staging / "meta.json").write_text(
+        json.dumps({"model": MODEL, "manifest_hash": manifest_hash, "count": len(brick_ids)}), encoding="utf-8"
+    )
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(staging, path)
+
+
+def build(vault: Vault, db_path: str | Path, topic_id: str) -> TopicIndex:
+    """From the vault alone: the topic's visible, embedded bricks in manifest order."""
+    import faiss
+    import numpy as np
+
+    rows = [(b, v) for b, v in vault.visible_vectors(topic_id, MODEL) if v is not None]
+    index = faiss.IndexFlatIP(DIMENSIONS)
+    if rows:
+        index.add(np.asarray([v for _, v in rows], dtype="float32"))
+    manifest = vault.latest_manifest(topic_id)
+    built = TopicIndex(topic_id, index, [b for b, _ in rows], manifest.manifest_hash if manifest else None)
+    _write(vector_index_dir(db_path, topic_id), index, built.brick_ids, built.manifest_hash)
+    return built
+
+
+def load(db_path: str | Path, topic_id: str) -> TopicIndex | None:
+    import faiss
+
+    path = vector_index_dir(db_path, topic_id)
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        ids = json.loads((path / "ids.json").read_text(encoding="utf-8"))
+        index = faiss.read_index(str(path / "index.faiss"))
+    except (OSError, ValueError, RuntimeError):
+        return None
+    if meta.get("model") != MODEL or index.ntotal != len(ids) or meta.get("count") != len(ids):
+        return None
+    return TopicIndex(topic_id, index, ids, meta.get("manifest_hash"))
+
+
+def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
+    if loaded is None:
+        return False
+    manifest = vault.latest_manifest(topic_id)
+    expected = [b for b, v in vault.visible_vectors(topic_id, MODEL) if v is not None]
+    return loaded.manifest_hash == (manifest.manifest_hash if manifest else None) and loaded.brick_ids == expected
+
+
+def ensure(vault: Vault, db_path: str | Path, topic_id: str) -> tuple[TopicIndex, bool]:
+    """The topic's index, rebuilt from the vault when missing or out of step; (index, rebuilt)."""
+    loaded = load(db_path, topic_id)
+    if in_step(loaded, vault, topic_id):
+        return loaded, False
+    return build(vault, db_path, topic_id), True

@@ -1,0 +1,172 @@
+"""DESIGN §8 and invariant 16: embeddings and the vector index as assets, read-only recall with
+tiered reranking, grounded answers with the CCC gate, MODE-1 and the append-only audit trail."""
+
+import json
+import shutil
+import socket
+
+import dagster as dg
+import pytest
+
+from nexus_assets.core.citations import ccc, extractive_answer, split_answer
+from nexus_assets.recall.index import load, vector_index_dir
+from nexus_assets.vault import Vault
+from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.dagster_helpers import materialize_topic
+from nexus_assets_tests.llm_server import FakeOpenAIServer
+from nexus_assets_tests.project import Project
+
+TOPIC = "storage-decisions"
+QUESTION = "Where should the vault live?"
+
+
+@pytest.fixture
+def synced(project: Project, capsys) -> Project:
+    run_json(capsys, *project.sync_args())
+    return project
+
+
+def table_bytes(p: Project) -> dict:
+    with Vault.open(p.db, read_only=True) as v:
+        return {t: v.conn.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("bricks", "brick_sources", "audit", "embeddings", "manifests")}
+
+
+def test_the_id_map_is_one_to_one_and_survives_a_restart_and_a_rebuild(synced: Project, capsys):
+    first = load(synced.db, TOPIC)
+    with Vault.open(synced.db, read_only=True) as v:
+        visible = [b.brick_id for b in v.bricks(TOPIC, visible_only=True)]
+    assert first is not None and first.brick_ids == visible and first.index.ntotal == len(visible)
+    before = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--topic", TOPIC)
+    shutil.rmtree(vector_index_dir(synced.db, TOPIC))
+    after = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--topic", TOPIC)
+    assert [r["brick_id"] for r in after["results"]] == [r["brick_id"] for r in before["results"]]
+    assert load(synced.db, TOPIC).brick_ids == visible, "rebuilt from the vault alone, same order"
+
+
+def test_recall_is_read_only_and_confidences_are_in_range(synced: Project, capsys):
+    before = table_bytes(synced)
+    out = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--k", "4")
+    assert table_bytes(synced) == before, "no audit row, no state change"
+    (top, *rest) = out["results"]
+    assert top["content"] == QUESTION and top["reranker_used"] == "heuristic"
+    assert all(0.0 <= r["confidence"] <= 1.0 for r in out["results"]) and len(out["results"]) == 4
+    assert set(r["brick_id"] for r in out["results"]) and all(r["sources"] for r in out["results"])
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tiers_fall_through_deterministically(synced: Project, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NEXUS_RERANK_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    monkeypatch.setenv("NEXUS_RERANK_MODEL", "reranker")
+    monkeypatch.setenv("NEXUS_CROSS_ENCODER", str(tmp_path / "no-such-model"))
+    runs = [run_json(capsys, *synced.cli_args(), "recall", QUESTION) for _ in range(2)]
+    assert runs[0]["results"] == [{**r, "retrieval_timestamp": runs[0]["results"][i]["retrieval_timestamp"]} for i, r in enumerate(runs[1]["results"])]
+    assert {r["reranker_used"] for r in runs[0]["results"]} == {"heuristic"}
+    assert [n.split(" ")[0] for n in runs[0]["fell_through"]] == ["LLM", "cross-encoder"]
+
+    # A real cross-encoder, loaded by the real code: a tiny one this test builds and saves.
+    from sentence_transformers import CrossEncoder
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    vocab = tmp_path / "vocab.txt"
+    words = sorted({w.lower().strip(".,?:") for r in runs[0]["results"] for w in r["content"].split()} | {"where", "should", "the", "vault", "live"})
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]), encoding="utf-8")
+    tiny = tmp_path / "tiny-cross-encoder"
+    BertForSequenceClassification(BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=32, num_labels=1)).save_pretrained(tiny)
+    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(tiny)
+    assert CrossEncoder(str(tiny), device="cpu") is not None
+    monkeypatch.setenv("NEXUS_CROSS_ENCODER", str(tiny))
+    ranked = run_json(capsys, *synced.cli_args(), "recall", QUESTION)
+    assert {r["reranker_used"] for r in ranked["results"]} == {"cross-encoder"}
+    assert [n.split(" ")[0] for n in ranked["fell_through"]] == ["LLM"]
+
+    # And the LLM tier when its endpoint answers.
+    def scores(body: dict) -> dict:
+        n = body["messages"][-1]["content"].count("\n") - 1
+        return {"scores": [1.0 / (i + 1) for i in range(n)]}
+
+    with FakeOpenAIServer(api_key=None, models=None, handler=scores) as server:
+        monkeypatch.setenv("NEXUS_RERANK_BASE_URL", server.base_url)
+        monkeypatch.setenv("NEXUS_RERANK_API_KEY", "test-key")
+        by_llm = run_json(capsys, *synced.cli_args(), "recall", QUESTION)
+        assert server.requests and all(r["temperature"] == 0 and r["seed"] == 42 for r in server.requests)
+    assert {r["reranker_used"] for r in by_llm["results"]} == {"llm"} and by_llm["fell_through"] == []
+
+
+def test_ccc_counts_sentences_with_a_valid_citation():
+    ids = ["a" * 64, "b" * 64]
+    parts = split_answer(f"The vault is DuckDB. [{'a' * 12}] It is fast [{'b' * 10}]. Nobody said this. Or this [{'c' * 12}].", ids)
+    assert [p.cited for p in parts] == [True, True, False, False]
+    assert ccc(parts) == 0.5
+    assert ccc(split_answer(extractive_answer([(ids[0], "Where should the vault live?"), (ids[1], "In DuckDB")]), ids)) == 1.0
+
+
+def test_the_revision_loop_stops_at_three_and_the_answer_is_refused(synced: Project, capsys, monkeypatch):
+    with FakeOpenAIServer(api_key=None, models=None) as server:
+        from nexus_assets_tests.llm_server import Reply
+
+        server.script(*[Reply(content="The vault lives somewhere. It is nice.") for _ in range(4)])
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("NEXUS_LLM_MODEL", "gpt-test")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        out = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--user", "ana", "--agent", "test", expect=1)
+        assert server.request_count == 4, "the first answer and three revisions"
+        assert "cite no brick" in server.requests[-1]["messages"][-1]["content"]
+    assert out["refused"] and out["revisions"] == 3 and out["ccc"] == 0.0 and out["answer"] is None
+    (row,) = run_json(capsys, *synced.cli_args(), "audit")
+    assert (row["outcome"], row["user_name"], row["agent"], row["revisions"], row["model"]) == ("refused", "ana", "test", 3, "gpt-test")
+    assert "claim-citation coverage" in row["reason"]
+
+
+def test_an_answer_is_grounded_audited_and_mode1_refuses_after_an_edit_or_a_deletion(synced: Project, capsys):
+    out = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC)
+    assert out["refused"] is False and out["ccc"] == 1.0 and out["model"] == "offline-extractive"
+    assert all(s["brick_ids"] for s in out["sentences"])
+    g = out["sources"][0]
+    assert set(g) >= {"brick_id", "content_snippet", "run_id", "json_path", "start", "end", "viewer_url", "confidence", "retrieval_timestamp"}
+    assert len(run_json(capsys, *synced.cli_args(), "audit")) == 1
+
+    path = synced.runs / "nexus/2026-10-09-vault-design.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["messages"][0]["content"] = "Edited: " + doc["messages"][0]["content"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    refused = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC, expect=1)
+    assert refused["refused"] and refused["reason"].startswith("MODE-1") and "ada884100bba" in refused["reason"]
+    path.unlink()
+    gone = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC, expect=1)
+    assert "MODE-1" in gone["reason"] and "gone" in gone["reason"]
+    audit = run_json(capsys, *synced.cli_args(), "audit")
+    assert [r["outcome"] for r in audit] == ["answered", "refused", "refused"], "one row per answer or refusal"
+    assert QUESTION not in json.dumps(audit), "the audit keeps a hash of the question, never its text"
+
+
+def test_a_resync_embeds_nothing(project: Project):
+    with dg.instance_for_test() as instance:
+        first = materialize_topic(project, TOPIC, instance)
+        again = materialize_topic(project, TOPIC, instance)
+    meta = [r.asset_materializations_for_node("brick_embeddings")[0].metadata for r in (first, again)]
+    assert meta[0]["embedded_now"].value > 0 and meta[1]["embedded_now"].value == 0
+    assert meta[1]["reused"].value == meta[0]["visible_bricks"].value
+    checks = {e.check_name: e.passed for e in again.get_asset_check_evaluations()}
+    assert checks["vector_index_in_step"] is True
+
+
+def test_the_viewer_recall_box_uses_recall_and_writes_nothing(synced: Project, capsys):
+    import urllib.parse
+    import urllib.request
+
+    from nexus_assets_tests.test_viewer import running_viewer
+
+    before = table_bytes(synced)
+    with running_viewer(synced.db) as server:
+        with urllib.request.urlopen(f"{server.url}?recall={urllib.parse.quote(QUESTION)}", timeout=120) as resp:
+            page = resp.read().decode("utf-8")
+    assert 'data-brick-id="' in page and "ranked by heuristic" in page and QUESTION in page
+    expected = run_json(capsys, *synced.cli_args(), "recall", QUESTION)["results"][0]["brick_id"]
+    assert page.split('class="brick recalled" data-brick-id="')[1].split('"')[0] == expected, "best first, as `nexus recall`"
+    assert table_bytes(synced) == before
