@@ -74,7 +74,7 @@ def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultRes
 
     topic_id = context.partition_key
     with vault.open() as v:
-        expected = [b for b, vec in v.visible_vectors(topic_id, MODEL) if vec is not None]
+        expected = v.visible_embedded_ids(topic_id, MODEL)
         bricks = {b.brick_id: b for b in v.bricks(brick_ids=expected[:1])}
     idx = load(vault.duckdb.database, topic_id)
     problems = []

@@ -80,7 +80,7 @@ def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
     if loaded is None:
         return False
     manifest = vault.latest_manifest(topic_id)
-    expected = [b for b, v in vault.visible_vectors(topic_id, MODEL) if v is not None]
+    expected = vault.visible_embedded_ids(topic_id, MODEL)
     return loaded.manifest_hash == (manifest.manifest_hash if manifest else None) and loaded.brick_ids == expected
 
 

@@ -44,6 +44,19 @@ class RecallRecords:
             [model, topic_id],
         ).fetchall()
 
+    def visible_embedded_ids(self, topic_id: str, model: str) -> list[str]:
+        """Brick ids of `visible_vectors` that have a vector, without reading the vectors."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                """SELECT b.brick_id FROM bricks b
+                   JOIN embeddings e ON e.model = ? AND e.fingerprint = b.fingerprint
+                   WHERE b.topic_id = ? AND b.state <> 'SUPERSEDED'
+                   ORDER BY b.order_index, b.brick_id""",
+                [model, topic_id],
+            ).fetchall()
+        ]
+
     def embedding_count(self, model: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", [model]).fetchone()[0]
 
