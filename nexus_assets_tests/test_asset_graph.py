@@ -21,7 +21,8 @@ def manifest_hashes(project: Project) -> dict[str, str]:
 def test_definitions_load_with_the_documented_shape():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"run_files", "raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest"}
+    assert keys == {"run_files", "raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest",
+                    "brick_embeddings", "vector_index"}
     groups = {k.to_user_string(): repo.asset_graph.get(k).group_name for k in repo.asset_graph.get_all_asset_keys()}
     assert groups == {
         "run_files": "raw_runs",
@@ -30,9 +31,11 @@ def test_definitions_load_with_the_documented_shape():
         "validated_bricks": "bricks",
         "resolved_brick_states": "states",
         "topic_manifest": "manifest",
+        "brick_embeddings": "recall",
+        "vector_index": "recall",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
-    assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality"}
+    assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality", "vector_index_in_step"}
     assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
     # Ingestion is one unpartitioned asset upstream of every topic partition.
     assert repo.asset_graph.get(dg.AssetKey("run_files")).partitions_def is None
@@ -47,7 +50,8 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             result = materialize_topic(project, topic_id, instance)
             assert result.success
             assert check_results(result) == {
-                "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True
+                "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
+        "vector_index_in_step": True,
             }
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0

@@ -126,7 +126,8 @@ def test_a_locked_topic_reports_new_runs_and_compiles_none_of_them(empty_project
         result = materialize_topic(p, TOPIC, instance)
     assert result.success
     assert check_results(result) == {
-        "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True
+        "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
+        "vector_index_in_step": True,
     }
     raw = result.asset_materializations_for_node("raw_runs")[0].metadata
     assert raw["topic_state"].value == "LOCKED"
