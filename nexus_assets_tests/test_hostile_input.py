@@ -22,6 +22,9 @@ from nexus_assets_tests.project import Project, nexus_run
 TOPIC = "vault-notes"
 DEEP = 200_000
 CAP_MB = 2048  # address space, not resident memory: DuckDB reserves more than it touches
+# A whole sync also embeds its bricks: torch and its libraries map ~1.5 GB of address space they
+# never touch. Still a hard cap: a reader that grew without bound would hit it.
+SYNC_CAP_MB = 4096
 NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 READER = """
 import json, resource, sys
@@ -130,7 +133,7 @@ def test_a_sync_over_hostile_files_names_each_and_compiles_the_rest(empty_projec
     p = empty_project
     write_good_run(p)
     hostile_files(p.runs / "hostile")
-    done = capped(NEXUS, *p.sync_args(TOPIC), "--json")
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", cap_mb=SYNC_CAP_MB)
     assert done.returncode == 0, done.stderr[-3000:]
     errors = errors_by_file(p, capsys)
     for name in ("top-arrays.json", "top-objects.json", "run-arrays.json", "run-objects.json", "export-list.json", "one-conversation.json", "export.zip"):
@@ -161,7 +164,7 @@ def test_a_30_mb_message_compiles_checks_and_verifies(empty_project: Project, ca
     p.write_run("big/big.json", nexus_run("run-big", [("assistant", ordinary_text(30))]))
     # The whole sync process (Dagster, DuckDB threads, the 30 MB text in the vault) gets 2.5 GB of
     # address space: bounded, far below what the old quadratic splitter took.
-    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", cap_mb=2560, timeout=600)
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", cap_mb=SYNC_CAP_MB + 512, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")
     assert any(s["run_id"] == "run-big" for b in bricks for s in b["sources"])
@@ -192,7 +195,7 @@ def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Pro
     (p.runs / "nested").mkdir()
     zipped(p.runs / "nested" / "size.zip", "export/conversations.json", large)
     limits = {"NEXUS_MAX_ZIP_INFLATED_BYTES": str(len(fine) + 100), "NEXUS_MAX_CONVERSATIONS_PER_FILE": "20"}
-    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", env=limits)
+    done = capped(NEXUS, *p.sync_args(TOPIC), "--json", cap_mb=SYNC_CAP_MB, env=limits)
     assert done.returncode == 0, done.stderr[-3000:]
     errors = errors_by_file(p, capsys)
     assert any("NEXUS_MAX_ZIP_RATIO" in e for e in errors["ratio.zip"]), errors
