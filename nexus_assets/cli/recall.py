@@ -10,6 +10,8 @@ from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, requ
 
 
 def _topics(args: argparse.Namespace) -> list[str] | None:
+    with open_vault(args):
+        pass  # a missing vault is a usage error (exit 2), not a traceback
     if args.topic:
         with open_vault(args) as vault:
             for t in args.topic:

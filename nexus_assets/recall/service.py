@@ -196,9 +196,14 @@ def ask(
                 notes.append(f"{ep.base_url} ({ep.model}): {exc}")
         if generation == "none":
             # Sources of equal standing first by authority: the highest level leads.
-            ordered = sorted(bricks, key=lambda b: (b["authority"], -b["rerank_score"]))
+            ordered, seen = [], set()
+            for b in sorted(bricks, key=lambda b: (b["authority"], -b["rerank_score"])):
+                # The same sentence in two topics is said once.
+                if " ".join(b["content"].lower().split()) not in seen:
+                    seen.add(" ".join(b["content"].lower().split()))
+                    ordered.append(b)
             answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered])
-            model, generation = "offline-extractive", "offline-extractive (verbatim brick text only; CCC 1.0 by construction)"
+            model, generation = "offline-extractive", "verbatim brick text only; CCC 1.0 by construction"
     parts = split_answer(answer, allowed) if answer else []
     score = ccc(parts)
     cited = list(dict.fromkeys(b for p in parts for b in p.brick_ids))

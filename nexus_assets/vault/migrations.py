@@ -297,36 +297,6 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
-        7,
-        "recall (DESIGN §8): brick embeddings keyed by model and fingerprint, and the append-only audit trail of answers",
-        """
-        CREATE TABLE IF NOT EXISTS embeddings (
-            model TEXT NOT NULL,
-            fingerprint TEXT NOT NULL,
-            vector FLOAT[384] NOT NULL,
-            created_at TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (model, fingerprint)
-        );
-        CREATE TABLE IF NOT EXISTS audit (
-            audit_id TEXT PRIMARY KEY,
-            recorded_at TIMESTAMPTZ NOT NULL,
-            user_name TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            question_sha256 TEXT NOT NULL,
-            topic_ids TEXT NOT NULL,
-            brick_ids TEXT NOT NULL,
-            model TEXT NOT NULL,
-            prompt_tokens INTEGER NOT NULL,
-            completion_tokens INTEGER NOT NULL,
-            cost_usd DOUBLE,
-            ccc DOUBLE,
-            revisions INTEGER NOT NULL,
-            outcome TEXT NOT NULL,
-            reason TEXT
-        );
-        """,
-    ),
-    Migration(
         8,
         "forgetting (invariant 15): tombstones in the manifest chain and the sources a sync must never bring back",
         """
@@ -384,6 +354,36 @@ MIGRATIONS: tuple[Migration, ...] = (
             scope TEXT PRIMARY KEY,
             fingerprint TEXT NOT NULL,
             recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
+    Migration(
+        12,
+        "recall (DESIGN §8): brick embeddings keyed by model and fingerprint, and the append-only audit trail of answers",
+        """
+        CREATE TABLE IF NOT EXISTS embeddings (
+            model TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            vector FLOAT[384] NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (model, fingerprint)
+        );
+        CREATE TABLE IF NOT EXISTS audit (
+            audit_id TEXT PRIMARY KEY,
+            recorded_at TIMESTAMPTZ NOT NULL,
+            user_name TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            question_sha256 TEXT NOT NULL,
+            topic_ids TEXT NOT NULL,
+            brick_ids TEXT NOT NULL,
+            model TEXT NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cost_usd DOUBLE,
+            ccc DOUBLE,
+            revisions INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            reason TEXT
         );
         """,
     ),
