@@ -290,8 +290,7 @@ def seal_gates(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, ru
     drifts = file_drift(vault, visible)
     record_drift(vault, DriftCheck(frozenset(a for b in visible for a in b.sources), tuple(drifts)), observed_by="seal gate")
     why = {d.brick_id: d.problem for d in reversed(drifts)}
-    now_stale = {b.brick_id for b in vault.bricks(tid) if b.stale and b.state != "SUPERSEDED"}
-    stale = sorted(now_stale)
+    stale = vault.stale_brick_ids(tid)
     if stale:
         described = [f"{b[:12]}" + (f" ({why[b]})" if b in why else "") for b in stale]
         failures.append(

@@ -224,6 +224,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _gold_file(topic, topics_dir: Path) -> Path | None:
+    """The gold file the topic's extraction_quality check reads (relative to the topics folder)."""
+    if topic.quality is None:
+        return None
+    gold = Path(topic.quality.gold)
+    return gold if gold.is_absolute() else topics_dir / gold
+
+
 def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selected: list[str]) -> dict:
     """Everything a sync reads outside the vault, cheaply: each run file's size, times and inode
     (not its bytes), the topic definitions, the extractor and its settings, and this release.
@@ -237,12 +245,7 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         "runs": [[str(p.resolve()), file_stat(p)] for p in scan_run_files(runs_dir)],
         "topics": {t: defined[t].model_dump(mode="json") for t in sorted(defined)},
         # The extraction_quality check reads each topic's gold file.
-        "gold": {
-            t: [str(gold), file_stat(gold)]
-            for t in sorted(defined)
-            if defined[t].quality is not None
-            for gold in [Path(defined[t].quality.gold) if Path(defined[t].quality.gold).is_absolute() else Path(args.topics_dir) / defined[t].quality.gold]
-        },
+        "gold": {t: [str(g), file_stat(g)] for t in sorted(defined) if (g := _gold_file(defined[t], Path(args.topics_dir)))},
         "selected": sorted(selected),
         "extractor": [args.extractor, bool(args.replay_only), args.open_after],
         "settings": sorted((k, v) for k, v in os.environ.items() if k.startswith(("NEXUS_", "OPENAI_"))),

@@ -17,7 +17,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         record_drift(vault, check, observed_by="nexus verify")
         drifts = list(check.drifts)
         # Stale as recorded now, so verify, bricks, trace, the viewer and the check say the same.
-        stale = sorted(b.brick_id for b in vault.bricks() if b.stale and b.state != "SUPERSEDED")
+        stale = vault.stale_brick_ids()
         chain, final = [], []
         for t in vault.topics():
             chain += chain_problems(vault.manifests(t.topic_id))

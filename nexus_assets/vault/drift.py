@@ -159,6 +159,15 @@ class DriftRecords:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
+    def stale_brick_ids(self, topic_id: str | None = None) -> list[str]:
+        """Visible bricks flagged stale, as recorded (after `record_source_status`), without loading bricks."""
+        where = "AND topic_id = ?" if topic_id else ""
+        rows = self.conn.execute(
+            f"SELECT brick_id FROM bricks WHERE stale AND state <> 'SUPERSEDED' {where} ORDER BY brick_id",
+            [topic_id] if topic_id else [],
+        ).fetchall()
+        return [r[0] for r in rows]
+
     def stale_bricks(self, topic_id: str) -> list[dict]:
         """The topic's visible stale bricks, each with its canonical source and why it drifted."""
         cur = self.conn.execute(
