@@ -353,6 +353,22 @@ def measure_export_floor(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+def drop_recall_group() -> None:
+    """`--no-recall`: the CLI's compile job without the recall group (embeddings, vector index), to
+    see the compiler's own cost apart from the model's. Must run before nexus_assets.definitions
+    is imported; the product has no such switch."""
+    import dagster as dg
+
+    import nexus_assets.defs.jobs as jobs
+
+    assert "nexus_assets.definitions" not in sys.modules
+    jobs.compile_job = dg.define_asset_job(
+        "compile_topic",
+        selection=jobs.TOPIC_GRAPH - dg.AssetSelection.groups("recall") - dg.AssetSelection.assets("run_files"),
+        partitions_def=jobs.topics_partitions,
+    )
+
+
 def sync_argv(db: Path, runs_dir: Path, topics_dir: Path) -> list[str]:
     return ["--db", str(db), "sync", "--json", "--runs-dir", str(runs_dir), "--topics-dir", str(topics_dir)]
 
@@ -389,14 +405,15 @@ def sync_in_process(
     return elapsed, cpu, summarize(json.loads(out.getvalue()))
 
 
-def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path) -> tuple[float, float, int | None, dict]:
+def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path, no_recall: bool = False) -> tuple[float, float, int | None, dict]:
     """Wall and CPU seconds, child peak RSS (bytes) and summary. ru_maxrss of RUSAGE_CHILDREN is the maximum
     over every child ever waited for, so it only belongs to this sync if it rose (or was 0)."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
+    command = [sys.executable, __file__, "--child-no-recall"] if no_recall else [sys.executable, "-m", "nexus_assets.cli"]
     proc = subprocess.run(
-        [sys.executable, "-m", "nexus_assets.cli", *sync_argv(db, runs_dir, topics_dir)],
+        [*command, *sync_argv(db, runs_dir, topics_dir)],
         capture_output=True,
         text=True,
         env=env,
@@ -465,6 +482,8 @@ def print_table(fig: dict) -> None:
         f"message chars median {g['message_chars_median']}, p99 {g['message_chars_p99']}, max {g['message_chars_max']}"
     )
     print(f"bricks: {fig['bricks']} ({fig['bricks_visible']} visible) {fig['bricks_by_state']}")
+    if not fig.get("recall_group", True):
+        print("syncs ran without the recall group (--no-recall): no embeddings, no vector index")
     print()
     print(f"{'measurement':<22}{'seconds':>10}{'cpu s':>9}{'x floor':>10}{'MB/s':>9}{'peak RSS':>12}")
     mb = g["bytes"] / 1e6
@@ -519,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="also cProfile a full sync and a re-sync into a fresh vault")
     parser.add_argument("--top", type=int, default=10, help="hotspots to show with --profile")
     parser.add_argument("--workdir", type=Path, help="generate here and keep it (default: a temp dir, removed)")
+    parser.add_argument("--no-recall", action="store_true", help="leave the recall group (embeddings, vector index) out of every sync")
     args = parser.parse_args(argv)
+    if args.no_recall:
+        drop_recall_group()
 
     # The CLI would otherwise record every benchmark run in the user's Dagster instance.
     os.environ.pop("DAGSTER_HOME", None)
@@ -531,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         runs_dir, topics_dir = work / "runs", work / "topics"
         if runs_dir.exists() or topics_dir.exists():
             raise SystemExit(f"{work} already holds runs/ or topics/; pass an empty --workdir")
-        fig: dict = {"seed": args.seed}
+        fig: dict = {"seed": args.seed, "recall_group": not args.no_recall}
         t0 = time.perf_counter()
         write_topics(topics_dir)
         target = int(args.runs_mb * 1024 * 1024) if args.runs_mb else None
@@ -546,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                 export_runs = work / "export-runs"
                 gen = write_chatgpt_export(export_runs / "conversations.json", int(args.export_mb * 1024 * 1024), args.seed)
                 floor = measure_export_floor(export_runs / "conversations.json")
-                seconds, cpu, peak, summary = sync_subprocess(work / "export.duckdb", export_runs, topics_dir)
+                seconds, cpu, peak, summary = sync_subprocess(work / "export.duckdb", export_runs, topics_dir, args.no_recall)
                 fig["export"] = {
                     **gen,
                     "floor_s": round(floor, 3),
@@ -618,4 +640,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child-no-recall"]:  # the export subprocess of --no-recall
+        drop_recall_group()
+        from nexus_assets.cli import main as nexus_main
+
+        sys.exit(nexus_main(sys.argv[2:]))
     sys.exit(main())

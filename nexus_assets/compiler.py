@@ -93,7 +93,7 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
 def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[Brick]:
     """Resolve every occurrence ever validated for the topic into bricks and states."""
     occurrences = [o for o, _ in vault.occurrences(topic.topic_id)]
-    prior = {b.brick_id: b for b in vault.bricks(topic.topic_id)}
+    prior = vault.resolution_prior(topic.topic_id)
     return resolve_topic(
         topic.topic_id,
         occurrences,

@@ -15,11 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from nexus_assets.core.formats import FormatError, parse_document
+from nexus_assets.core.formats import FormatError
 from nexus_assets.core.formats import limits as L
-from nexus_assets.core.formats.exports import SIDE_FILES
+from nexus_assets.core.formats.dispatch import parse_document
+from nexus_assets.core.formats.exports import (
+    SIDE_FILES,
+    ConversationProblem,
+    iter_export,
+    open_export_members,
+)
 from nexus_assets.core.models import IngestionError, Run
-from nexus_assets.core.paths import depth_of
+from nexus_assets.core.paths import depth_of, value_at
 
 RUN_FILE_SUFFIXES = (".json", ".zip")
 
@@ -136,8 +142,6 @@ def _stream_export(
     *,
     max_bytes: int | None = None,
 ) -> Iterator[Run | IngestionError]:
-    from nexus_assets.core.formats.exports import ConversationProblem, iter_export
-
     # The array adds one level above each conversation, whose own depth is what the limit means.
     guarded = L.GuardedStream(
         stream,
@@ -224,8 +228,6 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
 
 def _long_nodes(run: Run, display: str, sha: str | None, limit: int) -> Iterator[IngestionError]:
     """One error per text node too long to extract; the run itself is still stored."""
-    from nexus_assets.core.paths import value_at
-
     for node in run.nodes:
         try:
             text = value_at(run.document, node.steps)
@@ -261,8 +263,6 @@ def _iter_run_file(
 ) -> Iterator[Run | IngestionError]:
     try:
         if path.suffix.lower() == ".zip":
-            from nexus_assets.core.formats.exports import open_export_members
-
             source = io.BytesIO(data) if data is not None else path
             budget = _check_zip(source, limits)
             seen: dict[str, int] = {}

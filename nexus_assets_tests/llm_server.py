@@ -50,6 +50,9 @@ class ErrorReply:
     type: str | None = None
     code: str | None = None
     retry_after: str | None = None
+    # Like OpenAI's own 429s: tells the SDK how long to wait, so retries in tests take milliseconds.
+    # None leaves the SDK to its exponential backoff (0.5 s, 1 s, ...).
+    retry_after_ms: str | None = "1"
 
 
 _ERROR_DEFAULTS = {
@@ -217,7 +220,12 @@ def _error(item: ErrorReply) -> tuple[int, dict, dict[str, str], float]:
             "code": item.code,
         }
     }
-    headers = {"retry-after": item.retry_after} if item.retry_after is not None else {}
+    if item.retry_after is not None:
+        headers = {"retry-after": item.retry_after}
+    elif item.retry_after_ms is not None:
+        headers = {"retry-after-ms": item.retry_after_ms}
+    else:
+        headers = {}
     return item.status, body, headers, 0.0
 
 

@@ -95,7 +95,6 @@ def test_explain_cache_names_why_each_run_will_be_called(empty_project: Project,
     p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB. One writer at a time.")]))
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
-    monkeypatch.setenv("NEXUS_LLM_BACKOFF_S", "0.01")
     assert {e["status"] for e in explain(p, capsys).values()} == {"will_call"}
     assert all(e["reasons"] == ["new run: no call for this run and topic yet"] for e in explain(p, capsys).values())
 

@@ -189,7 +189,6 @@ def test_runs_the_extractor_never_answered_for_refuse_the_seal(empty_project: Pr
     p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB.")]))
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
-    monkeypatch.setenv("NEXUS_LLM_BACKOFF_S", "0.01")
     with FakeOpenAIServer(handler=honest_model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         server.script(*[ErrorReply(500)] * 5)  # run-a's call outlasts every retry; the sync still succeeds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import openai
 import pytest
@@ -99,11 +100,6 @@ def server(llm_server):
     return llm_server
 
 
-@pytest.fixture
-def sleeps():
-    return []
-
-
 @pytest.fixture(scope="module", autouse=True)
 def shared_http():
     # One HTTP client for the module: building one per test loads the CA bundle (~80 ms) each time.
@@ -115,18 +111,15 @@ def shared_http():
 HTTP = None
 
 
-def make_client(server, sleeps=None, **overrides):
-    values = dict(
-        base_url=server.base_url,
-        api_key=server.api_key,
-        model=DEFAULT_MODEL,
-        backoff_base_s=0.001,
-        max_retries=2,
-        timeout_s=5,
-    )
+def make_client(server, **overrides):
+    values = dict(base_url=server.base_url, api_key=server.api_key, model=DEFAULT_MODEL, max_retries=2, timeout_s=5)
     values.update(overrides)
-    sleep = sleeps.append if sleeps is not None else (lambda s: None)
-    return PointerClient(LLMConfig(**values), sleep=sleep, http_client=HTTP)
+    return PointerClient(LLMConfig(**values), http_client=HTTP)
+
+
+def retry_counts(server):
+    """The SDK numbers each request's retry in a header; what the server saw, in order."""
+    return [int(h.get("x-stainless-retry-count", -1)) for h in server.headers]
 
 
 def extract(client, store=None, run=None, topic=TOPIC, **kwargs):
@@ -219,39 +212,40 @@ def test_reply_without_content_or_usage(server):
 # Retries and fatal errors
 
 
-def test_429_then_success_is_retried(server, sleeps):
+def test_429_then_success_is_retried(server):
     server.script(ErrorReply(429), ErrorReply(503), pointers_reply([ptr(3, "append-only")]))
-    outcome = extract(make_client(server, sleeps), store=MemoryStore())
+    outcome = extract(make_client(server), store=MemoryStore())
     assert outcome.pointers == [ptr(3, "append-only")]
     assert outcome.calls[0].attempts == 3 and outcome.requests_sent == 3 == server.request_count
-    assert sleeps == [0.001, 0.002]  # exponential backoff
+    assert retry_counts(server) == [0, 1, 2]  # the SDK's retries, counted into the call
 
 
-def test_retry_after_header_is_honoured(server, sleeps):
-    server.script(ErrorReply(429, retry_after="0.25"), pointers_reply([]))
-    outcome = extract(make_client(server, sleeps))
-    assert outcome.calls[0].status == "ok"
-    assert sleeps == [0.25]
+def test_retry_after_header_is_honoured(server):
+    server.script(ErrorReply(429, retry_after="0.3"), pointers_reply([]))
+    started = time.perf_counter()
+    outcome = extract(make_client(server))
+    assert outcome.calls[0].status == "ok" and outcome.calls[0].attempts == 2
+    assert time.perf_counter() - started >= 0.3
 
 
-def test_default_sleep_really_waits_between_attempts(server):
-    server.script(ErrorReply(500), pointers_reply([]))
-    config = LLMConfig(base_url=server.base_url, api_key=server.api_key, model=DEFAULT_MODEL, backoff_base_s=0.001)
-    with PointerClient(config) as client:
-        outcome = client.extract(TOPIC, make_run(), list(make_run().nodes), store=MemoryStore())
-    assert outcome.calls[0].attempts == 2
+def test_without_retry_after_the_sdk_backs_off_exponentially(server):
+    server.script(ErrorReply(500, retry_after_ms=None), ErrorReply(500, retry_after_ms=None), pointers_reply([]))
+    started = time.perf_counter()
+    outcome = extract(make_client(server))
+    assert outcome.calls[0].attempts == 3
+    assert time.perf_counter() - started >= (0.5 + 1.0) * 0.75  # 0.5 s then 1 s, less at most 25% jitter
 
 
-def test_500_storm_fails_after_max_retries_and_is_recorded(server, sleeps):
+def test_500_storm_fails_after_max_retries_and_is_recorded(server):
     server.script(*[ErrorReply(500)] * 10)
     store = MemoryStore()
-    outcome = extract(make_client(server, sleeps, max_retries=3), store)
+    outcome = extract(make_client(server, max_retries=3), store)
     assert server.request_count == 4 == outcome.requests_sent
     (failed,) = outcome.failed
     assert failed.status == "failed" and failed.attempts == 4 and outcome.pointers == []
     assert "gave up after 4 attempts" in failed.error and "answered 500" in failed.error
     assert store.records == [failed] and store.get(failed.key) is None
-    assert sleeps == [0.001, 0.002, 0.004]
+    assert retry_counts(server) == [0, 1, 2, 3]
 
 
 def test_timeout_is_retried(server):
@@ -265,7 +259,7 @@ def test_connection_refused_fails_after_retries():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", backoff_base_s=0.001, max_retries=1)
+    config = LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", max_retries=1)
     with PointerClient(config) as client:
         outcome = client.extract(TOPIC, make_run(), list(make_run().nodes), store=MemoryStore())
     (failed,) = outcome.failed
@@ -701,15 +695,14 @@ def test_config_from_env():
         "NEXUS_LLM_MODEL": "gemma",
         "NEXUS_PRICE_IN_PER_MTOK": "0.15",
     }
-    config = LLMConfig.from_env(env, backoff_base_s=0.01)
+    config = LLMConfig.from_env(env, max_retries=2)
     assert (config.base_url, config.model, config.price_in_per_mtok, config.price_out_per_mtok) == (
         "http://127.0.0.1:8080/v1",
         "gemma",
         0.15,
         None,
     )
-    assert (config.timeout_s, config.max_retries, config.seed, config.max_output_tokens) == (60, 4, 7, 2048)
-    assert config.backoff_base_s == 0.01
+    assert (config.timeout_s, config.max_retries, config.seed, config.max_output_tokens) == (60, 2, 7, 2048)
     assert "sk-secret" not in repr(config)
 
 
@@ -728,3 +721,28 @@ def test_config_names_the_missing_variable():
 def test_the_fake_server_lists_models(server):
     client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0, http_client=HTTP)
     assert [m.id for m in client.models.list()] == [DEFAULT_MODEL]
+
+
+def test_reply_schemas_are_derived_from_the_reply_models():
+    from pydantic import BaseModel
+
+    from nexus_assets.llm.discovery_prompt import TOPICS_SCHEMA
+    from nexus_assets.llm.schema import reply_schema
+
+    items = POINTER_SCHEMA["properties"]["extracted_pointers"]["items"]
+    assert items["required"] == ["topic_id", "json_path", "verbatim_quote"] and items["additionalProperties"] is False
+    assert "$defs" not in json.dumps(POINTER_SCHEMA) and "title" not in json.dumps(POINTER_SCHEMA)
+    topic = TOPICS_SCHEMA["properties"]["topics"]["items"]
+    assert topic["required"] == ["topic_id", "display_name", "scope_description", "required_keywords"]
+
+    class Inner(BaseModel):
+        title: str  # a field called "title" is a field, not pydantic's generated title
+
+    class Outer(BaseModel):
+        inner: Inner
+
+    assert reply_schema(Outer) == {
+        "type": "object",
+        "properties": {"inner": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}},
+        "required": ["inner"],
+    }

@@ -62,7 +62,6 @@ def llm_project(empty_project: Project, monkeypatch) -> Project:
     p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB. One writer at a time."), ("user", "Unrelated small talk.")], status="OPEN"))
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
-    monkeypatch.setenv("NEXUS_LLM_BACKOFF_S", "0.01")
     return p
 
 

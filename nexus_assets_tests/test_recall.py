@@ -170,3 +170,33 @@ def test_the_viewer_recall_box_uses_recall_and_writes_nothing(synced: Project, c
     expected = run_json(capsys, *synced.cli_args(), "recall", QUESTION)["results"][0]["brick_id"]
     assert page.split('class="brick recalled" data-brick-id="')[1].split('"')[0] == expected, "best first, as `nexus recall`"
     assert table_bytes(synced) == before
+
+
+def test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels(project: Project, capsys):
+    from nexus_assets.recall.rerank import Candidate, rerank
+
+    # Equal scores: the higher authority (level 1) first, whatever the brick ids say.
+    same = dict(topic_id=TOPIC, content="The vault is one DuckDB file.", state="FORMING", similarity=0.8)
+    ranked, _ = rerank("vault", [Candidate(brick_id="a" * 64, authority=3, **same), Candidate(brick_id="b" * 64, authority=1, **same)], env={})
+    assert [c.authority for c in ranked] == [1, 3] and ranked[0].score == ranked[1].score
+
+    # The kick-off run is the authoritative record; everything else stays at the default level 3.
+    topic, question = "nexus-server-sync", "How does the sync compile bricks?"
+    path = project.topics / f"{topic}.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + 'authority:\n  "*sync-kickoff*": 1\n', encoding="utf-8")
+    run_json(capsys, *project.sync_args())
+    recalled = run_json(capsys, *project.cli_args(), "recall", question, "--topic", topic, "--k", "40")["results"]
+    kickoff = json.loads((project.runs / "nexus/2026-10-03-sync-kickoff.json").read_text(encoding="utf-8"))["run_id"]
+    assert {r["authority"] for r in recalled} == {1, 3}
+    assert all(r["authority"] == (1 if r["sources"][0]["run_id"] == kickoff else 3) for r in recalled)
+
+    from nexus_assets.recall.service import ask
+
+    # The service behind `nexus ask`, with every brick of the topic recalled (the command asks for 8).
+    out = ask(project.db, question, [topic], user="ana", agent="test", k=40, env={})
+    assert out["refused"] is False and {s["authority"] for s in out["sources"]} == {1, 3}
+    assert out["answer"].startswith("From authority level 1 sources first (this answer draws on levels 1, 3): ")
+    # Every level-1 sentence comes before every level-3 one.
+    level = {s["brick_id"]: s["authority"] for s in out["sources"]}
+    order = [level[s["brick_ids"][0]] for s in out["sentences"] if s["brick_ids"]]
+    assert order == sorted(order) and order[0] == 1, order

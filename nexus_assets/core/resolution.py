@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Brick, BrickState, Occurrence, OrderingRule, RunStatus, SourceAddress
 from nexus_assets.core.order import brick_sort_key, first_ingestion, occurrence_key
+
+
+@dataclass(frozen=True, slots=True)
+class PriorState:
+    """What resolution needs of a stored brick that is not FINAL: its state and place. A topic's
+    prior bricks are held this small; only FINAL ones, which resolution copies, come whole."""
+
+    state: BrickState
+    order_index: int | None
 
 
 def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus], *, sealed: bool) -> BrickState:
@@ -47,7 +57,7 @@ def resolve_topic(
     run_status: Mapping[str, RunStatus],
     ordering_rule: OrderingRule = "chronological",
     sealed: bool = False,
-    prior: Mapping[str, Brick] | None = None,
+    prior: Mapping[str, Brick | PriorState] | None = None,
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     ingestion_seq: Mapping[str, int] | None = None,
 ) -> list[Brick]:

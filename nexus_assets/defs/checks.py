@@ -10,11 +10,18 @@ import warnings
 
 import dagster as dg
 
+from nexus_assets.core.quality import GoldError
 from nexus_assets.defs.assets import topic_manifest, validated_bricks
-from nexus_assets.defs.metadata import counts_table, non_empty, problems_table, stale_table
+from nexus_assets.defs.metadata import (
+    counts_table,
+    non_empty,
+    problems_table,
+    stale_table,
+)
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift import verbatim_problems
+from nexus_assets.evaluation import evaluate, quality_gold_path
 from nexus_assets.lifecycle import immutability_problems, sealed_manifest
 
 # Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
@@ -112,9 +119,6 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
     "acceptance rate are reported too. Passes with nothing to check when no gold is configured.",
 )
 def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    from nexus_assets.core.quality import GoldError
-    from nexus_assets.evaluation import evaluate, quality_gold_path
-
     topic_id = context.partition_key
     with vault.open() as v:
         topic = v.topic(topic_id)

@@ -12,6 +12,8 @@ from nexus_assets.defs.resources import VaultResource
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
+EMBED_CHUNK = 2048
+
 
 @dg.asset(
     partitions_def=topics_partitions,
@@ -30,13 +32,16 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
     topic_id = context.partition_key
     with vault.open() as v:
         todo = v.fingerprints_without_embedding(topic_id, MODEL)
-        if todo:
-            vectors = embed([text for _, text in todo])
-            v.store_embeddings(MODEL, [(fp, vec.tolist()) for (fp, _), vec in zip(todo, vectors)], datetime.now(timezone.utc))
-        visible = v.visible_vectors(topic_id, MODEL)
+        # Stored chunk by chunk: memory stays one chunk of vectors, and a stopped run keeps what it embedded.
+        for start in range(0, len(todo), EMBED_CHUNK):
+            chunk = todo[start : start + EMBED_CHUNK]
+            v.store_embeddings(MODEL, [fp for fp, _ in chunk], embed([text for _, text in chunk]), datetime.now(timezone.utc))
+            if len(todo) > EMBED_CHUNK:
+                context.log.info(f"{topic_id}: embedded {start + len(chunk)} of {len(todo)} bricks")
+        visible = v.visible_brick_count(topic_id)
     return dg.MaterializeResult(
-        metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": len(visible) - len(todo),
-                  "visible_bricks": len(visible)}
+        metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
+                  "visible_bricks": visible}
     )
 
 

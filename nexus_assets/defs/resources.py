@@ -56,15 +56,9 @@ class ExtractorResource(dg.ConfigurableResource):
     token_budget: int | None = Field(
         default=None, description="Source tokens per call (NEXUS_LLM_TOKEN_BUDGET, else 3000); larger runs are chunked."
     )
-    backoff_base_s: float | None = Field(default=None, description="First retry delay (NEXUS_LLM_BACKOFF_S, else 0.5 s).")
 
     def llm_config(self) -> LLMConfig:
-        backoff = self.backoff_base_s if self.backoff_base_s is not None else os.environ.get("NEXUS_LLM_BACKOFF_S")
-        overrides = {
-            k: v
-            for k, v in {"model": self.model, "base_url": self.base_url, "backoff_base_s": backoff}.items()
-            if v not in (None, "")
-        }
+        overrides = {k: v for k, v in {"model": self.model, "base_url": self.base_url}.items() if v not in (None, "")}
         try:
             return LLMConfig.from_env(**overrides)
         except LLMConfigError as exc:

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol
 
@@ -21,7 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, chunk_nodes
-from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, build_fragment, render_messages
+from nexus_assets.llm.prompt import (
+    POINTER_SCHEMA,
+    PROMPT_VERSION,
+    build_fragment,
+    render_messages,
+)
 
 
 class LLMError(Exception):
@@ -62,8 +66,7 @@ class LLMConfig(BaseModel):
     api_key: str = Field(repr=False)  # kept out of reprs and logs
     model: str
     timeout_s: float = 60.0
-    max_retries: int = Field(default=4, ge=0)
-    backoff_base_s: float = Field(default=0.5, ge=0)
+    max_retries: int = Field(default=4, ge=0)  # the SDK's: 408/409/429/5xx and timeouts, with backoff
     seed: int = 7
     max_output_tokens: int = Field(default=2048, ge=1)
     price_in_per_mtok: float | None = None
@@ -228,7 +231,15 @@ def response_formats(schema: dict[str, Any], name: str) -> tuple[tuple[str, dict
 
 
 _RESPONSE_FORMATS = response_formats(POINTER_SCHEMA, "pointers")
-_RETRY_STATUS = {408, 409, 429}
+
+
+def _requests_sent(exc: openai.APIError) -> int:
+    """How many requests the SDK sent before raising `exc`: it numbers its retries in a header."""
+    request = getattr(exc, "request", None)
+    try:
+        return int(request.headers.get("x-stainless-retry-count", 0)) + 1 if request is not None else 1
+    except (TypeError, ValueError):
+        return 1
 
 
 class CallFailed(LLMError):
@@ -328,18 +339,13 @@ class ExtractionOutcome:
 
 
 class PointerClient:
-    """Sends pointer requests to one OpenAI-compatible endpoint, with its own retry loop."""
+    """Sends pointer requests to one OpenAI-compatible endpoint. What it adds to the SDK: the
+    response_format ladder, the max_completion_tokens switch, fatal statuses named, and a count of
+    the requests each call took."""
 
-    def __init__(
-        self,
-        config: LLMConfig,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        http_client: Any | None = None,
-    ):
+    def __init__(self, config: LLMConfig, *, http_client: Any | None = None):
         """`http_client`: an `openai.DefaultHttpxClient` for proxies or custom CAs (or to share one)."""
         self.config = config
-        self._sleep = sleep
         self._http_client = http_client
         self._sdk: openai.OpenAI | None = None
         self._format_index = 0  # first response_format the server accepted; kept across calls
@@ -349,12 +355,13 @@ class PointerClient:
     def _client(self) -> openai.OpenAI:
         # Built on first use: a pure replay never needs it (building one loads the CA bundle).
         if self._sdk is None:
-            # The SDK's own retries are off: ours know about fatal statuses and count requests.
+            # The SDK retries 408/409/429/5xx, timeouts and refused connections with exponential
+            # backoff and honours retry-after; this class adds only what it does not do.
             self._sdk = openai.OpenAI(
                 base_url=self.config.base_url,
                 api_key=self.config.api_key,
                 timeout=self.config.timeout_s,
-                max_retries=0,
+                max_retries=self.config.max_retries,
                 http_client=self._http_client,
             )
         return self._sdk
@@ -392,30 +399,18 @@ class PointerClient:
             f"{url} has no chat completions endpoint (404); OPENAI_BASE_URL usually ends in /v1"
         )
 
-    def _backoff(self, retry: int, exc: Exception) -> float:
-        delay = self.config.backoff_base_s * (2 ** (retry - 1))
-        response = getattr(exc, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        if retry_after:
-            try:
-                delay = max(delay, min(float(retry_after), 60.0))
-            except ValueError:
-                pass
-        return delay
-
     def complete(
         self, messages: list[dict[str, Any]], *, formats: tuple[tuple[str, dict[str, Any] | None], ...] = _RESPONSE_FORMATS
     ) -> ChatReply:
-        """One chat completion with retries and response_format fallback.
+        """One chat completion (the SDK retries transient failures) with response_format fallback.
         `formats`: another reply schema's ladder (see `response_formats`); pointers by default.
         Raises LLMFatalError (stop everything) or CallFailed (this call only)."""
         cfg = self.config
         url = cfg.base_url
         format_index = self._format_index
         token_param = self._token_param
-        attempts = retries = 0
+        attempts = 0
         while True:
-            attempts += 1
             mode, response_format = formats[format_index]
             kwargs: dict[str, Any] = {
                 "model": cfg.model,
@@ -427,14 +422,16 @@ class PointerClient:
             }
             if response_format is not None:
                 kwargs["response_format"] = response_format
-            started = time.perf_counter()
             try:
-                completion = self._client.chat.completions.create(**kwargs)
+                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+                attempts += raw.retries_taken + 1
+                completion = raw.parse()
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
                 fatal = self._fatal(exc)
-                fatal.attempts = attempts
+                fatal.attempts = attempts + _requests_sent(exc)
                 raise fatal from None
             except openai.BadRequestError as exc:
+                attempts += _requests_sent(exc)
                 message = _server_message(exc)
                 if token_param == "max_tokens" and "max_completion_tokens" in message:
                     token_param = "max_completion_tokens"
@@ -445,29 +442,27 @@ class PointerClient:
                     format_index += 1
                     continue
                 raise CallFailed(f"{url} rejected the request (400): {message}", attempts=attempts) from None
-            except (openai.APIStatusError, openai.APIConnectionError) as exc:  # 429, 5xx, timeouts, ...
+            except (openai.APIStatusError, openai.APIConnectionError) as exc:
+                attempts += _requests_sent(exc)
                 status = getattr(exc, "status_code", None)
-                if isinstance(exc, openai.APIStatusError) and not (status in _RETRY_STATUS or status >= 500):
-                    raise CallFailed(f"{url} answered {status}: {_server_message(exc)}", attempts=attempts) from None
                 if isinstance(exc, openai.APITimeoutError):
                     what = f"no answer within {cfg.timeout_s:g}s"
                 elif isinstance(exc, openai.APIStatusError):
                     what = f"{url} answered {status}: {_server_message(exc)}"
                 else:
                     what = f"could not connect to {url}: {_one_line(exc)}"
-                if retries >= cfg.max_retries:
-                    raise CallFailed(f"gave up after {attempts} attempts; last: {what}", attempts=attempts) from None
-                retries += 1
-                self._sleep(self._backoff(retries, exc))
-                continue
+                if isinstance(exc, openai.APIStatusError) and status < 500 and status not in (408, 409, 429):
+                    raise CallFailed(what, attempts=attempts) from None  # the SDK does not retry these
+                raise CallFailed(f"gave up after {attempts} attempts; last: {what}", attempts=attempts) from None
             except openai.OpenAIError as exc:
+                attempts += 1
                 raise CallFailed(f"{url} gave an unusable answer: {_one_line(exc)}", attempts=attempts) from None
             except UnicodeEncodeError:
                 # Nothing was sent: the SDK cannot encode a lone surrogate that JSON input may carry.
                 raise CallFailed(
-                    "the source text holds invalid Unicode (a lone surrogate) and cannot be sent", attempts=attempts - 1
+                    "the source text holds invalid Unicode (a lone surrogate) and cannot be sent", attempts=attempts
                 ) from None
-            latency_ms = round((time.perf_counter() - started) * 1000)
+            latency_ms = round(raw.elapsed.total_seconds() * 1000)  # the last request's, not the retries'
             self._format_index, self._token_param = format_index, token_param
             choices = getattr(completion, "choices", None) or []
             if not choices:

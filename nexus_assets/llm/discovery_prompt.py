@@ -9,36 +9,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.scope import node_text
 from nexus_assets.llm.client import parse_json_reply
+from nexus_assets.llm.schema import reply_schema
 
 DISCOVER_PROMPT_VERSION = "discover-v1"
 # Source text sent per discovery call (~6k tokens): the most recent runs first, each message cut short.
 DIGEST_BUDGET_CHARS = 24_000
 MESSAGE_CHARS = 400
 
-TOPICS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "topics": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "topic_id": {"type": "string"},
-                    "display_name": {"type": "string"},
-                    "scope_description": {"type": "string"},
-                    "required_keywords": {"type": "array", "items": {"type": "string"}},
-                    "exclusion_criteria": {"type": "array", "items": {"type": "string"}},
-                },
-                "required": ["topic_id", "display_name", "scope_description", "required_keywords"],
-            },
-        }
-    },
-    "required": ["topics"],
-}
+# The reply as the model must write it (no docstrings: they would become schema descriptions);
+# `suggestion_topic` checks each proposal against the runs.
+class ProposedTopic(BaseModel):
+    topic_id: str
+    display_name: str
+    scope_description: str
+    required_keywords: list[str]
+    exclusion_criteria: list[str] = []
+
+
+class TopicsReply(BaseModel):
+    topics: list[ProposedTopic]
+
+
+TOPICS_SCHEMA: dict[str, Any] = reply_schema(TopicsReply)
+
 
 SYSTEM_PROMPT = """You propose topics for Nexus Sync, a compiler that files verbatim quotes from conversations under topics.
 A topic is a compilation scope: a recurring subject that several conversations return to.

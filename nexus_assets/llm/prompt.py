@@ -9,32 +9,32 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from pydantic import BaseModel, ConfigDict
+
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.core.scope import node_text
+from nexus_assets.llm.schema import reply_schema
 
 PROMPT_VERSION = "pointer-v1"
 
-POINTER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "extracted_pointers": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "topic_id": {"type": "string"},
-                    "json_path": {"type": "string"},
-                    "verbatim_quote": {"type": "string"},
-                },
-                "required": ["topic_id", "json_path", "verbatim_quote"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["extracted_pointers"],
-    "additionalProperties": False,
-}
+# The reply as the model must write it (no docstrings: they would become schema descriptions). The
+# gate, not these models, decides whether a pointer holds.
+class PointedQuote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topic_id: str
+    json_path: str
+    verbatim_quote: str
+
+
+class PointerReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    extracted_pointers: list[PointedQuote]
+
+
+POINTER_SCHEMA: dict[str, Any] = reply_schema(PointerReply)
 
 
 def node_entry(run: Run, node: Node) -> dict[str, str] | None:

@@ -51,12 +51,12 @@ def build(vault: Vault, db_path: str | Path, topic_id: str) -> TopicIndex:
     import faiss
     import numpy as np
 
-    rows = [(b, v) for b, v in vault.visible_vectors(topic_id, MODEL) if v is not None]
+    brick_ids, vectors = vault.visible_vectors(topic_id, MODEL)
     index = faiss.IndexFlatIP(DIMENSIONS)
-    if rows:
-        index.add(np.asarray([v for _, v in rows], dtype="float32"))
+    if brick_ids:
+        index.add(np.ascontiguousarray(vectors))
     manifest = vault.latest_manifest(topic_id)
-    built = TopicIndex(topic_id, index, [b for b, _ in rows], manifest.manifest_hash if manifest else None)
+    built = TopicIndex(topic_id, index, brick_ids, manifest.manifest_hash if manifest else None)
     _write(vector_index_dir(db_path, topic_id), index, built.brick_ids, built.manifest_hash)
     return built
 

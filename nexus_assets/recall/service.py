@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nexus_assets.core.citations import CCC_THRESHOLD, MAX_REVISIONS, ccc, extractive_answer, split_answer
+from nexus_assets.core.citations import (
+    CCC_THRESHOLD,
+    MAX_REVISIONS,
+    ccc,
+    extractive_answer,
+    split_answer,
+)
+from nexus_assets.drift import file_drift
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
@@ -104,6 +111,8 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
 
 # Answers
 
+ANSWER_BRICKS = 5  # bricks an offline answer quotes
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -164,8 +173,6 @@ def _generate(endpoint: Endpoint, question: str, bricks: list[dict], allowed: li
 
 def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
     """MODE-1: every cited brick's canonical source re-read from its run file, its checksum verified."""
-    from nexus_assets.drift import file_drift
-
     canonical = vault.canonical_sources(brick_ids)
     bricks = [b.model_copy(update={"sources": (canonical[b.brick_id],)}) for b in vault.bricks(brick_ids=brick_ids) if b.brick_id in canonical]
     missing = [b for b in brick_ids if b not in canonical]
@@ -195,14 +202,16 @@ def ask(
             except Exception as exc:  # noqa: BLE001 (the next endpoint, else the offline answer)
                 notes.append(f"{ep.base_url} ({ep.model}): {exc}")
         if generation == "none":
-            # Sources of equal standing first by authority: the highest level leads.
-            ordered, seen = [], set()
-            for b in sorted(bricks, key=lambda b: (b["authority"], -b["rerank_score"])):
-                # The same sentence in two topics is said once.
-                if " ".join(b["content"].lower().split()) not in seen:
-                    seen.add(" ".join(b["content"].lower().split()))
-                    ordered.append(b)
-            answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered])
+            # The most relevant bricks are chosen (the same sentence in two topics is said once),
+            # then the answer leads with the highest authority; within a level, relevance decides.
+            chosen, seen = [], set()
+            for b in bricks:
+                said = " ".join(b["content"].lower().split())
+                if said not in seen:
+                    seen.add(said)
+                    chosen.append(b)
+            ordered = sorted(chosen[:ANSWER_BRICKS], key=lambda b: b["authority"])
+            answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered], limit=ANSWER_BRICKS)
             model, generation = "offline-extractive", "verbatim brick text only; CCC 1.0 by construction"
     parts = split_answer(answer, allowed) if answer else []
     score = ccc(parts)

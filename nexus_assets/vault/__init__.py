@@ -24,6 +24,7 @@ import duckdb
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
+from nexus_assets.core.resolution import PriorState
 from nexus_assets.vault.drift import DriftRecords
 from nexus_assets.vault.forgetting import ForgettingRecords
 from nexus_assets.vault.history import HistoryQueries
@@ -504,7 +505,7 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
             [[k.run_id for k in keys], [k.version_id for k in keys]],
         ).fetchall()
         status = self.run_status({r[0] for r in rows})
-        from nexus_assets.core.formats import parse_document  # the readers: only when raw JSON is read
+        from nexus_assets.core.formats.dispatch import parse_document  # the readers: only when raw JSON is read
 
         out = {}
         for run_id, version_id, raw, _ in rows:
@@ -616,30 +617,32 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                 [[key for key, *_ in results]],
             )
 
-    def occurrences(self, topic_id: str) -> list[tuple[Occurrence, str]]:
-        """Every occurrence ever validated for the topic, with the run version it was seen in."""
-        rows = self.conn.execute(
-            f"""SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
+    def occurrences(self, topic_id: str) -> Iterator[tuple[Occurrence, str]]:
+        """Every occurrence ever validated for the topic, with the run version it was seen in.
+        Streamed in batches, so the raw rows of a large topic are never all held at once; consume
+        it before the next query on this vault."""
+        cursor = self.conn.execute(
+            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
                       position, version_id, o.node_type, o.branch
                FROM occurrences o WHERE topic_id = ?""",
             [topic_id],
-        ).fetchall()
-        return [
-            (
-                Occurrence(
-                    topic_id=topic_id,
-                    address=SourceAddress(
-                        run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4], node_type=r[10], branch=r[11] or "current"
+        )
+        while rows := cursor.fetchmany(10_000):
+            for r in rows:
+                yield (
+                    Occurrence(
+                        topic_id=topic_id,
+                        address=SourceAddress(
+                            run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4], node_type=r[10],
+                            branch=r[11] or "current",
+                        ),
+                        content=r[5],
+                        fingerprint=r[6],
+                        timestamp=r[7],
+                        position=r[8],
                     ),
-                    content=r[5],
-                    fingerprint=r[6],
-                    timestamp=r[7],
-                    position=r[8],
-                ),
-                r[9],
-            )
-            for r in rows
-        ]
+                    r[9],
+                )
 
     def occurrence_count(self, topic_id: str) -> int:
         return self.conn.execute("SELECT count(*) FROM occurrences WHERE topic_id = ?", [topic_id]).fetchone()[0]
@@ -823,6 +826,18 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
             for r in rows
         ]
 
+    def resolution_prior(self, topic_id: str) -> dict[str, Brick | PriorState]:
+        """The topic's stored bricks as resolution reads them: FINAL ones whole, the rest as state
+        and place only, so a large topic is not held twice."""
+        prior: dict[str, Brick | PriorState] = {
+            b: PriorState(state, order_index)
+            for b, state, order_index in self.conn.execute(
+                "SELECT brick_id, state, order_index FROM bricks WHERE topic_id = ? AND state <> 'FINAL'", [topic_id]
+            ).fetchall()
+        }
+        prior.update((b.brick_id, b) for b in self.bricks(topic_id, state="FINAL"))
+        return prior
+
     def publish(
         self,
         topic_id: str,
@@ -836,77 +851,80 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
     ) -> None:
         """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically.
         `forgetting`: the one exception to FINAL immutability (invariant 15), under a tombstone."""
-        prior = {b.brick_id: b for b in self.bricks(topic_id)}
-        refused = [] if forgetting else final_brick_changes(prior, bricks)
+        # Only FINAL bricks are read back whole (immutability is checked against them); everything
+        # else is compared inside DuckDB, so a large topic is never held twice.
+        final = {b.brick_id: b for b in self.bricks(topic_id, state="FINAL")}
+        refused = [] if forgetting else final_brick_changes(final, bricks)
         if refused:
             raise FinalBrickChanged(
                 f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
                 f"in a new topic. {'; '.join(refused[:10])}"
             )
+        import pandas as pd  # only writers need it; read commands start faster without it
+
         stamp = now()
+        brick_columns: dict[str, list] = {k: [] for k in ("brick_id", "content", "fingerprint", "state", "order_index", "superseded_by", "stale")}
+        source_columns: dict[str, list] = {
+            k: [] for k in ("brick_id", "seq", "run_id", "json_path", "start_offset", "end_offset", "node_checksum", "node_type", "branch")
+        }
+        for b in bricks:
+            for k, v in (("brick_id", b.brick_id), ("content", b.content), ("fingerprint", b.fingerprint), ("state", b.state),
+                         ("order_index", b.order_index), ("superseded_by", b.superseded_by), ("stale", b.stale)):
+                brick_columns[k].append(v)
+            for seq, a in enumerate(b.sources):
+                for k, v in (("brick_id", b.brick_id), ("seq", seq), ("run_id", a.run_id), ("json_path", a.json_path),
+                             ("start_offset", a.start), ("end_offset", a.end), ("node_checksum", a.node_checksum),
+                             ("node_type", a.node_type), ("branch", a.branch)):
+                    source_columns[k].append(v)
+        # Typed even when empty: DuckDB reads an empty untyped column as DOUBLE.
+        text = "string"
+        brick_frame = pd.DataFrame(brick_columns).astype(
+            {"brick_id": text, "content": text, "fingerprint": text, "state": text, "order_index": "Int64",
+             "superseded_by": text, "stale": "bool"}
+        )
+        source_frame = pd.DataFrame(source_columns).astype(
+            {"brick_id": text, "seq": "int64", "run_id": text, "json_path": text, "start_offset": "int64",
+             "end_offset": "int64", "node_checksum": text, "node_type": text, "branch": text}
+        )
+        del brick_columns, source_columns
+        address = "run_id, json_path, start_offset, end_offset, node_checksum"
         with self.transaction():
-            new_rows, changed = [], []
-            for b in bricks:
-                before = prior.get(b.brick_id)
-                if before is None:
-                    new_rows.append(b)
-                elif (before.state, before.order_index, before.superseded_by, before.stale, before.content) != (
-                    b.state,
-                    b.order_index,
-                    b.superseded_by,
-                    b.stale,
-                    b.content,
-                ):
-                    changed.append(b)
-            self._insert_df(
-                "bricks",
-                [
-                    {
-                        "brick_id": b.brick_id,
-                        "topic_id": b.topic_id,
-                        "content": b.content,
-                        "fingerprint": b.fingerprint,
-                        "state": b.state,
-                        "order_index": b.order_index,
-                        "superseded_by": b.superseded_by,
-                        "stale": b.stale,
-                        "first_seen": stamp,
-                        "updated_at": stamp,
-                    }
-                    for b in new_rows
-                ],
-            )
-            for b in changed:
+            self.conn.register("_bricks", brick_frame)
+            self.conn.register("_sources", source_frame)
+            try:
                 self.conn.execute(
-                    """UPDATE bricks SET state = ?, order_index = ?, superseded_by = ?, stale = ?, content = ?, updated_at = ?
-                       WHERE brick_id = ?""",
-                    [b.state, b.order_index, b.superseded_by, b.stale, b.content, stamp, b.brick_id],
+                    """INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
+                                           first_seen, updated_at)
+                       SELECT brick_id, ?, content, fingerprint, state, order_index, superseded_by, stale, ?, ?
+                       FROM _bricks WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = ?)""",
+                    [topic_id, stamp, stamp, topic_id],
                 )
-            source_rows = []
-            for b in bricks:
-                known = set(prior[b.brick_id].sources) if b.brick_id in prior else set()
-                if known == set(b.sources):
-                    continue
-                for seq, s in enumerate(b.sources):
-                    source_rows.append(
-                        {
-                            "brick_id": b.brick_id,
-                            "seq": seq,
-                            "run_id": s.run_id,
-                            "json_path": s.json_path,
-                            "start_offset": s.start,
-                            "end_offset": s.end,
-                            "node_checksum": s.node_checksum,
-                            "node_type": s.node_type,
-                            "branch": s.branch,
-                        }
-                    )
-            # Canonical first: a source that arrived later can take seq 0, so seq is refreshed.
-            self._insert_df(
-                "brick_sources",
-                source_rows,
-                conflict="(brick_id, run_id, json_path, start_offset, end_offset, node_checksum) DO UPDATE SET seq = excluded.seq",
-            )
+                self.conn.execute(
+                    """UPDATE bricks SET state = n.state, order_index = n.order_index, superseded_by = n.superseded_by,
+                                         stale = n.stale, content = n.content, updated_at = ?
+                       FROM _bricks n
+                       WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = ?
+                         AND (bricks.state, bricks.order_index, bricks.superseded_by, bricks.stale, bricks.content)
+                             IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
+                    [stamp, topic_id],
+                )
+                # A brick whose set of sources changed gets its sources written again; canonical
+                # first: a source that arrived later can take seq 0, so seq is refreshed.
+                self.conn.execute(
+                    f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
+                        SELECT brick_id, seq, {address}, node_type, branch FROM _sources
+                        WHERE brick_id IN (
+                            SELECT brick_id FROM (
+                                (SELECT brick_id, {address} FROM _sources
+                                 EXCEPT SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM _bricks))
+                                UNION ALL
+                                (SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM _bricks)
+                                 EXCEPT SELECT brick_id, {address} FROM _sources)))
+                        ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq"""
+                )
+            finally:
+                self.conn.unregister("_bricks")
+                self.conn.unregister("_sources")
             if manifest is not None:
                 seq = self.conn.execute(
                     "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]

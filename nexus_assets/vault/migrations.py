@@ -214,7 +214,7 @@ def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     """Text nodes of every stored run version, parsed from its raw JSON this one time."""
     import pandas as pd  # writers only: read commands must not pay its import
 
-    from nexus_assets.core.formats import parse_document  # the readers, for this one backfill
+    from nexus_assets.core.formats.dispatch import parse_document  # the readers, for this one backfill
 
     keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
     for start in range(0, len(keys), 200):

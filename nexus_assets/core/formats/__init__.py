@@ -1,16 +1,15 @@
 """Run formats: each turns one conversation document into a `Run` with typed text nodes.
 
-Detection looks at content, never at file names.
+Detection looks at content, never at file names. This package module holds only what the readers
+share; `dispatch.parse_document` picks the reader, so the read commands that import `limits` do
+not load the readers.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-
-if TYPE_CHECKING:
-    from nexus_assets.core.models import Run
 
 
 class FormatError(ValueError):
@@ -36,25 +35,3 @@ def document_version(document: Any) -> str:
     except UnicodeEncodeError as exc:
         # json.loads accepts "\ud800"; such a string can never be stored or hashed as UTF-8.
         raise FormatError(f"contains an unpaired UTF-16 surrogate escape ({exc.object[exc.start:exc.end]!r}); fix the export") from None
-
-
-def parse_document(document: Any, *, open_after: str | None = None, index: int | None = None) -> "Run":
-    """One run from one JSON document of any supported format: the one place formats are dispatched."""
-    kind = detect_format(document)
-    if kind == "nexus":
-        return nexus_run(document)
-    if kind == "chatgpt":
-        return chatgpt_run(document, open_after=open_after, index=index)
-    if kind == "claude":
-        return claude_run(document, open_after=open_after, index=index)
-    keys = sorted(document)[:8] if isinstance(document, dict) else type(document).__name__
-    raise FormatError(
-        f"valid JSON but not a known run format (found {keys}); expected a Nexus run "
-        '{"run_id", "status", "messages"} or a ChatGPT/Claude conversations.json export'
-    )
-
-
-# The readers import the helpers above from this package, so they are imported after them.
-from nexus_assets.core.formats.chatgpt import chatgpt_run  # noqa: E402
-from nexus_assets.core.formats.claude import claude_run  # noqa: E402
-from nexus_assets.core.formats.nexus import nexus_run  # noqa: E402

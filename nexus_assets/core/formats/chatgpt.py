@@ -19,9 +19,9 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict, StrictStr
 
 from nexus_assets.core.formats import document_version
-from nexus_assets.core.formats.exports import (
-    checked_conversation,
+from nexus_assets.core.formats.conversations import (
     ConversationError,
+    checked_conversation,
     conversation_label,
     export_status,
 )

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict
 
 from nexus_assets.core.formats import document_version
-from nexus_assets.core.formats.exports import (
+from nexus_assets.core.formats.conversations import (
     checked_conversation,
     export_status,
 )
