@@ -25,6 +25,7 @@ from nexus_assets.core.discovery import (
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import ExtractionPolicy, Run, Topic
 from nexus_assets.core.scope import keyword_pattern, node_text
+from nexus_assets.core.validation import explain
 from nexus_assets.llm.client import (
     CallFailed,
     CallRecord,
@@ -212,7 +213,7 @@ def suggestion_topic(item: Any, corpus: str) -> tuple[Topic | None, str | None, 
             state="DRAFT",
         )
     except ValidationError as exc:
-        return None, f"not a valid topic: {exc.errors()[0]['msg']}", label
+        return None, f"not a valid topic: {explain(exc, whole='topic', limit=1)}", label
     return topic, None, label
 
 

@@ -18,12 +18,7 @@ from typing import BinaryIO, Iterator
 from nexus_assets.core.formats import FormatError
 from nexus_assets.core.formats import limits as L
 from nexus_assets.core.formats.dispatch import parse_document
-from nexus_assets.core.formats.exports import (
-    SIDE_FILES,
-    ConversationProblem,
-    iter_export,
-    open_export_members,
-)
+from nexus_assets.core.formats.exports import SIDE_FILES, ConversationProblem, iter_export, open_export_members
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of, value_at
 

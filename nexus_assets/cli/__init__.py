@@ -20,7 +20,6 @@ from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.vault import VaultBusy
 from nexus_assets.vault.migrations import VaultTooNew
 
-
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
 TOPICS_HELP = "default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics"
 

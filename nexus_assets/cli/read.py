@@ -16,17 +16,14 @@ def cmd_topics(args: argparse.Namespace) -> int:
         counts = vault.brick_counts()
         hashes = vault.latest_manifest_hashes()
         rows = []
-        for t in vault.topics():
-            by_state = counts.get(t.topic_id, {})
+        for t in vault.topic_summaries():
+            by_state = counts.get(t["topic_id"], {})
             rows.append(
                 {
-                    "topic_id": t.topic_id,
-                    "display_name": t.display_name,
-                    "state": t.state,
-                    "ordering_rule": t.ordering_rule,
+                    **t,
                     "bricks": by_state,
                     "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
-                    "manifest_hash": hashes.get(t.topic_id),
+                    "manifest_hash": hashes.get(t["topic_id"]),
                 }
             )
     text = "\n".join(

@@ -11,6 +11,7 @@ from nexus_assets.core.fingerprint import fingerprint, node_checksum
 from nexus_assets.core.models import Node, Occurrence, Pointer, Rejection, Run, SourceAddress
 from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
 from nexus_assets.core.quotes import first_offsets
+from nexus_assets.core.validation import explain
 
 
 class NeedsDocument(Exception):
@@ -80,10 +81,10 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
     try:
         pointer = Pointer.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'pointer'}: {err['msg']}" for err in exc.errors()
+        return reject(
+            "malformed_pointer",
+            f"pointer is not {{topic_id, json_path, verbatim_quote}} strings: {explain(exc, whole='pointer')}",
         )
-        return reject("malformed_pointer", f"pointer is not {{topic_id, json_path, verbatim_quote}} strings: {problems}")
     if pointer.topic_id != topic_id:
         return reject("unknown_topic", f"pointer names topic {pointer.topic_id!r}; this extraction is for {topic_id!r}")
     if not pointer.verbatim_quote.strip():

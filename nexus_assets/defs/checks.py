@@ -12,12 +12,7 @@ import dagster as dg
 
 from nexus_assets.core.quality import GoldError
 from nexus_assets.defs.assets import topic_manifest, validated_bricks
-from nexus_assets.defs.metadata import (
-    counts_table,
-    non_empty,
-    problems_table,
-    stale_table,
-)
+from nexus_assets.defs.metadata import counts_table, non_empty, problems_table, stale_table
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift import verbatim_problems

@@ -20,12 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, chunk_nodes
-from nexus_assets.llm.prompt import (
-    POINTER_SCHEMA,
-    PROMPT_VERSION,
-    build_fragment,
-    render_messages,
-)
+from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, build_fragment, render_messages
 
 
 class LLMError(Exception):

@@ -17,13 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nexus_assets.core.citations import (
-    CCC_THRESHOLD,
-    MAX_REVISIONS,
-    ccc,
-    extractive_answer,
-    split_answer,
-)
+from nexus_assets.core.citations import CCC_THRESHOLD, MAX_REVISIONS, ccc, extractive_answer, split_answer
 from nexus_assets.drift import file_drift
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure

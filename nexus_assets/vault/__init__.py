@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import re
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -23,28 +23,26 @@ import duckdb
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
-from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
-from nexus_assets.core.resolution import PriorState
-from nexus_assets.vault.drift import DriftRecords
-from nexus_assets.vault.forgetting import ForgettingRecords
-from nexus_assets.vault.history import HistoryQueries
-from nexus_assets.vault.recall import RecallRecords
-from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.core.models import (
     Brick,
     IngestionError,
     Manifest,
     ManifestEntry,
-    Tombstone,
     Occurrence,
     Rejection,
     Run,
     RunStatus,
     SourceAddress,
+    Tombstone,
     Topic,
 )
-
-
+from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
+from nexus_assets.core.resolution import PriorState
+from nexus_assets.vault.drift import DriftRecords
+from nexus_assets.vault.forgetting import ForgettingRecords
+from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.vault.migrations import pending, upgrade
+from nexus_assets.vault.recall import RecallRecords
 
 
 def now() -> datetime:
@@ -258,6 +256,12 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
     def topics(self) -> list[Topic]:
         rows = self.conn.execute("SELECT definition_json, state FROM topics ORDER BY topic_id").fetchall()
         return [Topic.model_validate({**json.loads(d), "state": s}) for d, s in rows]
+
+    def topic_summaries(self) -> list[dict]:
+        """topic_id, display_name, state and ordering_rule of every recorded topic, from their own
+        columns: listing topics does not validate whole definitions."""
+        rows = self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall()
+        return [dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r)) for r in rows]
 
     def topic(self, topic_id: str) -> Topic | None:
         row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()

@@ -17,10 +17,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict
 
 from nexus_assets.core.formats import document_version
-from nexus_assets.core.formats.conversations import (
-    checked_conversation,
-    export_status,
-)
+from nexus_assets.core.formats.conversations import checked_conversation, export_status
 from nexus_assets.core.formats.nexus import ROLE_NODE_TYPES
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.order import normalize_timestamp

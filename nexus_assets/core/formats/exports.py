@@ -16,11 +16,7 @@ from typing import Any, BinaryIO, Iterator
 import ijson
 
 from nexus_assets.core.formats import FormatError, detect_format
-from nexus_assets.core.formats.conversations import (
-    ConversationError,
-    ConversationProblem,
-    normalize_open_after,
-)
+from nexus_assets.core.formats.conversations import ConversationError, ConversationProblem, normalize_open_after
 from nexus_assets.core.formats.dispatch import parse_document
 from nexus_assets.core.models import Run
 
