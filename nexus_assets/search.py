@@ -86,8 +86,8 @@ def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = No
         for t in stale + gone:
             writer.delete_documents("topic_id", t)
         for t in stale:
-            for b in vault.bricks(t, visible_only=True):
-                writer.add_document(tantivy.Document(brick_id=b.brick_id, topic_id=t, content=b.content))
+            for brick_id, content in vault.visible_texts(t):
+                writer.add_document(tantivy.Document(brick_id=brick_id, topic_id=t, content=content))
         writer.commit()
         writer.wait_merging_threads()
     finally:

@@ -89,3 +89,16 @@ def test_a_broken_topic_file_is_named_and_other_topics_still_sync(project: Proje
     results = run_json(capsys, *project.sync_args())
     assert [r["topic_id"] for r in results] == ["nexus-server-sync", "storage-decisions"]
     assert all(r["success"] for r in results)
+
+
+def test_a_bad_vault_memory_setting_is_a_usage_error_and_the_vault_is_untouched(synced: Project, capsys, monkeypatch):
+    from nexus_assets_tests.cli_helpers import run_cli
+
+    before = synced.db.read_bytes()
+    monkeypatch.setenv("NEXUS_VAULT_MEMORY", "lots")
+    for argv in (("topics",), ("sync", "--runs-dir", str(synced.runs), "--topics-dir", str(synced.topics))):
+        code, _, err = run_cli(capsys, *synced.cli_args(), *argv)
+        assert code == 2 and "NEXUS_VAULT_MEMORY='lots' is not a DuckDB memory size" in err
+    assert synced.db.read_bytes() == before
+    monkeypatch.setenv("NEXUS_VAULT_MEMORY", "64MB")
+    assert run_json(capsys, *synced.cli_args(), "topics")

@@ -174,6 +174,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
             if stopped(result):
                 interrupted = True
                 break
+            # The in-process result holds the topic's outputs (its resolved bricks): let them go
+            # before the next topic compiles.
+            del result
             for err in errors:
                 print(f"error: {topic_id}: {err}", file=sys.stderr)
             for name, passed in checks.items():

@@ -74,6 +74,7 @@ def resolve_topic(
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
     groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: g.key)
+    del by_fp  # a group keeps its canonical occurrence and its addresses; the other copies can go
 
     def is_stale(sources: Sequence[SourceAddress]) -> bool:
         # Invariant 14: a brick is stale when its canonical source no longer matches.
@@ -157,8 +158,14 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
     return found
 
 
+_BRICK_FIELDS = set(Brick.model_fields)  # shared; model_copy copies it before adding to it
+
+
 def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:
-    return Brick(
+    # Every value here is already of its field's type (ids and text from validated occurrences), so
+    # the brick is built without validation, which would copy each string of a large topic again.
+    return Brick.model_construct(
+        _BRICK_FIELDS,
         brick_id=g.brick_id,
         topic_id=topic_id,
         content=g.canonical.content,

@@ -9,7 +9,7 @@ import sys
 import dagster as dg
 
 from nexus_assets.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
-from nexus_assets.core.models import Brick, Topic
+from nexus_assets.core.models import Topic
 from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
 from nexus_assets.drift import current_drift, full_drift, record_drift
 from nexus_assets.search import refresh as refresh_search

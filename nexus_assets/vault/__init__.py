@@ -127,6 +127,13 @@ def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120
             delay = min(delay * 2, 1.0)
 
 
+DEFAULT_MEMORY = "512MB"
+
+
+class VaultConfigError(ValueError):
+    """A vault setting from the environment that DuckDB does not accept."""
+
+
 @dataclass(frozen=True)
 class RunVersion:
     run_id: str
@@ -140,6 +147,12 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
         self.conn = conn
         # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
         conn.execute("SET enable_progress_bar = false")
+        # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
+        # spills large sorts and joins to disk instead, so a sync of a big export stays small.
+        try:
+            conn.execute(f"SET memory_limit = '{os.environ.get('NEXUS_VAULT_MEMORY') or DEFAULT_MEMORY}'")
+        except duckdb.Error as exc:
+            raise VaultConfigError(f"NEXUS_VAULT_MEMORY={os.environ.get('NEXUS_VAULT_MEMORY')!r} is not a DuckDB memory size such as 512MB: {exc}") from None
         if migrate:
             upgrade(conn)
 
@@ -256,6 +269,12 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
     def topics(self) -> list[Topic]:
         rows = self.conn.execute("SELECT definition_json, state FROM topics ORDER BY topic_id").fetchall()
         return [Topic.model_validate({**json.loads(d), "state": s}) for d, s in rows]
+
+    def visible_texts(self, topic_id: str) -> Iterator[tuple[str, str]]:
+        """(brick_id, content) of the topic's visible bricks, streamed; consume it before the next query."""
+        cursor = self.conn.execute("SELECT brick_id, content FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'", [topic_id])
+        while rows := cursor.fetchmany(10_000):
+            yield from rows
 
     def topic_summaries(self) -> list[dict]:
         """topic_id, display_name, state and ordering_rule of every recorded topic, from their own
@@ -631,21 +650,31 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                FROM occurrences o WHERE topic_id = ?""",
             [topic_id],
         )
+        # Rows come from the vault, which only ever stored validated values, so they are built
+        # without validating again: pydantic would copy every string, and a 200 MB export holds
+        # hundreds of thousands of occurrences. Ids and paths repeat; each is held once.
+        same: dict[str, str] = {}
+        # Every field is given, so all instances can share one fields-set.
+        address_fields, occurrence_fields = set(SourceAddress.model_fields), set(Occurrence.model_fields)
         while rows := cursor.fetchmany(10_000):
             for r in rows:
+                run_id, path, checksum = same.setdefault(r[0], r[0]), same.setdefault(r[1], r[1]), same.setdefault(r[4], r[4])
                 yield (
-                    Occurrence(
+                    Occurrence.model_construct(
                         topic_id=topic_id,
-                        address=SourceAddress(
-                            run_id=r[0], json_path=r[1], start=r[2], end=r[3], node_checksum=r[4], node_type=r[10],
-                            branch=r[11] or "current",
+                        _fields_set=occurrence_fields,
+                        address=SourceAddress.model_construct(
+                            address_fields,
+                            run_id=run_id, json_path=path, start=r[2], end=r[3], node_checksum=checksum,
+                            node_type=same.setdefault(r[10], r[10]) if r[10] is not None else None,
+                            branch=same.setdefault(r[11], r[11]) if r[11] else "current", stale=False,
                         ),
                         content=r[5],
                         fingerprint=r[6],
-                        timestamp=r[7],
+                        timestamp=same.setdefault(r[7], r[7]) if r[7] is not None else None,
                         position=r[8],
                     ),
-                    r[9],
+                    same.setdefault(r[9], r[9]),
                 )
 
     def occurrence_count(self, topic_id: str) -> int:
@@ -795,6 +824,13 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
         if brick_ids is not None:
             where.append("b.brick_id IN (SELECT unnest(?))")
             params.append(list(brick_ids))
+        if limit is not None:
+            # The first bricks are chosen before their sources are gathered, not after for all of them.
+            where.append(
+                f"""b.brick_id IN (SELECT b.brick_id FROM bricks b WHERE {' AND '.join(where) or 'true'}
+                    ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id LIMIT {int(limit)})"""
+            )
+            params = params + params
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = self.conn.execute(
             f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
@@ -813,8 +849,11 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                 {'LIMIT ' + str(int(limit)) if limit is not None else ''}""",
             params,
         ).fetchall()
+        # Stored values were validated on the way in; validating again would copy every string.
+        brick_fields, address_fields = set(Brick.model_fields), set(SourceAddress.model_fields)
         return [
-            Brick(
+            Brick.model_construct(
+                brick_fields,
                 brick_id=r[0],
                 topic_id=r[1],
                 content=r[2],
@@ -824,7 +863,9 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                 superseded_by=r[6],
                 stale=r[7],
                 sources=tuple(
-                    SourceAddress(**{**s, "branch": s["branch"] or "current"}) for s in r[8] if s["run_id"] is not None
+                    SourceAddress.model_construct(address_fields, **{**s, "branch": s["branch"] or "current"})
+                    for s in r[8]
+                    if s["run_id"] is not None
                 ),
             )
             for r in rows
