@@ -21,6 +21,7 @@ from nexus_assets.compiler import resolve_phase
 from nexus_assets.core.manifest import tombstone_manifest
 from nexus_assets.core.models import Tombstone
 from nexus_assets.core.sentences import sentences
+from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.search import forget_index, index_dir
 from nexus_assets.vault import Vault, connect, now, writer_intent
 
@@ -119,12 +120,6 @@ def _compact(db_path: Path) -> None:
             conn.close()
         os.replace(fresh, db_path)
         Path(str(db_path) + ".wal").unlink(missing_ok=True)
-
-
-def _dagster_home(db_path: Path) -> Path | None:
-    from nexus_assets.cli.common import project_dagster_home
-
-    return project_dagster_home(db_path)
 
 
 def _clean_dagster(home: Path, topics: list[str]) -> dict:
@@ -227,7 +222,7 @@ def forget(
     forget_index(db)
     for topic_id in before["topics"]:
         shutil.rmtree(db.parent / f"{db.stem}.vectors" / topic_id, ignore_errors=True)
-    home = _dagster_home(db)
+    home = project_dagster_home(db)
     dagster = _clean_dagster(home, before["topics"]) if home is not None else {"dagster_runs": 0, "dagster_files": 0}
     deleted_files = []
     if delete_file:

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from nexus_assets.core.models import Brick
+from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
 from nexus_assets.vault import Vault
 
 DEFAULT_DB = "data/nexus.duckdb"
@@ -43,19 +44,6 @@ def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = 
     if not create and not db.exists():
         raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
     return Vault.open(db, read_only=not write)
-
-
-def project_dagster_home(db: str | Path) -> Path | None:
-    """The Dagster instance `nexus sync` shares with `dagster dev`: $DAGSTER_HOME, else the
-    project's `dagster_home/` (it ships a dagster.yaml) beside the vault or its data folder, so a
-    sync run in the project shows in the UI. None: an ephemeral instance (a vault elsewhere)."""
-    if os.environ.get("DAGSTER_HOME"):
-        return Path(os.environ["DAGSTER_HOME"])
-    vault = Path(db).resolve()
-    for root in (vault.parent, vault.parent.parent):
-        if (root / "dagster_home" / "dagster.yaml").is_file():
-            return root / "dagster_home"
-    return None
 
 
 DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}

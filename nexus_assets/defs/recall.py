@@ -9,6 +9,8 @@ import dagster as dg
 from nexus_assets.defs.assets import OWNERS, WRITER_POOL, topic_manifest
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
+from nexus_assets.recall.embedder import MODEL, embed  # torch loads on the first embed, not here
+from nexus_assets.recall.index import ensure, load, vector_index_dir
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
@@ -27,8 +29,6 @@ EMBED_CHUNK = 2048
     "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once.",
 )
 def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
-    from nexus_assets.recall.embedder import MODEL, embed
-
     topic_id = context.partition_key
     with vault.open() as v:
         todo = v.fingerprints_without_embedding(topic_id, MODEL)
@@ -56,8 +56,6 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
     "rebuilt from the vault when missing or out of step.",
 )
 def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
-    from nexus_assets.recall.index import ensure, vector_index_dir
-
     topic_id = context.partition_key
     with vault.open() as v:
         idx, rebuilt = ensure(v, vault.duckdb.database, topic_id)
@@ -74,9 +72,6 @@ def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.
     "vault's, and a re-embedded sample brick recalls itself first.",
 )
 def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    from nexus_assets.recall.embedder import MODEL, embed
-    from nexus_assets.recall.index import load
-
     topic_id = context.partition_key
     with vault.open() as v:
         expected = v.visible_embedded_ids(topic_id, MODEL)
