@@ -10,12 +10,10 @@ from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, requ
 
 
 def _topics(args: argparse.Namespace) -> list[str] | None:
-    with open_vault(args):
-        pass  # a missing vault is a usage error (exit 2), not a traceback
-    if args.topic:
-        with open_vault(args) as vault:
-            for t in args.topic:
-                require_topic(vault, t)
+    # Opened first so a missing vault or an unknown topic is a usage error (exit 2), not a traceback.
+    with open_vault(args) as vault:
+        for t in args.topic or []:
+            require_topic(vault, t)
     return args.topic
 
 
@@ -32,7 +30,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         for i, r in enumerate(out["results"], 1)
     ] or [f"nothing recalled for {args.query!r}"]
     lines += [f"(fell through: {n})" for n in out["fell_through"]]
-    emit(args, out if args.json else out, "\n".join(lines))
+    emit(args, out, "\n".join(lines))
     return 0
 
 
@@ -57,7 +55,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        rows = vault.audit_rows() if vault._has_table("audit") else []
+        rows = vault.audit_rows()  # opening upgraded an older vault, so the table is there
     text = "\n".join(
         f"{r['recorded_at'][:19]} {r['outcome']:<8} {r['user_name']} via {r['agent']} {r['model']} ccc={r['ccc']} "
         f"rev={r['revisions']} bricks={len(r['brick_ids'])} q={r['question_sha256'][:12]}{' — ' + r['reason'] if r['reason'] else ''}"

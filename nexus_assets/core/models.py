@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, computed_field, model_serializer
@@ -85,8 +86,6 @@ class Topic(BaseModel):
 
     def authority_of(self, source_file: str | None) -> int:
         """The level of a run file: the best (lowest) level whose pattern matches its path."""
-        import fnmatch
-
         if not self.authority or not source_file:
             return 3
         matched = [level for pattern, level in self.authority.items() if fnmatch.fnmatch(source_file, pattern)]
@@ -212,6 +211,19 @@ class Manifest(BaseModel):
     bricks: tuple[ManifestEntry, ...]
     manifest_hash: str
     tombstone: Tombstone | None = None
+
+
+@cache
+def _all_fields(model: type[BaseModel]) -> set[str]:
+    return set(model.model_fields)
+
+
+def trusted(model: type[BaseModel], **values: Any):
+    """`model` built from values already of its fields' types (read back from the vault, or computed
+    from validated ones), without validating them again: validation copies every string, and a
+    large topic holds hundreds of thousands. All instances share one fields-set (every field is
+    given); `model_copy` copies it before adding to it."""
+    return model.model_construct(_all_fields(model), **values)
 
 
 @dataclass(frozen=True)

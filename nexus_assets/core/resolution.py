@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
-from nexus_assets.core.models import Brick, BrickState, Occurrence, OrderingRule, RunStatus, SourceAddress
+from nexus_assets.core.models import Brick, BrickState, Occurrence, OrderingRule, RunStatus, SourceAddress, trusted
 from nexus_assets.core.order import brick_sort_key, first_ingestion, occurrence_key
 
 
@@ -158,14 +158,9 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
     return found
 
 
-_BRICK_FIELDS = set(Brick.model_fields)  # shared; model_copy copies it before adding to it
-
-
 def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:
-    # Every value here is already of its field's type (ids and text from validated occurrences), so
-    # the brick is built without validation, which would copy each string of a large topic again.
-    return Brick.model_construct(
-        _BRICK_FIELDS,
+    return trusted(
+        Brick,
         brick_id=g.brick_id,
         topic_id=topic_id,
         content=g.canonical.content,

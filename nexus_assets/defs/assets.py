@@ -26,6 +26,11 @@ from nexus_assets.web.links import topic_url
 WRITER_POOL = "duckdb_writer"
 # Shown in the catalog: who to ask about these assets.
 OWNERS = ["team:nexus-sync"]
+
+
+def topic_asset(stage: str, **kwargs):
+    """An asset of the per-topic graph: partitioned by topic, in its stage's group, owned and tagged like the rest."""
+    return dg.asset(partitions_def=topics_partitions, group_name=stage, owners=OWNERS, tags={"nexus/stage": stage}, **kwargs)
 # A run with this tag re-reads every source file in `checksum_drift` (the nightly schedule sets it).
 FULL_VERIFY_TAG = "nexus/full_verify"
 
@@ -88,11 +93,8 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
     )
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="raw_runs",
-    owners=OWNERS,
-    tags={"nexus/stage": "raw_runs"},
+@topic_asset(
+    "raw_runs",
     kinds={"json", "duckdb"},
     deps=[run_files],
     pool=WRITER_POOL,
@@ -131,11 +133,8 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
     )
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="pointers",
-    owners=OWNERS,
-    tags={"nexus/stage": "pointers"},
+@topic_asset(
+    "pointers",
     kinds={"python", "duckdb"},
     deps=[raw_runs],
     pool=WRITER_POOL,
@@ -196,11 +195,8 @@ def pointer_extractions(
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="bricks",
-    owners=OWNERS,
-    tags={"nexus/stage": "bricks"},
+@topic_asset(
+    "bricks",
     kinds={"python", "duckdb"},
     deps=[pointer_extractions],
     pool=WRITER_POOL,
@@ -230,11 +226,8 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
     )
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="states",
-    owners=OWNERS,
-    tags={"nexus/stage": "states"},
+@topic_asset(
+    "states",
     kinds={"python"},
     deps=[validated_bricks],
     pool=WRITER_POOL,
@@ -282,11 +275,8 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
     )
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="manifest",
-    owners=OWNERS,
-    tags={"nexus/stage": "manifest"},
+@topic_asset(
+    "manifest",
     kinds={"duckdb"},
     pool=WRITER_POOL,
     description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",

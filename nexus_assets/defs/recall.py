@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from nexus_assets.defs.assets import OWNERS, WRITER_POOL, topic_manifest
+from nexus_assets.defs.assets import WRITER_POOL, topic_asset, topic_manifest
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.recall.embedder import MODEL, embed  # torch loads on the first embed, not here
@@ -17,11 +17,8 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 EMBED_CHUNK = 2048
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="recall",
-    owners=OWNERS,
-    tags={"nexus/stage": "recall"},
+@topic_asset(
+    "recall",
     kinds={"python", "duckdb"},
     deps=[topic_manifest],
     pool=WRITER_POOL,
@@ -45,11 +42,8 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
     )
 
 
-@dg.asset(
-    partitions_def=topics_partitions,
-    group_name="recall",
-    owners=OWNERS,
-    tags={"nexus/stage": "recall"},
+@topic_asset(
+    "recall",
     kinds={"python"},
     deps=[brick_embeddings],
     description="The topic's FAISS index beside the vault, with its row → brick id map persisted with it; "

@@ -9,7 +9,6 @@ results; it does not change their confidence.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 import uuid

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from nexus_assets.core.models import (
     SourceAddress,
     Tombstone,
     Topic,
+    trusted,
 )
 from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
 from nexus_assets.core.resolution import PriorState
@@ -211,13 +211,21 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
         import pandas as pd  # only writers need it; read commands start faster without it
 
         frame = pd.DataFrame(rows)
-        self.conn.register("_rows", frame)
-        try:
+        with self._registered(_rows=frame):
             cols = ", ".join(frame.columns)
             on_conflict = f" ON CONFLICT {conflict}" if conflict else ""
             self.conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows{on_conflict}")
+
+    @contextmanager
+    def _registered(self, **frames) -> Iterator[None]:
+        """DataFrames visible to SQL under these names for the duration of the block."""
+        for name, frame in frames.items():
+            self.conn.register(name, frame)
+        try:
+            yield
         finally:
-            self.conn.unregister("_rows")
+            for name in frames:
+                self.conn.unregister(name)
 
     # Topics
 
@@ -650,32 +658,21 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                FROM occurrences o WHERE topic_id = ?""",
             [topic_id],
         )
-        # Rows come from the vault, which only ever stored validated values, so they are built
-        # without validating again: pydantic would copy every string, and a 200 MB export holds
-        # hundreds of thousands of occurrences. Ids and paths repeat; each is held once.
-        same: dict[str, str] = {}
-        # Every field is given, so all instances can share one fields-set.
-        address_fields, occurrence_fields = set(SourceAddress.model_fields), set(Occurrence.model_fields)
+        # Built with `trusted`: a 200 MB export holds hundreds of thousands of occurrences. Ids and
+        # paths repeat across them; each is held once.
+        same: dict = {}
+        held = lambda value: same.setdefault(value, value)  # noqa: E731
         while rows := cursor.fetchmany(10_000):
             for r in rows:
-                run_id, path, checksum = same.setdefault(r[0], r[0]), same.setdefault(r[1], r[1]), same.setdefault(r[4], r[4])
-                yield (
-                    Occurrence.model_construct(
-                        topic_id=topic_id,
-                        _fields_set=occurrence_fields,
-                        address=SourceAddress.model_construct(
-                            address_fields,
-                            run_id=run_id, json_path=path, start=r[2], end=r[3], node_checksum=checksum,
-                            node_type=same.setdefault(r[10], r[10]) if r[10] is not None else None,
-                            branch=same.setdefault(r[11], r[11]) if r[11] else "current", stale=False,
-                        ),
-                        content=r[5],
-                        fingerprint=r[6],
-                        timestamp=same.setdefault(r[7], r[7]) if r[7] is not None else None,
-                        position=r[8],
-                    ),
-                    same.setdefault(r[9], r[9]),
+                address = trusted(
+                    SourceAddress, run_id=held(r[0]), json_path=held(r[1]), start=r[2], end=r[3],
+                    node_checksum=held(r[4]), node_type=held(r[10]), branch=held(r[11]) or "current", stale=False,
                 )
+                occurrence = trusted(
+                    Occurrence, topic_id=topic_id, address=address, content=r[5], fingerprint=r[6],
+                    timestamp=held(r[7]), position=r[8],
+                )
+                yield occurrence, held(r[9])
 
     def occurrence_count(self, topic_id: str) -> int:
         return self.conn.execute("SELECT count(*) FROM occurrences WHERE topic_id = ?", [topic_id]).fetchone()[0]
@@ -849,11 +846,9 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                 {'LIMIT ' + str(int(limit)) if limit is not None else ''}""",
             params,
         ).fetchall()
-        # Stored values were validated on the way in; validating again would copy every string.
-        brick_fields, address_fields = set(Brick.model_fields), set(SourceAddress.model_fields)
         return [
-            Brick.model_construct(
-                brick_fields,
+            trusted(
+                Brick,
                 brick_id=r[0],
                 topic_id=r[1],
                 content=r[2],
@@ -863,9 +858,7 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                 superseded_by=r[6],
                 stale=r[7],
                 sources=tuple(
-                    SourceAddress.model_construct(address_fields, **{**s, "branch": s["branch"] or "current"})
-                    for s in r[8]
-                    if s["run_id"] is not None
+                    trusted(SourceAddress, **{**s, "branch": s["branch"] or "current"}) for s in r[8] if s["run_id"] is not None
                 ),
             )
             for r in rows
@@ -908,35 +901,37 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
         import pandas as pd  # only writers need it; read commands start faster without it
 
         stamp = now()
-        brick_columns: dict[str, list] = {k: [] for k in ("brick_id", "content", "fingerprint", "state", "order_index", "superseded_by", "stale")}
-        source_columns: dict[str, list] = {
-            k: [] for k in ("brick_id", "seq", "run_id", "json_path", "start_offset", "end_offset", "node_checksum", "node_type", "branch")
-        }
-        for b in bricks:
-            for k, v in (("brick_id", b.brick_id), ("content", b.content), ("fingerprint", b.fingerprint), ("state", b.state),
-                         ("order_index", b.order_index), ("superseded_by", b.superseded_by), ("stale", b.stale)):
-                brick_columns[k].append(v)
-            for seq, a in enumerate(b.sources):
-                for k, v in (("brick_id", b.brick_id), ("seq", seq), ("run_id", a.run_id), ("json_path", a.json_path),
-                             ("start_offset", a.start), ("end_offset", a.end), ("node_checksum", a.node_checksum),
-                             ("node_type", a.node_type), ("branch", a.branch)):
-                    source_columns[k].append(v)
+        sources = [(b.brick_id, seq, a) for b in bricks for seq, a in enumerate(b.sources)]
         # Typed even when empty: DuckDB reads an empty untyped column as DOUBLE.
         text = "string"
-        brick_frame = pd.DataFrame(brick_columns).astype(
-            {"brick_id": text, "content": text, "fingerprint": text, "state": text, "order_index": "Int64",
-             "superseded_by": text, "stale": "bool"}
+        brick_frame = pd.DataFrame(
+            {
+                "brick_id": pd.array([b.brick_id for b in bricks], dtype=text),
+                "content": pd.array([b.content for b in bricks], dtype=text),
+                "fingerprint": pd.array([b.fingerprint for b in bricks], dtype=text),
+                "state": pd.array([b.state for b in bricks], dtype=text),
+                "order_index": pd.array([b.order_index for b in bricks], dtype="Int64"),
+                "superseded_by": pd.array([b.superseded_by for b in bricks], dtype=text),
+                "stale": pd.array([b.stale for b in bricks], dtype="bool"),
+            }
         )
-        source_frame = pd.DataFrame(source_columns).astype(
-            {"brick_id": text, "seq": "int64", "run_id": text, "json_path": text, "start_offset": "int64",
-             "end_offset": "int64", "node_checksum": text, "node_type": text, "branch": text}
+        source_frame = pd.DataFrame(
+            {
+                "brick_id": pd.array([b for b, _, _ in sources], dtype=text),
+                "seq": pd.array([seq for _, seq, _ in sources], dtype="int64"),
+                "run_id": pd.array([a.run_id for _, _, a in sources], dtype=text),
+                "json_path": pd.array([a.json_path for _, _, a in sources], dtype=text),
+                "start_offset": pd.array([a.start for _, _, a in sources], dtype="int64"),
+                "end_offset": pd.array([a.end for _, _, a in sources], dtype="int64"),
+                "node_checksum": pd.array([a.node_checksum for _, _, a in sources], dtype=text),
+                "node_type": pd.array([a.node_type for _, _, a in sources], dtype=text),
+                "branch": pd.array([a.branch for _, _, a in sources], dtype=text),
+            }
         )
-        del brick_columns, source_columns
+        del sources
         address = "run_id, json_path, start_offset, end_offset, node_checksum"
         with self.transaction():
-            self.conn.register("_bricks", brick_frame)
-            self.conn.register("_sources", source_frame)
-            try:
+            with self._registered(_bricks=brick_frame, _sources=source_frame):
                 self.conn.execute(
                     """INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
                                            first_seen, updated_at)
@@ -967,9 +962,6 @@ class Vault(HistoryQueries, DriftRecords, ForgettingRecords, RecallRecords):
                                  EXCEPT SELECT brick_id, {address} FROM _sources)))
                         ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq"""
                 )
-            finally:
-                self.conn.unregister("_bricks")
-                self.conn.unregister("_sources")
             if manifest is not None:
                 seq = self.conn.execute(
                     "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]

@@ -21,12 +21,6 @@ RUN_TABLES = ("runs", "nodes", "occurrences", "rejections", "extractions", "llm_
 class ForgettingRecords:
     conn: duckdb.DuckDBPyConnection
 
-    def _has_table(self, name: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone() is not None
-
-    def _columns(self, table: str) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()}
-
     # Finding a source
 
     def runs_of_file(self, path: str | Path) -> tuple[list[str], list[str]]:
@@ -107,26 +101,19 @@ class ForgettingRecords:
         fingerprints = sorted({fp for (fp,) in self.conn.execute(
             "SELECT fingerprint FROM bricks WHERE brick_id IN (SELECT unnest(?))", [[b["brick_id"] for b in alone]]
         ).fetchall()})
-        out["embeddings"] = (
-            self.conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint IN (SELECT unnest(?))", [fingerprints]).fetchone()[0]
-            if self._has_table("embeddings") and "fingerprint" in self._columns("embeddings")
-            else 0
-        )
+        out["embeddings"] = self.conn.execute(
+            "SELECT count(*) FROM embeddings WHERE fingerprint IN (SELECT unnest(?))", [fingerprints]
+        ).fetchone()[0]
         out["answers"] = self.answers_citing(touched)
         return out
 
     def answers_citing(self, brick_ids: Iterable[str]) -> list[dict]:
-        """Audited answers that cited any of these bricks (when the audit trail exists)."""
-        ids = sorted(set(brick_ids))
-        if not ids or not self._has_table("audit"):
+        """Audited answers that cited any of these bricks."""
+        ids = set(brick_ids)
+        if not ids:
             return []
-        cols = self._columns("audit")
-        key = next((c for c in ("audit_id", "id") if c in cols), None)
-        cited = next((c for c in ("brick_ids", "brick_ids_json", "cited_brick_ids") if c in cols), None)
-        if key is None or cited is None:
-            return []
-        rows = self.conn.execute(f"SELECT {key}, CAST({cited} AS VARCHAR) FROM audit").fetchall()
-        return [{"audit_id": a} for a, c in rows if c and any(b in c for b in ids)]
+        rows = self.conn.execute("SELECT audit_id, brick_ids FROM audit ORDER BY recorded_at, audit_id").fetchall()
+        return [{"audit_id": a} for a, cited in rows if ids & set(json.loads(cited))]
 
     def brick_lineage(self, brick_id: str) -> dict:
         """Backwards from one brick: its sources' files, run versions, extractions, LLM calls,
@@ -217,8 +204,7 @@ class ForgettingRecords:
         delete("file_stats", "file_sha256 IN (SELECT unnest(?)) OR path IN (SELECT unnest(?))", [shas, sorted(files)])
         # Errors name files and conversations, and their problem text may quote the source.
         delete("ingestion_errors", "file_sha256 IN (SELECT unnest(?)) OR conversation IN (SELECT unnest(?))", [forgotten_files, ids])
-        if self._has_table("embeddings") and "fingerprint" in self._columns("embeddings"):
-            delete("embeddings", "fingerprint IN (SELECT unnest(?))", [sorted(set(fingerprints_gone))])
+        delete("embeddings", "fingerprint IN (SELECT unnest(?))", [sorted(set(fingerprints_gone))])
         return {t: n for t, n in removed.items() if n}
 
     def record_tombstone(self, tombstone_id: str, *, run_ids, file_shas, brick_ids, topic_ids, reason: str, actor: str, at: datetime) -> None:

@@ -39,15 +39,12 @@ class RecallRecords:
         frame = pd.DataFrame(vectors, columns=[f"c{i}" for i in range(vectors.shape[1])], copy=False)
         frame.insert(0, "fingerprint", list(fingerprints))
         columns = ", ".join(f"c{i}" for i in range(vectors.shape[1]))
-        self.conn.register("_vectors", frame)
-        try:
+        with self._registered(_vectors=frame):
             self.conn.execute(
                 f"""INSERT INTO embeddings SELECT ?, fingerprint, array_value({columns})::FLOAT[384], ? FROM _vectors
                     ON CONFLICT DO NOTHING""",
                 [model, at],
             )
-        finally:
-            self.conn.unregister("_vectors")
 
     def visible_vectors(self, topic_id: str, model: str):
         """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order."""
