@@ -7,7 +7,14 @@ import os
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from nexus_assets.defs.assets import pointer_extractions, raw_runs, resolved_brick_states, run_files, topic_manifest, validated_bricks
+from nexus_assets.defs.assets import (
+    pointer_extractions,
+    raw_runs,
+    resolved_brick_states,
+    run_files,
+    topic_manifest,
+    validated_bricks,
+)
 from nexus_assets.defs.checks import checksum_drift, extraction_quality, final_immutability, hallucination_rejection
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic

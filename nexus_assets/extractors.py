@@ -15,7 +15,7 @@ from nexus_assets.llm.client import CallRecord, CallStore, LLMConfig, PointerCli
 from nexus_assets.llm.prompt import PROMPT_VERSION
 
 if TYPE_CHECKING:
-    from nexus_assets.vault import Vault
+    from nexus_assets.vault.store import Vault
 
 
 @dataclass

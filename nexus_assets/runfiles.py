@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -3,10 +3,9 @@
 import shutil
 
 import dagster as dg
-import pytest
 
 from nexus_assets.definitions import defs
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project, sample_project
 

@@ -12,10 +12,10 @@ import pytest
 from nexus_assets.core.discovery import duplicate_of, propose_topics
 from nexus_assets.core.models import ExtractionPolicy, Topic
 from nexus_assets.core.scope import keyword_pattern
-from nexus_assets.lifecycle import topic_history
-from nexus_assets.planning import current_runs
 from nexus_assets.topicfiles import read_topic_file, read_topic_files
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.lifecycle import topic_history
+from nexus_assets.usecases.planning import current_runs
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, sample_project
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from nexus_assets.discovery import CALL_TOPIC_ID
 from nexus_assets.llm.client import ReplyNotJSON
 from nexus_assets.llm.discovery_prompt import parse_topics_reply
 from nexus_assets.topicfiles import read_topic_file
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.discovery import CALL_TOPIC_ID
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.llm_server import (
     DEFAULT_API_KEY,

@@ -4,7 +4,7 @@ import json
 
 import dagster as dg
 
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project

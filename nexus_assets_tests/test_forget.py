@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nexus_assets.core.sentences import sentences
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import REPO, Project
 

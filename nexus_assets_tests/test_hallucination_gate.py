@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from nexus_assets.core.formats.nexus import nexus_run
 from nexus_assets.core.gate import validate_pointer, validate_pointers
 from nexus_assets.core.models import REASON_CODES, Occurrence, Rejection
-from nexus_assets.core.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC
 
 DOCUMENT = {

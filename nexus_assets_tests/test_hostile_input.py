@@ -14,8 +14,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 

@@ -13,8 +13,8 @@ import pytest
 
 from nexus_assets.core.immutability import FinalBrickChanged
 from nexus_assets.core.manifest import manifest_hash
-from nexus_assets.lifecycle import immutability_problems
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.lifecycle import immutability_problems
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.lifecycle_helpers import (

@@ -11,9 +11,9 @@ import pytest
 
 from nexus_assets.core.lifecycle import StateLineError, set_state_line
 from nexus_assets.definitions import defs
-from nexus_assets.lifecycle import sealed_manifest, sealed_snapshot, topic_history
 from nexus_assets.topicfiles import read_topic_file
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.lifecycle import sealed_manifest, sealed_snapshot, topic_history
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.lifecycle_helpers import (

@@ -2,8 +2,8 @@
 
 import json
 
-from nexus_assets.lifecycle import sealed_manifest
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.lifecycle import sealed_manifest
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.lifecycle_helpers import (
     CLOSED_RUN,

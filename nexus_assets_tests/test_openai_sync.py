@@ -99,7 +99,7 @@ def test_a_second_sync_replays_from_the_vault_sending_nothing(llm_project: Proje
         first = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
         sent = server.request_count
         # A fresh vault would not help: drop the extraction cache so replay must come from llm_calls.
-        from nexus_assets.vault import Vault
+        from nexus_assets.vault.store import Vault
 
         with Vault.open(p.db) as v:
             v.conn.execute("DELETE FROM extractions")

@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
-import nexus_assets.drift
-import nexus_assets.ingest
 import nexus_assets.runfiles
-from nexus_assets.vault import Vault
+import nexus_assets.usecases.drift
+import nexus_assets.usecases.ingest
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -42,10 +42,10 @@ class Spy:
 def spy(monkeypatch) -> Spy:
     s = Spy(monkeypatch)
     # Reading a run file (the only place raw bytes become runs), hashing it, and re-parsing stored raw JSON.
-    s.wrap(nexus_assets.ingest, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.drift, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.ingest, "_snapshot", "hash", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.ingest, "file_sha256", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.usecases.ingest, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.usecases.drift, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.usecases.ingest, "_snapshot", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.usecases.ingest, "file_sha256", "hash", key=lambda path, *a, **k: path.name)
     s.wrap(Vault, "load_runs", "reparse")
     s.wrap(Vault, "latest_runs", "reparse")
     return s
@@ -108,10 +108,10 @@ def test_a_deleted_source_file_is_drift_without_rereading_the_rest(empty_project
 
 
 def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Project, capsys, monkeypatch):
-    import nexus_assets.compiler
+    import nexus_assets.usecases.compiler
 
     spy = Spy(monkeypatch)
-    spy.wrap(nexus_assets.compiler, "resolve_phase", "resolve", key=lambda vault, topic, **k: topic.topic_id)
+    spy.wrap(nexus_assets.usecases.compiler, "resolve_phase", "resolve", key=lambda vault, topic, **k: topic.topic_id)
     spy.wrap(Vault, "publish", "publish", key=lambda self, topic_id, *a, **k: topic_id)
     p = project(empty_project)
     p.write_run("open.json", nexus_run("run-open", [("user", "An open vault thought.")], status="OPEN"))

@@ -7,7 +7,7 @@ import dagster as dg
 from dagster._core.event_api import PartitionKeyFilter
 
 from nexus_assets.core.paths import parse_normalized
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.project import Project

@@ -17,9 +17,9 @@ from nexus_assets.core.formats.exports import ConversationProblem, iter_export
 from nexus_assets.core.models import ExtractionPolicy, IngestionError, Run, Topic
 from nexus_assets.core.paths import resolve_string
 from nexus_assets.core.scope import in_scope_nodes
-from nexus_assets.ingest import ingest_runs
 from nexus_assets.runfiles import iter_run_file
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.ingest import ingest_runs
+from nexus_assets.vault.store import Vault
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

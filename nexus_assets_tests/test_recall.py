@@ -10,8 +10,8 @@ import pytest
 
 from nexus_assets.core.citations import ccc, extractive_answer, split_answer
 from nexus_assets.recall.index import load, vector_index_dir
-from nexus_assets.vault import Vault
-from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets.vault.store import Vault
+from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.llm_server import FakeOpenAIServer
 from nexus_assets_tests.project import Project

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nexus_assets.vault import Vault
 from nexus_assets.vault.migrations import LATEST, MIGRATIONS, VaultTooNew, schema_version
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
 

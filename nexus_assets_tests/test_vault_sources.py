@@ -7,10 +7,9 @@ import shutil
 from pathlib import Path
 
 import duckdb
-
-from nexus_assets.vault.migrations import MIGRATIONS
 import pytest
 
+from nexus_assets.vault.migrations import MIGRATIONS
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.lifecycle_helpers import TOPIC, write_walk_project
 from nexus_assets_tests.project import Project
@@ -56,7 +55,7 @@ def test_an_explicit_flag_wins_and_is_recorded(tmp_path: Path, capsys: pytest.Ca
     shutil.copytree(p.runs, moved)
     monkeypatch.chdir(tmp_path)
     run_json(capsys, *p.cli_args(), "sync", "--runs-dir", str(moved))
-    from nexus_assets.vault import Vault
+    from nexus_assets.vault.store import Vault
 
     with Vault.open(p.db, read_only=True) as vault:
         assert vault.recorded_sources() == {"runs_dir": str(moved.resolve()), "topics_dir": str(p.topics.resolve())}

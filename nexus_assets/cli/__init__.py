@@ -17,7 +17,7 @@ from typing import Sequence
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
-from nexus_assets.vault import VaultBusy, VaultConfigError
+from nexus_assets.vault.connection import VaultBusy, VaultConfigError
 from nexus_assets.vault.migrations import VaultTooNew
 
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="only this topic's calls")
     _handler(p, "read:cmd_calls")
 
-    _handler(sub.add_parser("topics", parents=[common], help="topics with state and brick counts"), "read:cmd_topics")
+    _handler(sub.add_parser("topics", parents=[common], help="topics with state and brick counts"), "topics:cmd_topics")
     p = sub.add_parser("bricks", parents=[common], help="a topic's visible bricks in order")
     p.add_argument("topic")
     p.add_argument("--all", action="store_true", help="include superseded bricks")

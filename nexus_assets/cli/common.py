@@ -6,13 +6,15 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from nexus_assets.core.models import Brick
 from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
-from nexus_assets.vault import Vault
+from nexus_assets.vault.catalog import Catalog
+
+if TYPE_CHECKING:
+    from nexus_assets.core.models import Brick
 
 DEFAULT_DB = "data/nexus.duckdb"
 COMPILED_STATES = ("ACTIVE", "SEALING")
@@ -38,12 +40,24 @@ def one_line(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
-    """The vault; only commands that build it (sync, discover, activate) may create the file."""
+def _existing(args: argparse.Namespace, create: bool) -> Path:
     db = Path(args.db)
     if not create and not db.exists():
         raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
-    return Vault.open(db, read_only=not write)
+    return db
+
+
+def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
+    """The vault; only commands that build it (sync, discover, activate) may create the file."""
+    # Loaded here, not at the top: `Vault` brings the models (pydantic), which `nexus topics` never needs.
+    from nexus_assets.vault.store import Vault
+
+    return Vault.open(_existing(args, create), read_only=not write)
+
+
+def open_catalog(args: argparse.Namespace):
+    """The vault for a command that only lists what it holds (plain rows, no models)."""
+    return Catalog.open(_existing(args, False), read_only=True)
 
 
 DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}
@@ -57,18 +71,18 @@ def resolve_dirs(args: argparse.Namespace) -> None:
     pending = [n for n in wanted if not os.environ.get(DEFAULT_DIRS[n][0])]
     if pending and Path(args.db).exists():
         try:
-            with Vault.open(args.db, read_only=True) as vault:
+            with Catalog.open(args.db, read_only=True) as vault:
                 recorded = vault.recorded_sources()
         except duckdb.Error:
             # A process that has written the file cannot also open it read-only; read it read-write.
-            with Vault.open(args.db) as vault:
+            with Catalog.open(args.db) as vault:
                 recorded = vault.recorded_sources()
     for name in wanted:
         env, default = DEFAULT_DIRS[name]
         setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
 
 
-def require_topic(vault: Vault, topic_id: str) -> None:
-    if vault.topic(topic_id) is None:
-        known = ", ".join(t.topic_id for t in vault.topics()) or "none"
+def require_topic(vault: Catalog, topic_id: str) -> None:
+    if vault.topic_state(topic_id) is None:
+        known = ", ".join(t["topic_id"] for t in vault.topic_summaries()) or "none"
         raise UsageError(f"unknown topic {topic_id!r}; topics in the vault: {known}")

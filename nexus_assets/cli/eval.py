@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault, require_topic
 from nexus_assets.core.quality import GoldError
-from nexus_assets.evaluation import evaluate, gold_lines_for
+from nexus_assets.usecases.evaluation import evaluate, gold_lines_for
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault
-from nexus_assets.forgetting import ForgetError, find_target, forget, plan
-from nexus_assets.lifecycle import user_actor
+from nexus_assets.usecases.forgetting import ForgetError, find_target, forget, plan
+from nexus_assets.usecases.lifecycle import user_actor
 
 
 def _describe_plan(p: dict) -> list[str]:

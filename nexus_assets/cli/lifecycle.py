@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home
-from nexus_assets.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
 from nexus_assets.extractors import VaultCallStore
-from nexus_assets.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
+from nexus_assets.usecases.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
+from nexus_assets.usecases.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:

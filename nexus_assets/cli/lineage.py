@@ -7,7 +7,7 @@ import argparse
 
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.cli.forget import _describe_plan
-from nexus_assets.forgetting import ForgetError, find_target, plan
+from nexus_assets.usecases.forgetting import ForgetError, find_target, plan
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:

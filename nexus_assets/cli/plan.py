@@ -10,8 +10,8 @@ from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vaul
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
-from nexus_assets.planning import _NoCalls, current_runs, explain_cache, plan_topic
 from nexus_assets.topicfiles import read_topic_files
+from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache, plan_topic
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

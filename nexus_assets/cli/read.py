@@ -8,31 +8,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import UsageError, brick_json, emit, one_line, open_vault, require_topic
-from nexus_assets.trace import trace_brick
-
-
-def cmd_topics(args: argparse.Namespace) -> int:
-    with open_vault(args) as vault:
-        counts = vault.brick_counts()
-        hashes = vault.latest_manifest_hashes()
-        rows = []
-        for t in vault.topic_summaries():
-            by_state = counts.get(t["topic_id"], {})
-            rows.append(
-                {
-                    **t,
-                    "bricks": by_state,
-                    "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
-                    "manifest_hash": hashes.get(t["topic_id"]),
-                }
-            )
-    text = "\n".join(
-        f"{r['topic_id']:<28} {r['state']:<8} {r['visible_bricks']:>5} bricks  "
-        + (", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "-")
-        for r in rows
-    ) or "no topics yet; run `nexus sync`"
-    emit(args, rows, text)
-    return 0
+from nexus_assets.usecases.trace import trace_brick
 
 
 def cmd_bricks(args: argparse.Namespace) -> int:

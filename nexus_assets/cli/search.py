@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
-from nexus_assets.search import refresh, search
+from nexus_assets.usecases.search import refresh, search
 
 
 def cmd_search(args: argparse.Namespace) -> int:

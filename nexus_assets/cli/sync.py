@@ -11,14 +11,13 @@ import sys
 import threading
 from pathlib import Path
 
-from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.runfiles import file_stat, scan_run_files
-from nexus_assets.vault.migrations import LATEST
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
-from nexus_assets.lifecycle import TopicFileError, record_topic_files
+from nexus_assets.runfiles import file_stat, scan_run_files
 from nexus_assets.topicfiles import read_topic_files
-
+from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files
+from nexus_assets.vault.migrations import LATEST
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 

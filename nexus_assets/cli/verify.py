@@ -6,8 +6,8 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.core.manifest import chain_problems
-from nexus_assets.drift import DriftCheck, file_drift, record_drift
-from nexus_assets.lifecycle import immutability_problems
+from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
+from nexus_assets.usecases.lifecycle import immutability_problems
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -6,8 +6,7 @@ untrusted pointer language an LLM does and goes through the same gate.
 
 from __future__ import annotations
 
-from nexus_assets.core.models import Topic
-from nexus_assets.core.models import Run
+from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.scope import in_scope_nodes, keyword_pattern
 from nexus_assets.core.sentences import sentence_spans
 

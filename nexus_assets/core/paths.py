@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Iterator
-
 from types import ModuleType
+from typing import Any, Iterator
 
 Steps = tuple[str | int, ...]
 
@@ -55,6 +54,9 @@ def _escape(key: str) -> str:
     return "".join(out)
 
 
+# Runs share their shapes ($['messages'][3]['content'] in every run), so paths repeat: both
+# directions are cached.
+@lru_cache(maxsize=16384)
 def format_path(steps: Steps) -> str:
     """RFC 9535 normalized path: `$['messages'][12]['content']`."""
     parts = ["$"]
@@ -146,6 +148,7 @@ _UNESCAPE = re.compile(r"\\(?:([\\'bfnrt])|u([0-9a-f]{4}))")
 _SIMPLE = {"\\": "\\", "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
+@lru_cache(maxsize=16384)
 def parse_normalized(path: str) -> Steps | None:
     """The steps of a path in the normalized form `format_path` writes (escapes included), or None
     for any other syntax. The inverse of `format_path`."""

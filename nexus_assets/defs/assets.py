@@ -1,6 +1,6 @@
 """The per-topic asset graph: raw runs → pointer extractions → validated bricks → resolved states → manifest.
 
-Assets are thin: load from the vault, call one phase of `nexus_assets.compiler`, store, report.
+Assets are thin: load from the vault, call one phase of `nexus_assets.usecases.compiler`, store, report.
 """
 
 
@@ -8,19 +8,19 @@ import sys
 
 import dagster as dg
 
-from nexus_assets.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
 from nexus_assets.core.models import Topic
 from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
-from nexus_assets.drift import current_drift, full_drift, record_drift
-from nexus_assets.search import refresh as refresh_search
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.extractors import OpenAIExtractor
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
-from nexus_assets.ingest import ingest_runs
-from nexus_assets.lifecycle import TopicFileError, record_topic_files, runs_ignored_since_lock
 from nexus_assets.topicfiles import find_topic
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
+from nexus_assets.usecases.drift import current_drift, full_drift, record_drift
+from nexus_assets.usecases.ingest import ingest_runs
+from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files, runs_ignored_since_lock
+from nexus_assets.usecases.search import refresh as refresh_search
+from nexus_assets.vault.store import Vault
 from nexus_assets.web.links import topic_url
 
 WRITER_POOL = "duckdb_writer"

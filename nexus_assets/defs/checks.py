@@ -15,9 +15,9 @@ from nexus_assets.defs.assets import topic_manifest, validated_bricks
 from nexus_assets.defs.metadata import counts_table, non_empty, problems_table, stale_table
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.drift import verbatim_problems
-from nexus_assets.evaluation import evaluate, quality_gold_path
-from nexus_assets.lifecycle import immutability_problems, sealed_manifest
+from nexus_assets.usecases.drift import verbatim_problems
+from nexus_assets.usecases.evaluation import evaluate, quality_gold_path
+from nexus_assets.usecases.lifecycle import immutability_problems, sealed_manifest
 
 # Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -15,7 +15,7 @@ from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtracto
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.runfiles import Limits
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 
 class NexusSettings(dg.ConfigurableResource):

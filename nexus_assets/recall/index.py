@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 
 def vector_index_dir(db_path: str | Path, topic_id: str) -> Path:

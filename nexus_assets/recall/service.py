@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nexus_assets.core.citations import CCC_THRESHOLD, MAX_REVISIONS, ccc, extractive_answer, split_answer
-from nexus_assets.drift import file_drift
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
-from nexus_assets.vault import Vault
+from nexus_assets.usecases.drift import file_drift
+from nexus_assets.vault.store import Vault
 from nexus_assets.web.links import topic_url
 
 OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from

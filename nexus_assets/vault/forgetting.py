@@ -171,9 +171,9 @@ class ForgettingRecords:
     def forgotten_runs(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT run_id, tombstone_id FROM forgotten_runs").fetchall())
 
-    def forgotten_file(self, sha: str) -> str | None:
-        row = self.conn.execute("SELECT tombstone_id FROM forgotten_files WHERE file_sha256 = ?", [sha]).fetchone()
-        return row[0] if row else None
+    def forgotten_files(self) -> dict[str, str]:
+        """file sha256 -> the tombstone that forgot it."""
+        return dict(self.conn.execute("SELECT file_sha256, tombstone_id FROM forgotten_files").fetchall())
 
     def erase_runs(
         self, run_ids: Sequence[str], file_shas: Sequence[str], bricks_alone: Sequence[str], fingerprints_gone: Sequence[str],

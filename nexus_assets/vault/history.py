@@ -142,10 +142,6 @@ class HistoryQueries:
     def holds_vault_tables(self) -> bool:
         return self.conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'syncs'").fetchone() is not None
 
-    def latest_manifest_hashes(self) -> dict[str, str]:
-        """Each topic's newest manifest hash, without reading the manifests' brick lists."""
-        return dict(self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall())
-
     def brick_source_runs(self, topic_id: str) -> set[str]:
         """Every run some brick of the topic has a source in."""
         rows = self.conn.execute(

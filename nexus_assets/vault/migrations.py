@@ -14,8 +14,6 @@ from typing import Callable
 
 import duckdb
 
-from nexus_assets.core.nodes import node_records
-
 
 @dataclass(frozen=True)
 class Migration:
@@ -214,7 +212,9 @@ def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     """Text nodes of every stored run version, parsed from its raw JSON this one time."""
     import pandas as pd  # writers only: read commands must not pay its import
 
-    from nexus_assets.core.formats.dispatch import parse_document  # the readers, for this one backfill
+    # The readers and the node model, for this one backfill: opening a vault must not load pydantic.
+    from nexus_assets.core.formats.dispatch import parse_document
+    from nexus_assets.core.nodes import node_records
 
     keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
     for start in range(0, len(keys), 200):
@@ -401,9 +401,9 @@ def _tables(conn: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in rows}
 
 
-def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
+def schema_version(conn: duckdb.DuckDBPyConnection, tables: set[str] | None = None) -> int:
     """The version a vault is at: 0 for an empty file, 1 for a release-0.1 vault (it has no version table)."""
-    tables = _tables(conn)
+    tables = _tables(conn) if tables is None else tables
     if "schema_version" in tables:
         recorded = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
         if recorded is not None:
@@ -411,9 +411,7 @@ def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
     return 1 if set(RELEASE_0_1_TABLES) <= tables else 0
 
 
-def pending(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
-    """The migrations this vault still needs; refuses a vault written by a newer release."""
-    current = schema_version(conn)
+def _pending_from(current: int) -> list[Migration]:
     if current > LATEST:
         raise VaultTooNew(
             f"this vault is at schema version {current}, newer than this Nexus Sync knows ({LATEST}); "
@@ -422,18 +420,25 @@ def pending(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
     return [m for m in MIGRATIONS if m.version > current]
 
 
+def pending(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
+    """The migrations this vault still needs; refuses a vault written by a newer release."""
+    return _pending_from(schema_version(conn))
+
+
 def upgrade(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
     """Bring the vault to LATEST; returns the migrations applied. Each one commits on its own, so an
     interrupted upgrade resumes where it stopped."""
-    todo = pending(conn)
-    if "schema_version" not in _tables(conn) or schema_version(conn) == 0:
-        adopted = schema_version(conn)
+    # Every open comes here: an up-to-date vault costs one catalog read and one tiny query.
+    tables = _tables(conn)
+    current = schema_version(conn, tables)
+    todo = _pending_from(current)
+    if "schema_version" not in tables or current == 0:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_version "
             "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
         )
-        if adopted:
-            _record(conn, MIGRATIONS[adopted - 1], note=" (found in place)")
+        if current:
+            _record(conn, MIGRATIONS[current - 1], note=" (found in place)")
     for m in todo:
         conn.execute("BEGIN TRANSACTION")
         try:

@@ -23,7 +23,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from nexus_assets.core.models import TOPIC_ID_PATTERN
-from nexus_assets.vault import Vault, VaultBusy, connect
+from nexus_assets.vault.connection import VaultBusy, connect
+from nexus_assets.vault.store import Vault
 from nexus_assets.web import views
 
 DEFAULT_HOST = "127.0.0.1"

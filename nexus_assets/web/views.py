@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
-from nexus_assets.search import refresh, search
-from nexus_assets.trace import trace_brick
-from nexus_assets.vault import RunVersion, Vault
+from nexus_assets.usecases.search import refresh, search
+from nexus_assets.usecases.trace import trace_brick
+from nexus_assets.vault.store import RunVersion, Vault
 
 STATES = ("IMPROVISE", "FORMING", "FINAL", "SUPERSEDED")
 

@@ -11,7 +11,7 @@ from typing import Iterable
 
 import duckdb
 
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 FORMATS = ("jsonl", "parquet", "markdown")
 

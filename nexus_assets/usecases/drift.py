@@ -9,7 +9,7 @@ from pathlib import Path
 from nexus_assets.core.drift import NodeCache, address_problem, slice_problem
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
 from nexus_assets.runfiles import file_stat, iter_run_file
-from nexus_assets.vault import RunVersion, Vault
+from nexus_assets.vault.store import RunVersion, Vault
 
 
 def verbatim_problems(vault: Vault, topic_id: str) -> tuple[int, int, list[str]]:

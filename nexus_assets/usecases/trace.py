@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nexus_assets.core.paths import resolve_string
-from nexus_assets.vault import RunVersion, Vault
 from nexus_assets.vault.drift import node_key
+from nexus_assets.vault.store import RunVersion, Vault
 
 
 def trace_brick(vault: Vault, brick_id: str) -> dict:

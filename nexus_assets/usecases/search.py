@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 STATE_FILE = "nexus-index.json"
 LOCK_WAIT_S = 10.0

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import yaml
 
-from nexus_assets.compiler import publish_phase, resolve_phase
 from nexus_assets.core.immutability import final_problems
 from nexus_assets.core.lifecycle import (
     SEALED_STATES,
@@ -32,10 +31,12 @@ from nexus_assets.core.models import (
     Topic,
     TopicState,
 )
-from nexus_assets.drift import DriftCheck, file_drift, record_drift
 from nexus_assets.runfiles import file_sha256, scan_run_files
 from nexus_assets.topicfiles import TopicFile, find_topic, read_topic_files
-from nexus_assets.vault import Vault, now
+from nexus_assets.usecases.compiler import publish_phase, resolve_phase
+from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
+from nexus_assets.vault.connection import now
+from nexus_assets.vault.store import Vault
 
 
 class LifecycleError(ValueError):

@@ -17,13 +17,14 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nexus_assets.compiler import resolve_phase
 from nexus_assets.core.manifest import tombstone_manifest
 from nexus_assets.core.models import Tombstone
 from nexus_assets.core.sentences import sentences
 from nexus_assets.dagster_home import project_dagster_home
-from nexus_assets.search import forget_index, index_dir
-from nexus_assets.vault import Vault, connect, now, writer_intent
+from nexus_assets.usecases.compiler import resolve_phase
+from nexus_assets.usecases.search import forget_index, index_dir
+from nexus_assets.vault.connection import connect, now, writer_intent
+from nexus_assets.vault.store import Vault
 
 # Shorter texts (a greeting, "Yes.") are too common to prove anything by their absence.
 MIN_PROOF_CHARS = 12

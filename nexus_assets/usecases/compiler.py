@@ -11,7 +11,7 @@ from nexus_assets.core.manifest import build_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_topic
 from nexus_assets.extractors import Extractor, extraction_key
-from nexus_assets.vault import RunVersion, Vault
+from nexus_assets.vault.store import RunVersion, Vault
 
 Progress = Callable[[str], None]
 

@@ -43,8 +43,8 @@ from nexus_assets.llm.discovery_prompt import (
     parse_topics_reply,
     render_messages,
 )
-from nexus_assets.planning import current_runs
 from nexus_assets.topicfiles import read_topic_files
+from nexus_assets.usecases.planning import current_runs
 
 DEFAULT_RECENT = 200
 # Keys of the audit-trail rows of discovery calls in `llm_calls` (they belong to no topic or run yet).

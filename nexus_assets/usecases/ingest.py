@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.formats.limits import max_errors_per_file
+from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files, scan_side_files
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 BATCH = 500
 
@@ -72,6 +72,8 @@ def ingest_runs(
     read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
     known_stats = vault.file_stats()
     forgotten_runs = vault.forgotten_runs()
+    forgotten_files = vault.forgotten_files()
+    seen = vault.files_seen()
 
     claimed: dict[str, tuple[str, str]] = {}
 
@@ -86,6 +88,7 @@ def ingest_runs(
         report.runs_new += len(fresh)
         report.versions_new += len(changed)
         report.changed_runs.extend(r.run_id for r in changed)
+        seen.update(sha for sha, *_ in finished_files)
         batch.clear()
         finished_files.clear()
         finished_errors.clear()
@@ -107,7 +110,7 @@ def ingest_runs(
             with vault.transaction():
                 vault.record_errors([gone])
             continue
-        tombstone = vault.forgotten_file(sha)
+        tombstone = forgotten_files.get(sha)
         if tombstone is not None:
             # Not recorded as read: every sync that meets it again says so.
             report.forgotten.append(f"skipped {shown}: it was forgotten (tombstone {tombstone}); delete it or leave it, it is never read")
@@ -121,7 +124,7 @@ def ingest_runs(
             if stat is not None:
                 read_stats.append((source, stat, sha))
             continue
-        if vault.file_seen(sha):
+        if sha in seen:
             with vault.transaction():
                 restored = vault.restore_versions(sha, source)
             if restored and progress:

@@ -13,7 +13,7 @@ from pathlib import Path
 from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
 from nexus_assets.core.quality import GoldError, GoldLine, Span, acceptance_rate, parse_gold, resolve_gold_line, score
-from nexus_assets.vault import Vault
+from nexus_assets.vault.store import Vault
 
 
 def read_gold(path: Path) -> list[GoldLine]:

@@ -8,12 +8,11 @@ from pathlib import Path
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.scope import in_scope_nodes
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
-from nexus_assets.llm.client import CallRecord, LLMConfig
-from nexus_assets.llm.client import prepare_calls
+from nexus_assets.llm.client import CallRecord, LLMConfig, prepare_calls
 from nexus_assets.llm.plan import estimate_cost, plan_calls
 from nexus_assets.llm.prompt import PROMPT_VERSION
-from nexus_assets.vault.history import FRAGMENT_MARKER
 from nexus_assets.runfiles import iter_run_file, scan_run_files
+from nexus_assets.vault.history import FRAGMENT_MARKER
 
 
 class _NoCalls:

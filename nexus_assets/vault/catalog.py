@@ -1,0 +1,76 @@
+"""The vault opened for reading what it lists: topics, brick counts, manifest hashes, recorded
+sources. Plain rows and no models, so `nexus topics` starts without loading pydantic; `Vault`
+builds on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Self
+
+import duckdb
+
+from nexus_assets.vault.connection import DEFAULT_MEMORY, VaultConfigError, connect, writer_intent
+from nexus_assets.vault.migrations import pending, upgrade
+
+
+class Catalog:
+    """One DuckDB connection to the vault, configured and migrated."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
+        self.conn = conn
+        # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
+        conn.execute("SET enable_progress_bar = false")
+        # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
+        # spills large sorts and joins to disk instead, so a sync of a big export stays small.
+        try:
+            conn.execute(f"SET memory_limit = '{os.environ.get('NEXUS_VAULT_MEMORY') or DEFAULT_MEMORY}'")
+        except duckdb.Error as exc:
+            raise VaultConfigError(f"NEXUS_VAULT_MEMORY={os.environ.get('NEXUS_VAULT_MEMORY')!r} is not a DuckDB memory size such as 512MB: {exc}") from None
+        if migrate:
+            upgrade(conn)
+
+    @classmethod
+    @contextmanager
+    def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator[Self]:
+        with contextlib.ExitStack() as stack:
+            if not read_only:
+                stack.enter_context(writer_intent(db_path))
+            conn = connect(db_path, read_only=read_only)
+            if read_only and pending(conn):
+                # A vault from an earlier release is upgraded once, even by a command that only reads.
+                conn.close()
+                with cls.open(db_path):
+                    pass
+                conn = connect(db_path, read_only=True)
+            try:
+                yield cls(conn, migrate=not read_only)
+            finally:
+                conn.close()
+
+    def recorded_sources(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT kind, path FROM vault_sources").fetchall())
+
+    def topic_state(self, topic_id: str) -> str | None:
+        row = self.conn.execute("SELECT state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
+        return row[0] if row else None
+
+    def topic_summaries(self) -> list[dict]:
+        """topic_id, display_name, state and ordering_rule of every recorded topic, from their own
+        columns: listing topics does not validate whole definitions."""
+        rows = self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall()
+        return [dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r)) for r in rows]
+
+    def brick_counts(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for topic_id, state, n in self.conn.execute(
+            "SELECT topic_id, state, count(*) FROM bricks GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            counts.setdefault(topic_id, {})[state] = n
+        return counts
+
+    def latest_manifest_hashes(self) -> dict[str, str]:
+        """Each topic's newest manifest hash, without reading the manifests' brick lists."""
+        return dict(self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall())
