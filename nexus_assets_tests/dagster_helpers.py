@@ -8,7 +8,9 @@ from nexus_assets.definitions import ASSETS, CHECKS, build_resources
 from nexus_assets_tests.project import Project
 
 
-def materialize_topic(project: Project, topic_id: str, instance: dg.DagsterInstance, **resource_args) -> dg.ExecuteInProcessResult:
+def materialize_topic(
+    project: Project, topic_id: str, instance: dg.DagsterInstance, *, tags: dict[str, str] | None = None, **resource_args
+) -> dg.ExecuteInProcessResult:
     if topic_id not in instance.get_dynamic_partitions("topics"):
         instance.add_dynamic_partitions("topics", [topic_id])
     return dg.materialize(
@@ -19,6 +21,7 @@ def materialize_topic(project: Project, topic_id: str, instance: dg.DagsterInsta
             db_path=str(project.db), runs_dir=str(project.runs), topics_dir=str(project.topics), **resource_args
         ),
         raise_on_error=False,
+        tags=tags,
     )
 
 

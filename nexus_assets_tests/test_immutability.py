@@ -13,6 +13,7 @@ import pytest
 
 from nexus_assets.core.immutability import FinalBrickChanged
 from nexus_assets.core.manifest import manifest_hash
+from nexus_assets.defs.assets import FULL_VERIFY_TAG
 from nexus_assets.usecases.lifecycle import immutability_problems
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli
@@ -51,9 +52,12 @@ def verify(capsys, p: Project) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-def immutability_check(p: Project, *, whole_graph: bool = True) -> dg.AssetCheckEvaluation:
+def immutability_check(p: Project, *, whole_graph: bool = True, nightly: bool = False) -> dg.AssetCheckEvaluation:
     with dg.instance_for_test() as instance:
-        result = materialize_topic(p, TOPIC, instance) if whole_graph else materialize_states_and_manifest(p, TOPIC, instance)
+        if whole_graph:
+            result = materialize_topic(p, TOPIC, instance, tags={FULL_VERIFY_TAG: "true"} if nightly else None)
+        else:
+            result = materialize_states_and_manifest(p, TOPIC, instance)
     return next(e for e in result.get_asset_check_evaluations() if e.check_name == "final_immutability")
 
 
@@ -176,8 +180,27 @@ def test_an_edited_old_manifest_row_fails_final_immutability_and_verify(sealed: 
     code, data = verify(capsys, sealed)
     assert code == 1
     assert any("manifest #0 of walk was altered" in p for p in data["chain_problems"])
-    check = immutability_check(sealed)
+    # The nightly run re-hashes every manifest; the check after a sync re-hashes only the newest
+    # (the cost of a sync must not grow with its history) and still follows every link.
+    check = immutability_check(sealed, nightly=True)
     assert check.passed is False and "manifest #0 of walk was altered" in check.description
+    assert immutability_check(sealed).passed is True
+
+
+def test_a_broken_link_in_old_history_fails_the_check_after_any_sync(sealed: Project):
+    tamper(sealed, "UPDATE manifests SET previous_hash = 'forged' WHERE topic_id = 'walk' AND seq = 1")
+    check = immutability_check(sealed)
+    assert check.passed is False and "manifest #1 of walk points back to 'forged'" in check.description
+
+
+def test_an_edited_newest_manifest_fails_the_check_after_a_sync(sealed: Project):
+    with Vault.open(sealed.db, read_only=True) as v:
+        newest = v.manifests(TOPIC)[-1]
+        seq = len(v.manifests(TOPIC)) - 1
+    entries = [e.model_dump() | {"state": "FORMING"} for e in newest.bricks]
+    tamper(sealed, f"UPDATE manifests SET bricks_json = ? WHERE topic_id = 'walk' AND seq = {seq}", [json.dumps(entries)])
+    check = immutability_check(sealed)
+    assert check.passed is False and f"manifest #{seq} of walk was altered" in check.description
 
 
 def test_a_sealed_manifest_row_edited_to_match_tampered_bricks_is_still_caught(sealed: Project, capsys):

@@ -305,3 +305,27 @@ def test_a_correction_after_sealing_does_not_take_a_final_bricks_place():
     assert [(b.content, b.order_index) for b in finals] == [("Bricks are verbatim.", 0), ("Sync is nightly.", 1)]
     visible = [b.order_index for b in bricks if b.state != "SUPERSEDED"]
     assert len(set(visible)) == len(visible), f"duplicate order_index among visible bricks: {visible}"
+
+
+# Words that are prefixes, suffixes and infixes of each other, so partial-word matches happen.
+_WORDS = st.sampled_from(["a", "ab", "abc", "b", "bc", "c", "sync", "async", "syncs", "vault", "🔒", "同步"])
+_TEXTS = st.lists(_WORDS, min_size=1, max_size=7).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(_TEXTS, min_size=1, max_size=25), picks=st.lists(st.integers(0, 24), max_size=12))
+def test_superset_search_finds_exactly_the_smallest_containing_text(texts, picks):
+    """The anchor-word index is a shortcut: it must give what a scan of every text gives, for
+    needles of every length, including texts that hold the needle inside a longer word."""
+    from types import SimpleNamespace
+
+    from nexus_assets.core.resolution import _smallest_supersets
+
+    groups = [SimpleNamespace(brick_id=f"b{i}", normalized=t) for i, t in enumerate(texts)]
+    candidates = [groups[i % len(groups)] for i in picks]
+    expected = {}
+    for c in candidates:
+        longer = [(len(o.normalized), i, o) for i, o in enumerate(groups) if len(o.normalized) > len(c.normalized) and c.normalized in o.normalized]
+        if longer:
+            expected[c.brick_id] = min(longer, key=lambda t: t[:2])[2].brick_id
+    assert _smallest_supersets(candidates, groups) == expected

@@ -47,6 +47,12 @@ class _SignalLog:
         os.close(self._write)
 
 
+def drop_outputs(result) -> None:
+    captured = getattr(result, "_output_capture", None)
+    if isinstance(captured, dict):
+        captured.clear()
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -173,8 +179,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
             if stopped(result):
                 interrupted = True
                 break
-            # The in-process result holds the topic's outputs (its resolved bricks): let them go
-            # before the next topic compiles.
+            # The in-process result captures the topic's outputs (its resolved bricks), and Dagster
+            # keeps that capture reachable from its last step context after the run: empty it, or
+            # a whole topic stays in memory while the next one compiles.
+            drop_outputs(result)
             del result
             for err in errors:
                 print(f"error: {topic_id}: {err}", file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from nexus_assets.core.fingerprint import fingerprint, node_checksum
-from nexus_assets.core.models import Node, Occurrence, Pointer, Rejection, Run, SourceAddress
+from nexus_assets.core.models import Node, Occurrence, Pointer, Rejection, Run, SourceAddress, trusted
 from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
 from nexus_assets.core.quotes import first_offsets
 from nexus_assets.core.validation import explain
@@ -105,9 +105,14 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
     end = start + len(pointer.verbatim_quote)
     node_type, branch = run.kind_of(steps)
-    return Occurrence(
+    content = node[start:end]
+    # Every value below is computed here from the validated pointer and the stored node, so the
+    # models are built without validating them again (a third of the gate's time).
+    return trusted(
+        Occurrence,
         topic_id=topic_id,
-        address=SourceAddress(
+        address=trusted(
+            SourceAddress,
             run_id=run.run_id,
             json_path=format_path(steps),
             start=start,
@@ -116,8 +121,8 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
             node_type=node_type,
             branch=branch,
         ),
-        content=node[start:end],
-        fingerprint=fingerprint(node[start:end]),
+        content=content,
+        fingerprint=fingerprint(content),
         timestamp=run.timestamp_of(steps),
         position=run.positions.get(steps, -1),
     )

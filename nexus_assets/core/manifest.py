@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Brick, Manifest, ManifestEntry, Tombstone
@@ -57,17 +57,30 @@ def build_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | 
     )
 
 
+def link_problems(topic_id: str, links: Sequence[tuple[str | None, str]]) -> list[str]:
+    """Every break in a topic's chain of (previous_hash, manifest_hash) pairs, oldest first."""
+    problems = []
+    expected = None
+    for seq, (previous_hash, current) in enumerate(links):
+        if previous_hash != expected:
+            problems.append(f"manifest #{seq} of {topic_id} points back to {previous_hash!r}, expected {expected!r}")
+        expected = current
+    return problems
+
+
+def hash_problems(seq: int, m: Manifest) -> list[str]:
+    """Whether manifest #seq still hashes to its stored hash."""
+    expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks, m.tombstone)
+    if expected == m.manifest_hash:
+        return []
+    return [f"manifest #{seq} of {m.topic_id} was altered: stored hash {m.manifest_hash[:12]}… != recomputed {expected[:12]}…"]
+
+
 def chain_problems(manifests: list[Manifest]) -> list[str]:
     """Every way a topic's stored manifests (oldest first) fail to form an intact hash chain."""
-    problems = []
-    previous_hash = None
+    if not manifests:
+        return []
+    problems = link_problems(manifests[0].topic_id, [(m.previous_hash, m.manifest_hash) for m in manifests])
     for seq, m in enumerate(manifests):
-        if m.previous_hash != previous_hash:
-            problems.append(
-                f"manifest #{seq} of {m.topic_id} points back to {m.previous_hash!r}, expected {previous_hash!r}"
-            )
-        expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks, m.tombstone)
-        if expected != m.manifest_hash:
-            problems.append(f"manifest #{seq} of {m.topic_id} was altered: stored hash {m.manifest_hash[:12]}… != recomputed {expected[:12]}…")
-        previous_hash = m.manifest_hash
+        problems += hash_problems(seq, m)
     return problems

@@ -124,38 +124,71 @@ def resolve_topic(
 _SEPARATOR = "\x00"
 
 
+def _anchors(needle: str) -> list[str]:
+    """Keys any text containing `needle` must hold whole. Normalized text is words joined by single
+    spaces, so wherever the needle occurs its interior words are bounded by spaces: each pair of
+    adjacent interior words is a word pair of the other text, and each interior word one of its
+    words. Pairs are far rarer than words; a needle of three words has only its middle word, and
+    a shorter one none."""
+    interior = needle.split(" ")[1:-1]
+    return [f"{a} {b}" for a, b in zip(interior, interior[1:])] or interior
+
+
+def _keys(text: str) -> set[str]:
+    words = text.split(" ")
+    return {*words, *(f"{a} {b}" for a, b in zip(words, words[1:]))}
+
+
 def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[str, str]:
     """brick_id -> the smallest brick whose normalized text strictly contains it (ties: canonical order).
 
-    All texts are joined into one haystack so each candidate costs a few C-level `str.find`
-    calls instead of a Python loop over every brick in the topic.
+    A candidate is looked for only among the bricks that hold the rarest of its anchors, so the
+    search does not grow with (candidates × every text in the topic). Needles too short to have an
+    anchor are found in one haystack of all texts, a few C-level `str.find` calls each.
     """
     order = {g.brick_id: i for i, g in enumerate(groups)}  # groups are in canonical order
-    starts, offset = [], 0
-    for g in groups:
-        starts.append(offset)
-        offset += len(g.normalized) + 1
-    haystack = _SEPARATOR.join(g.normalized for g in groups)
+    anchors = {g.brick_id: _anchors(g.normalized) for g in candidates}
+    wanted = {a for keys in anchors.values() for a in keys}
+    holders: dict[str, list[_Group]] = {a: [] for a in wanted}
+    if wanted:
+        for g in groups:
+            for key in _keys(g.normalized) & wanted:
+                holders[key].append(g)
+    haystack = starts = None
     found: dict[str, str] = {}
     for g in candidates:
         needle = g.normalized
         if not needle or _SEPARATOR in needle:
             continue
-        best = None
-        pos = haystack.find(needle)
-        while pos >= 0:
-            other = groups[bisect_right(starts, pos) - 1]
-            if len(other.normalized) > len(needle):
-                key = (len(other.normalized), order[other.brick_id])
-                if best is None or key < best[0]:
-                    best = (key, other)
-                # Skip the rest of this brick: one hit per brick is enough.
-                pos = haystack.find(needle, starts[order[other.brick_id]] + len(other.normalized) + 1)
-            else:
-                pos = haystack.find(needle, pos + 1)
+        keys = anchors[g.brick_id]
+        if keys:
+            rarest = min((holders[k] for k in keys), key=len)
+            supersets = (o for o in rarest if len(o.normalized) > len(needle) and needle in o.normalized)
+        else:
+            if haystack is None:
+                starts, offset = [], 0
+                for o in groups:
+                    starts.append(offset)
+                    offset += len(o.normalized) + 1
+                haystack = _SEPARATOR.join(o.normalized for o in groups)
+            supersets = _found_in_haystack(needle, haystack, starts, groups, order)
+        best = min(supersets, key=lambda o: (len(o.normalized), order[o.brick_id]), default=None)
         if best is not None:
-            found[g.brick_id] = best[1].brick_id
+            found[g.brick_id] = best.brick_id
     return found
+
+
+def _found_in_haystack(needle: str, haystack: str, starts: list[int], groups: list[_Group], order: dict[str, int]):
+    """Every longer group whose text contains `needle`, by scanning all texts joined."""
+    pos = haystack.find(needle)
+    while pos >= 0:
+        other = groups[bisect_right(starts, pos) - 1]
+        if len(other.normalized) > len(needle):
+            yield other
+            # Skip the rest of this brick: one hit per brick is enough.
+            pos = haystack.find(needle, starts[order[other.brick_id]] + len(other.normalized) + 1)
+        else:
+            pos = haystack.find(needle, pos + 1)
 
 
 def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:

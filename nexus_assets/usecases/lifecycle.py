@@ -24,7 +24,7 @@ from nexus_assets.core.lifecycle import (
     definition_problems,
     set_state_line,
 )
-from nexus_assets.core.manifest import chain_problems
+from nexus_assets.core.manifest import chain_problems, hash_problems, link_problems
 from nexus_assets.core.models import (
     Brick,
     Manifest,
@@ -90,9 +90,20 @@ def _store_snapshot(vault: Vault, topic_id: str, bricks: Sequence[Brick], manife
     vault.store_sealed_snapshot(topic_id, bricks, manifest_hash, now())
 
 
-def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True) -> list[str]:
-    """Everything that shows the topic's FINAL bricks or its manifest history were altered."""
-    problems = chain_problems(vault.manifests(topic_id)) if with_chain else []
+def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True, full: bool = True) -> list[str]:
+    """Everything that shows the topic's FINAL bricks or its manifest history were altered.
+
+    `full=False` (the check after each sync) re-hashes only the newest manifest and follows the
+    links of the rest: re-hashing every manifest ever written would make each sync cost more than
+    the last. The nightly run, `nexus verify` and sealing re-hash them all."""
+    if not with_chain:
+        problems = []
+    elif full:
+        problems = chain_problems(vault.manifests(topic_id))
+    else:
+        links = vault.manifest_links(topic_id)
+        newest = vault.latest_manifest(topic_id)
+        problems = link_problems(topic_id, links) + (hash_problems(len(links) - 1, newest) if newest else [])
     sealed = sealed_manifest(vault, topic_id)
     # Never sealed: only a FINAL brick (which nothing but a seal may make) is a problem to look at.
     bricks = vault.bricks(topic_id) if sealed is not None else vault.bricks(topic_id, state="FINAL")

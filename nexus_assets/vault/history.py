@@ -142,6 +142,11 @@ class HistoryQueries:
     def holds_vault_tables(self) -> bool:
         return self.conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'syncs'").fetchone() is not None
 
+    def manifest_links(self, topic_id: str) -> list[tuple[str | None, str]]:
+        """(previous_hash, manifest_hash) of each of the topic's manifests, oldest first, without their brick lists."""
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT previous_hash, manifest_hash FROM manifests WHERE topic_id = ? ORDER BY seq", [topic_id]).fetchall()]
+
     def brick_source_runs(self, topic_id: str) -> set[str]:
         """Every run some brick of the topic has a source in."""
         rows = self.conn.execute(
