@@ -154,7 +154,7 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
         for g in groups:
             for key in _keys(g.normalized) & wanted:
                 holders[key].append(g)
-    haystack = starts = None
+    haystack = None
     found: dict[str, str] = {}
     for g in candidates:
         needle = g.normalized
@@ -166,29 +166,37 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
             supersets = (o for o in rarest if len(o.normalized) > len(needle) and needle in o.normalized)
         else:
             if haystack is None:
-                starts, offset = [], 0
-                for o in groups:
-                    starts.append(offset)
-                    offset += len(o.normalized) + 1
-                haystack = _SEPARATOR.join(o.normalized for o in groups)
-            supersets = _found_in_haystack(needle, haystack, starts, groups, order)
+                haystack = _Haystack(groups)
+            supersets = haystack.containing(needle)
         best = min(supersets, key=lambda o: (len(o.normalized), order[o.brick_id]), default=None)
         if best is not None:
             found[g.brick_id] = best.brick_id
     return found
 
 
-def _found_in_haystack(needle: str, haystack: str, starts: list[int], groups: list[_Group], order: dict[str, int]):
-    """Every longer group whose text contains `needle`, by scanning all texts joined."""
-    pos = haystack.find(needle)
-    while pos >= 0:
-        other = groups[bisect_right(starts, pos) - 1]
-        if len(other.normalized) > len(needle):
-            yield other
-            # Skip the rest of this brick: one hit per brick is enough.
-            pos = haystack.find(needle, starts[order[other.brick_id]] + len(other.normalized) + 1)
-        else:
-            pos = haystack.find(needle, pos + 1)
+class _Haystack:
+    """Every group's text joined into one string, for needles too short to have an anchor."""
+
+    def __init__(self, groups: list[_Group]):
+        self.groups = groups
+        self.starts, offset = [], 0
+        for g in groups:
+            self.starts.append(offset)
+            offset += len(g.normalized) + 1
+        self.text = _SEPARATOR.join(g.normalized for g in groups)
+
+    def containing(self, needle: str):
+        """Every longer group whose text contains `needle`, a few C-level `str.find` calls each."""
+        pos = self.text.find(needle)
+        while pos >= 0:
+            at = bisect_right(self.starts, pos) - 1
+            other = self.groups[at]
+            if len(other.normalized) > len(needle):
+                yield other
+                # Skip the rest of this brick: one hit per brick is enough.
+                pos = self.text.find(needle, self.starts[at] + len(other.normalized) + 1)
+            else:
+                pos = self.text.find(needle, pos + 1)
 
 
 def _brick(topic_id: str, g: _Group, state: BrickState, order_index: int | None, superseded_by: str | None, stale: bool) -> Brick:

@@ -96,18 +96,18 @@ def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = Tru
     `full=False` (the check after each sync) re-hashes only the newest manifest and follows the
     links of the rest: re-hashing every manifest ever written would make each sync cost more than
     the last. The nightly run, `nexus verify` and sealing re-hash them all."""
+    latest = vault.latest_manifest(topic_id)
     if not with_chain:
         problems = []
     elif full:
         problems = chain_problems(vault.manifests(topic_id))
     else:
         links = vault.manifest_links(topic_id)
-        newest = vault.latest_manifest(topic_id)
-        problems = link_problems(topic_id, links) + (hash_problems(len(links) - 1, newest) if newest else [])
+        problems = link_problems(topic_id, links) + (hash_problems(len(links) - 1, latest) if latest else [])
     sealed = sealed_manifest(vault, topic_id)
     # Never sealed: only a FINAL brick (which nothing but a seal may make) is a problem to look at.
     bricks = vault.bricks(topic_id) if sealed is not None else vault.bricks(topic_id, state="FINAL")
-    return problems + final_problems(topic_id, bricks, sealed, sealed_snapshot(vault, topic_id), vault.latest_manifest(topic_id))
+    return problems + final_problems(topic_id, bricks, sealed, sealed_snapshot(vault, topic_id), latest)
 
 
 def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:
@@ -261,7 +261,8 @@ def sync_lag(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs
         reasons.append(f"runs not extracted and validated for it yet: {_listed(unanswered)}")
         offending += [r for r in unanswered if r not in offending]
     if runs_dir is not None:
-        unseen = [str(p) for p in scan_run_files(runs_dir) if not vault.file_seen(file_sha256(p))]
+        seen = vault.files_seen()
+        unseen = [str(p) for p in scan_run_files(runs_dir) if file_sha256(p) not in seen]
         if unseen:
             reasons.append(f"run files not ingested yet: {_listed(unseen)}")
             offending += unseen
