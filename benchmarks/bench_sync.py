@@ -4,6 +4,9 @@ Generates deterministic synthetic Nexus runs (and optionally a ChatGPT export), 
 process and over the same bytes:
 
   floor   read every run file, json.loads it and sha256 its bytes
+  floor + sentences
+          the floor, plus every string split into sentences once (the least Python work per
+          character a compiler of quotes can do; it shows how far the floor itself is from Python)
   full    a first `nexus sync` into a fresh DuckDB vault
   resync  the same sync again with nothing changed
   export  (--with-export) a subprocess `nexus sync` of one big conversations.json (edited prompts
@@ -334,6 +337,28 @@ def measure_floor(files: list[Path], repeats: int = 5) -> tuple[float, float]:
     return best, best_cpu
 
 
+def measure_sentence_floor(files: list[Path]) -> float:
+    """The floor plus the one per-character Python pass no sync can skip: every string of every run
+    split into sentences once, with Nexus' own splitter (the embedded extractor's unit of work).
+    It bounds from below what any compiler written in Python costs over the floor."""
+    from nexus_assets.core.sentences import sentence_spans
+
+    t0 = time.perf_counter()
+    for p in files:
+        data = p.read_bytes()
+        hashlib.sha256(data).hexdigest()
+        stack = [json.loads(data)]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, str):
+                sentence_spans(value)
+            elif isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+    return time.perf_counter() - t0
+
+
 def measure_export_floor(path: Path) -> float:
     """Streaming floor for an export: sha256 of the bytes plus an ijson pass over the array."""
     import ijson
@@ -491,6 +516,7 @@ def print_table(fig: dict) -> None:
         ("floor (read+json+sha)", fig["floor_s"], fig["floor_cpu_s"], 1.0, None),
         ("full sync", fig["full_s"], fig["full_cpu_s"], fig["full_over_floor"], fmt_bytes(fig["process_peak_rss"]) + "*"),
         ("no-change re-sync", fig["resync_s"], fig["resync_cpu_s"], fig["resync_over_floor"], None),
+        ("floor + sentences", fig["sentence_floor_s"], None, fig["sentence_floor_over_floor"], None),
     )
     for name, s, cpu, ratio, rss in rows:
         print(f"{name:<22}{s:>10.3f}{'-' if cpu is None else f'{cpu:.2f}':>9}{ratio:>10.1f}{mb / s:>9.2f}{rss or '-':>12}")
@@ -511,6 +537,7 @@ def print_table(fig: dict) -> None:
     print(
         f"\nratios (wall): full/floor {fig['full_over_floor']:.1f}  resync/floor {fig['resync_over_floor']:.1f}"
         f"  resync/full {fig['resync_over_full']:.3f}  throughput vs floor {1 / fig['full_over_floor']:.4f}x"
+        f"  full/(floor + sentences) {fig['full_over_sentence_floor']:.1f}"
         + (f"  export/floor {fig['export']['sync_over_floor']:.1f}" if "export" in fig else "")
     )
     if fig["full_over_floor_cpu"]:
@@ -597,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         resync_s, resync_cpu, again = sync_in_process(work / "vault.duckdb", runs_dir, topics_dir)
         floor_after = measure_floor(files)
         fig["floor_s"], floor_cpu = min(floor_before[0], floor_after[0]), min(floor_before[1], floor_after[1])
+        sentence_floor = measure_sentence_floor(files)
         fig.update(
             full_s=full_s,
             full_cpu_s=round(full_cpu, 3),
@@ -605,6 +633,9 @@ def main(argv: list[str] | None = None) -> int:
             full_over_floor=round(full_s / fig["floor_s"], 2),
             resync_over_floor=round(resync_s / fig["floor_s"], 2),
             resync_over_full=round(resync_s / full_s, 3),
+            sentence_floor_s=round(sentence_floor, 3),
+            sentence_floor_over_floor=round(sentence_floor / fig["floor_s"], 2),
+            full_over_sentence_floor=round(full_s / sentence_floor, 2),
             # CPU ratios hold up better than wall ones when other work shares the cores.
             floor_cpu_s=round(floor_cpu, 3),
             full_over_floor_cpu=round(full_cpu / floor_cpu, 2) if floor_cpu else None,

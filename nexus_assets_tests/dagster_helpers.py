@@ -9,7 +9,13 @@ from nexus_assets_tests.project import Project
 
 
 def materialize_topic(
-    project: Project, topic_id: str, instance: dg.DagsterInstance, *, tags: dict[str, str] | None = None, **resource_args
+    project: Project,
+    topic_id: str,
+    instance: dg.DagsterInstance,
+    *,
+    tags: dict[str, str] | None = None,
+    selection: list[str] | None = None,
+    **resource_args,
 ) -> dg.ExecuteInProcessResult:
     if topic_id not in instance.get_dynamic_partitions("topics"):
         instance.add_dynamic_partitions("topics", [topic_id])
@@ -22,6 +28,7 @@ def materialize_topic(
         ),
         raise_on_error=False,
         tags=tags,
+        selection=selection,
     )
 
 

@@ -3,13 +3,16 @@
 import shutil
 
 import dagster as dg
+import pytest
 
 from nexus_assets.definitions import defs
+from nexus_assets.usecases.compiler import Resolution, StageMissing, publish_phase, stage_resolution
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project, sample_project
 
 ACTIVE = ["nexus-server-sync", "storage-decisions"]
+STAGE_TABLES = ("staged_resolutions", "staged_bricks", "staged_brick_sources")
 
 
 def manifest_hashes(project: Project) -> dict[str, str]:
@@ -140,3 +143,41 @@ def test_a_missing_topic_file_fails_with_a_clear_message(project: Project):
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "no valid topic file defines 'no-such-topic'" in failure.event_specific_data.error.message
+
+
+def test_resolved_bricks_wait_in_the_vault_not_between_steps(project: Project):
+    """Issue 11 §3: resolution stages its bricks in the vault and hands publishing only a marker
+    (nothing the size of a topic is pickled or held twice); publishing empties the stage; the
+    publish step re-run alone on that marker publishes nothing twice and nothing empty."""
+    topic_id = ACTIVE[0]
+    with dg.instance_for_test() as instance:
+        result = materialize_topic(project, topic_id, instance)
+        assert result.success
+        handed_over = result.output_for_node("resolved_brick_states")
+        assert handed_over == Resolution(staged=True, inputs_digest=handed_over.inputs_digest)
+        with Vault.open(project.db, read_only=True) as v:
+            assert [v.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]
+            bricks, manifests = v.bricks(topic_id), v.manifests(topic_id)
+        again = materialize_topic(project, topic_id, instance, selection=["topic_manifest"])
+        assert again.success
+        assert again.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
+    with Vault.open(project.db, read_only=True) as v:
+        assert v.bricks(topic_id) == bricks and v.manifests(topic_id) == manifests
+
+
+def test_a_resolution_replaced_in_the_stage_is_not_published(project: Project):
+    topic_id = ACTIVE[0]
+    with dg.instance_for_test() as instance:
+        assert materialize_topic(project, topic_id, instance).success
+    with Vault.open(project.db) as v:
+        topic = v.topic(topic_id)
+        bricks = v.bricks(topic_id)
+        manifests = v.manifests(topic_id)
+        stage_resolution(v, topic, bricks[:1], inputs_digest="newer")
+        with pytest.raises(StageMissing, match="no longer staged"):
+            publish_phase(v, topic, Resolution(staged=True, inputs_digest="older"), dagster_run_id=None)
+        assert v.bricks(topic_id) == bricks and v.manifests(topic_id) == manifests
+        # The stage that is there publishes as usual.
+        manifest, recorded = publish_phase(v, topic, Resolution(staged=True, inputs_digest="newer"), dagster_run_id=None)
+        assert recorded and [e.brick_id for e in manifest.bricks] == [bricks[0].brick_id]
+        assert [v.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]

@@ -135,3 +135,21 @@ def test_forget_a_file_with_delete_file_in_a_sealed_topic(empty_project: Project
         assert v.latest_manifest("walk", sealed=True).tombstone is not None
     assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
     assert b"secret garden" not in p.db.read_bytes()
+
+
+def test_forget_drops_a_waiting_stage_that_quotes_the_run(project: Project, home: Path, capsys):
+    """A resolution staged and never published (a sync stopped between resolving and publishing)
+    holds the run's text too; forgetting removes that stage with the rest."""
+    from nexus_assets.usecases.compiler import stage_resolution
+
+    p = project
+    run_json(capsys, *p.sync_args())
+    texts = own_sentences(p)
+    with Vault.open(p.db) as v:
+        stage_resolution(v, v.topic("storage-decisions"), v.bricks(TOPIC), inputs_digest="interrupted")
+        assert v.conn.execute("SELECT count(*) FROM staged_brick_sources WHERE run_id = ?", [RUN_ID]).fetchone()[0] > 0
+    run_json(capsys, *p.cli_args(), "forget", "--run", RUN_ID, "--reason", "the author asked", "--yes")
+    with Vault.open(p.db, read_only=True) as v:
+        assert v.conn.execute("SELECT count(*) FROM staged_brick_sources WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 0
+        assert not v.staged("storage-decisions", "interrupted")
+    assert bytes_containing([p.db, *p.db.parent.glob(p.db.name + ".wal")], texts) == []

@@ -16,6 +16,7 @@ import pytest
 from nexus_assets.vault.migrations import LATEST, MIGRATIONS, VaultTooNew, schema_version
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.project import nexus_run
 from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
@@ -127,3 +128,29 @@ def test_a_vault_from_a_newer_release_is_refused_not_damaged(tmp_path):
     with pytest.raises(VaultTooNew, match="newer than this Nexus Sync"):
         with Vault.open(db):
             pass
+
+
+def test_a_vault_from_before_the_stage_opens_and_resyncs_unchanged(tmp_path, capsys):
+    """A vault the previous main wrote (schema 12: resolved bricks went between steps in memory)
+    gets the stage tables on open, keeps everything, and re-syncs to the same hashes."""
+    from nexus_assets_tests.project import sample_project
+
+    p = sample_project(tmp_path / "proj")
+    first = run_json(capsys, *p.sync_args())
+    with duckdb.connect(str(p.db)) as con:
+        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM schema_version WHERE version = 13")
+        assert schema_version(con) == 12
+    before = snapshot(p.db)
+    with Vault.open(p.db) as v:
+        assert schema_version(v.conn) == LATEST
+    assert snapshot(p.db) == before
+    # A new run makes one topic resolve and publish through the stage; the other stays as it was.
+    p.write_run("later.json", nexus_run("run-later", [("user", "The vault keeps every checksum of every run.")]))
+    again = {r["topic_id"]: r for r in run_json(capsys, *p.sync_args())}
+    hashes = {r["topic_id"]: r["manifest_hash"] for r in first}
+    assert again["nexus-server-sync"]["manifest_hash"] == hashes["nexus-server-sync"]
+    assert again["storage-decisions"]["manifest_hash"] != hashes["storage-decisions"]
+    after = snapshot(p.db)
+    assert set(before["bricks"]) <= set(after["bricks"]) and len(after["bricks"]) == len(before["bricks"]) + 1

@@ -179,9 +179,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
             if stopped(result):
                 interrupted = True
                 break
-            # The in-process result captures the topic's outputs (its resolved bricks), and Dagster
-            # keeps that capture reachable from its last step context after the run: empty it, or
-            # a whole topic stays in memory while the next one compiles.
+            # The in-process result captures every output of the topic's run, and Dagster keeps that
+            # capture reachable from its last step context after the run. The outputs are small now
+            # (resolved bricks wait in the vault's stage); emptying it keeps any future one from
+            # living on while the next topic compiles.
             drop_outputs(result)
             del result
             for err in errors:

@@ -45,7 +45,11 @@ def tombstone_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifes
 
 def build_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None) -> Manifest | None:
     """The next manifest, or None when the brick list equals the previous manifest's."""
-    entries = manifest_entries(bricks)
+    return next_manifest(topic_id, manifest_entries(bricks), previous)
+
+
+def next_manifest(topic_id: str, entries: tuple[ManifestEntry, ...], previous: Manifest | None) -> Manifest | None:
+    """The manifest after `previous` listing `entries` (in manifest order), or None when they are its list."""
     if previous is not None and previous.bricks == entries:
         return None
     previous_hash = previous.manifest_hash if previous is not None else None

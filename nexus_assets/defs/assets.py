@@ -15,7 +15,14 @@ from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultR
 from nexus_assets.extractors import OpenAIExtractor
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.topicfiles import find_topic
-from nexus_assets.usecases.compiler import Resolution, extract_phase, publish_phase, resolve_if_changed, validate_phase
+from nexus_assets.usecases.compiler import (
+    Resolution,
+    StageMissing,
+    extract_phase,
+    publish_phase,
+    resolve_if_changed,
+    validate_phase,
+)
 from nexus_assets.usecases.drift import current_drift, full_drift, record_drift
 from nexus_assets.usecases.ingest import ingest_runs
 from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files, runs_ignored_since_lock
@@ -243,13 +250,12 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
         topic = current_topic(v, topic_id)
         check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
         flips = record_drift(v, check, observed_by=f"sync {context.run_id}")
-        resolution = resolve_if_changed(v, topic)
+        resolution, bricks = resolve_if_changed(v, topic)
     drift_metadata = {
         "sources_checked_for_drift": len(check.checked),
         "full_reread": full,
         "source_status_flips": len(flips),
     }
-    bricks = resolution.bricks
     if bricks is None:
         return dg.Output(
             resolution,
@@ -284,12 +290,12 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
 def topic_manifest(
     context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: Resolution
 ) -> dg.MaterializeResult:
-    bricks = resolved_brick_states.bricks
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
-        manifest, recorded = publish_phase(
-            v, topic, bricks, dagster_run_id=context.run_id, inputs_digest=resolved_brick_states.inputs_digest
-        )
+        try:
+            manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run_id)
+        except StageMissing as exc:
+            raise dg.Failure(str(exc)) from None
         visible = len(manifest.bricks) if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)

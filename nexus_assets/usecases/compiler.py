@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from nexus_assets.core.gate import NeedsDocument, validate_pointers
-from nexus_assets.core.manifest import build_manifest
+from nexus_assets.core.manifest import next_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_topic
 from nexus_assets.extractors import Extractor, extraction_key
@@ -108,41 +108,56 @@ def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[B
 
 @dataclass(frozen=True)
 class Resolution:
-    """A topic's resolved bricks, or None when nothing resolution reads has changed since the
-    last sync (then resolving and publishing again would only reproduce what is stored)."""
+    """What resolution hands to publishing. Not the bricks: they wait in the vault's stage, so a
+    large topic is neither pickled between steps nor held in memory twice. `staged` is False when
+    nothing resolution reads changed since the last sync (publishing would only reproduce what is
+    stored)."""
 
-    bricks: list[Brick] | None
-    inputs_digest: str
+    staged: bool
+    inputs_digest: str | None
 
 
-def resolve_if_changed(vault: Vault, topic: Topic) -> Resolution:
+class StageMissing(RuntimeError):
+    """The resolution to publish is no longer staged: published already, or replaced by a newer one."""
+
+
+def stage_resolution(vault: Vault, topic: Topic, bricks: list[Brick], *, inputs_digest: str | None = None) -> Resolution:
+    vault.stage(topic.topic_id, bricks, inputs_digest=inputs_digest)
+    return Resolution(True, inputs_digest)
+
+
+def resolve_if_changed(vault: Vault, topic: Topic) -> tuple[Resolution, list[Brick] | None]:
+    """The topic resolved and staged (with the bricks, for reporting), or unchanged (None)."""
     digest = vault.topic_inputs_digest(topic.topic_id)
     if topic.state == "LOCKED" or digest == vault.last_inputs_digest(topic.topic_id):
-        return Resolution(None, digest)
-    return Resolution(resolve_phase(vault, topic), digest)
+        return Resolution(False, digest), None
+    bricks = resolve_phase(vault, topic)
+    return stage_resolution(vault, topic, bricks, inputs_digest=digest), bricks
 
 
 def publish_phase(
-    vault: Vault,
-    topic: Topic,
-    bricks: list[Brick] | None,
-    *,
-    dagster_run_id: str | None,
-    sealed: bool = False,
-    inputs_digest: str | None = None,
+    vault: Vault, topic: Topic, resolution: Resolution, *, dagster_run_id: str | None, sealed: bool = False
 ) -> tuple[Manifest | None, bool]:
-    """Store the resolved bricks and, if the visible list changed, the next manifest; with no
-    bricks (an unchanged topic), only that the sync happened.
+    """Publish the staged bricks and, if the visible list changed, the next manifest; for an
+    unchanged topic, record only that the sync happened.
 
     Returns (the topic's current manifest, whether a new one was recorded).
     A LOCKED topic publishes nothing: its sealed manifest is final, whatever the vault now holds.
     """
-    previous = vault.latest_manifest(topic.topic_id)
+    topic_id, digest = topic.topic_id, resolution.inputs_digest
+    previous = vault.latest_manifest(topic_id)
     if topic.state == "LOCKED":
         return previous, False
-    if bricks is None:
-        vault.record_unchanged_sync(topic.topic_id, dagster_run_id=dagster_run_id, inputs_digest=inputs_digest)
+    if not resolution.staged:
+        vault.record_unchanged_sync(topic_id, dagster_run_id=dagster_run_id, inputs_digest=digest)
         return previous, False
-    manifest = build_manifest(topic.topic_id, bricks, previous)
-    vault.publish(topic.topic_id, bricks, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=inputs_digest)
+    if not vault.staged(topic_id, digest):
+        if digest is not None and digest == vault.last_inputs_digest(topic_id):
+            return previous, False  # this very resolution was published already (a re-executed publish step)
+        raise StageMissing(
+            f"{topic_id}: the resolution to publish is no longer staged (a newer resolution replaced it); "
+            "materialize resolved_brick_states and topic_manifest together"
+        )
+    manifest = next_manifest(topic_id, vault.staged_manifest_entries(topic_id), previous)
+    vault.publish_staged(topic_id, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=digest)
     return (manifest or previous), manifest is not None

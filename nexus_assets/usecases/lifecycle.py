@@ -33,7 +33,7 @@ from nexus_assets.core.models import (
 )
 from nexus_assets.runfiles import file_sha256, scan_run_files
 from nexus_assets.topicfiles import TopicFile, find_topic, read_topic_files
-from nexus_assets.usecases.compiler import publish_phase, resolve_phase
+from nexus_assets.usecases.compiler import publish_phase, resolve_phase, stage_resolution
 from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.store import Vault
@@ -407,7 +407,7 @@ def seal(
         )
         raise SealRefused(topic_id, [GateFailure("sync_out_of_date", problem, tuple(moved))])
     vault.transition_topic(topic_id, "SEALING", actor=actor)
-    manifest, recorded = publish_phase(vault, topic, bricks, dagster_run_id=dagster_run_id, sealed=True)
+    manifest, recorded = publish_phase(vault, topic, stage_resolution(vault, topic, bricks), dagster_run_id=dagster_run_id, sealed=True)
     with vault.transaction():
         _store_snapshot(vault, topic_id, bricks, manifest.manifest_hash)
     problems = immutability_problems(vault, topic_id)

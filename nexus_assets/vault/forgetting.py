@@ -200,6 +200,12 @@ class ForgettingRecords:
         delete("brick_sources", "brick_id IN (SELECT unnest(?))", [doomed])
         delete("sealed_bricks", "brick_id IN (SELECT unnest(?))", [doomed])
         delete("bricks", "brick_id IN (SELECT unnest(?))", [doomed])
+        # A resolution staged but not yet published may quote the runs: that stage goes whole
+        # (its topic resolves again at the next sync).
+        staged = [t for (t,) in self.conn.execute(
+            "SELECT DISTINCT topic_id FROM staged_brick_sources WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()]
+        for table in ("staged_brick_sources", "staged_bricks", "staged_resolutions"):
+            delete(table, "topic_id IN (SELECT unnest(?))", [staged])
         delete("run_files", "file_sha256 IN (SELECT unnest(?)) OR path IN (SELECT unnest(?))", [shas, sorted(files)])
         delete("file_stats", "file_sha256 IN (SELECT unnest(?)) OR path IN (SELECT unnest(?))", [shas, sorted(files)])
         # Errors name files and conversations, and their problem text may quote the source.

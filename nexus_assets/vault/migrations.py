@@ -387,6 +387,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        13,
+        "resolved bricks are staged in the vault between resolution and publishing, never handed over in memory",
+        # No keys: the stage is rewritten whole per topic and read by topic, and DuckDB holds every
+        # index in memory.
+        """
+        CREATE TABLE IF NOT EXISTS staged_resolutions (
+            topic_id TEXT NOT NULL,
+            inputs_digest TEXT,
+            bricks INTEGER NOT NULL,
+            staged_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS staged_bricks (
+            topic_id TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            state TEXT NOT NULL,
+            order_index INTEGER,
+            superseded_by TEXT,
+            stale BOOLEAN NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS staged_brick_sources (
+            topic_id TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            run_id TEXT NOT NULL,
+            json_path TEXT NOT NULL,
+            start_offset INTEGER NOT NULL,
+            end_offset INTEGER NOT NULL,
+            node_checksum TEXT NOT NULL,
+            node_type TEXT,
+            branch TEXT
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

@@ -676,7 +676,13 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         state: str | None = None,
         visible_only: bool = False,
         limit: int | None = None,
+        staged: bool = False,
     ) -> list[Brick]:
+        """The topic's bricks in manifest order; `staged`: those waiting in the stage instead."""
+        if staged:
+            table, sources = "staged_bricks", "staged_brick_sources s USING (topic_id, brick_id)"
+        else:
+            table, sources = "bricks", "brick_sources s USING (brick_id)"
         where, params = [], []
         if visible_only:
             where.append("b.state <> 'SUPERSEDED'")
@@ -692,7 +698,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         if limit is not None:
             # The first bricks are chosen before their sources are gathered, not after for all of them.
             where.append(
-                f"""b.brick_id IN (SELECT b.brick_id FROM bricks b WHERE {' AND '.join(where) or 'true'}
+                f"""b.brick_id IN (SELECT b.brick_id FROM {table} b WHERE {' AND '.join(where) or 'true'}
                     ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id LIMIT {int(limit)})"""
             )
             params = params + params
@@ -705,7 +711,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                                         node_type := s.node_type,
                                         branch := s.branch,
                                         stale := coalesce(st.drifted, false)) ORDER BY s.seq)
-                FROM bricks b LEFT JOIN brick_sources s USING (brick_id)
+                FROM {table} b LEFT JOIN {sources}
                 LEFT JOIN source_status st ON st.run_id = s.run_id AND st.json_path = s.json_path
                      AND st.node_checksum = s.node_checksum
                 {clause}
@@ -744,31 +750,12 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         prior.update((b.brick_id, b) for b in self.bricks(topic_id, state="FINAL"))
         return prior
 
-    def publish(
-        self,
-        topic_id: str,
-        bricks: Sequence[Brick],
-        manifest: Manifest | None,
-        *,
-        dagster_run_id: str | None,
-        sealed: bool = False,
-        inputs_digest: str | None = None,
-        forgetting: bool = False,
-    ) -> None:
-        """Write a topic's resolved bricks and (when the list changed) its next manifest, atomically.
-        `forgetting`: the one exception to FINAL immutability (invariant 15), under a tombstone."""
-        # Only FINAL bricks are read back whole (immutability is checked against them); everything
-        # else is compared inside DuckDB, so a large topic is never held twice.
-        final = {b.brick_id: b for b in self.bricks(topic_id, state="FINAL")}
-        refused = [] if forgetting else final_brick_changes(final, bricks)
-        if refused:
-            raise FinalBrickChanged(
-                f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
-                f"in a new topic. {'; '.join(refused[:10])}"
-            )
+    def stage(self, topic_id: str, bricks: Sequence[Brick], *, inputs_digest: str | None) -> None:
+        """Hold a topic's resolved bricks in the vault until `publish_staged`, replacing any earlier
+        stage: resolution and publishing hand over through the vault, so a large topic is never
+        pickled between steps nor held in memory twice."""
         import pandas as pd  # only writers need it; read commands start faster without it
 
-        stamp = now()
         sources = [(b.brick_id, seq, a) for b in bricks for seq, a in enumerate(b.sources)]
         # Typed even when empty: DuckDB reads an empty untyped column as DOUBLE.
         text = "string"
@@ -797,39 +784,126 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             }
         )
         del sources
-        address = "run_id, json_path, start_offset, end_offset, node_checksum"
         with self.transaction():
+            self._drop_stage(topic_id)
             with self._registered(_bricks=brick_frame, _sources=source_frame):
                 self.conn.execute(
-                    """INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
-                                           first_seen, updated_at)
-                       SELECT brick_id, ?, content, fingerprint, state, order_index, superseded_by, stale, ?, ?
-                       FROM _bricks WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = ?)""",
-                    [topic_id, stamp, stamp, topic_id],
+                    """INSERT INTO staged_bricks (topic_id, brick_id, content, fingerprint, state, order_index, superseded_by, stale)
+                       SELECT ?, brick_id, content, fingerprint, state, order_index, superseded_by, stale FROM _bricks""",
+                    [topic_id],
                 )
                 self.conn.execute(
-                    """UPDATE bricks SET state = n.state, order_index = n.order_index, superseded_by = n.superseded_by,
-                                         stale = n.stale, content = n.content, updated_at = ?
-                       FROM _bricks n
-                       WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = ?
-                         AND (bricks.state, bricks.order_index, bricks.superseded_by, bricks.stale, bricks.content)
-                             IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
-                    [stamp, topic_id],
+                    """INSERT INTO staged_brick_sources (topic_id, brick_id, seq, run_id, json_path, start_offset, end_offset,
+                                                         node_checksum, node_type, branch)
+                       SELECT ?, brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum, node_type, branch
+                       FROM _sources""",
+                    [topic_id],
                 )
-                # A brick whose set of sources changed gets its sources written again; canonical
-                # first: a source that arrived later can take seq 0, so seq is refreshed.
-                self.conn.execute(
-                    f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
-                        SELECT brick_id, seq, {address}, node_type, branch FROM _sources
-                        WHERE brick_id IN (
-                            SELECT brick_id FROM (
-                                (SELECT brick_id, {address} FROM _sources
-                                 EXCEPT SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM _bricks))
-                                UNION ALL
-                                (SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM _bricks)
-                                 EXCEPT SELECT brick_id, {address} FROM _sources)))
-                        ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq"""
-                )
+            self.conn.execute(
+                "INSERT INTO staged_resolutions VALUES (?, ?, ?, ?)", [topic_id, inputs_digest, len(bricks), now()]
+            )
+
+    def _drop_stage(self, topic_id: str) -> None:
+        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
+            self.conn.execute(f"DELETE FROM {table} WHERE topic_id = ?", [topic_id])
+
+    def staged(self, topic_id: str, inputs_digest: str | None) -> bool:
+        """Whether a stage of exactly this resolution waits to be published."""
+        return bool(
+            self.conn.execute(
+                "SELECT count(*) FROM staged_resolutions WHERE topic_id = ? AND inputs_digest IS NOT DISTINCT FROM ?",
+                [topic_id, inputs_digest],
+            ).fetchone()[0]
+        )
+
+    def staged_manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]:
+        """The staged visible bricks in manifest order, read as entries only (never as whole bricks)."""
+        rows = self.conn.execute(
+            """SELECT order_index, brick_id, fingerprint, state FROM staged_bricks
+               WHERE topic_id = ? AND state <> 'SUPERSEDED' ORDER BY order_index, brick_id""",
+            [topic_id],
+        ).fetchall()
+        return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=s) for o, b, f, s in rows)
+
+    def publish(
+        self,
+        topic_id: str,
+        bricks: Sequence[Brick],
+        manifest: Manifest | None,
+        *,
+        dagster_run_id: str | None,
+        sealed: bool = False,
+        inputs_digest: str | None = None,
+        forgetting: bool = False,
+    ) -> None:
+        """Stage these bricks and publish them at once (see `publish_staged`)."""
+        with self.transaction():
+            self.stage(topic_id, bricks, inputs_digest=inputs_digest)
+            self.publish_staged(
+                topic_id, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=inputs_digest, forgetting=forgetting
+            )
+
+    def publish_staged(
+        self,
+        topic_id: str,
+        manifest: Manifest | None,
+        *,
+        dagster_run_id: str | None,
+        sealed: bool = False,
+        inputs_digest: str | None = None,
+        forgetting: bool = False,
+    ) -> None:
+        """Write a topic's staged bricks and (when the list changed) its next manifest, atomically,
+        and empty the stage. `forgetting`: the one exception to FINAL immutability (invariant 15),
+        under a tombstone."""
+        # Only FINAL bricks and their staged successors are read back whole (immutability is judged
+        # on them); everything else is compared and copied inside DuckDB.
+        final = {b.brick_id: b for b in self.bricks(topic_id, state="FINAL")}
+        incoming = self.bricks(topic_id, brick_ids=final, staged=True) if final else []
+        refused = [] if forgetting else final_brick_changes(final, incoming)
+        if refused:
+            raise FinalBrickChanged(
+                f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
+                f"in a new topic. {'; '.join(refused[:10])}"
+            )
+        stamp = now()
+        address = "run_id, json_path, start_offset, end_offset, node_checksum"
+        staged_bricks = "(SELECT * FROM staged_bricks WHERE topic_id = $topic)"
+        staged_sources = "(SELECT * FROM staged_brick_sources WHERE topic_id = $topic)"
+        with self.transaction():
+            self.conn.execute(
+                f"""INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
+                                        first_seen, updated_at)
+                    SELECT brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, $stamp, $stamp
+                    FROM {staged_bricks} WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = $topic)""",
+                {"topic": topic_id, "stamp": stamp},
+            )
+            self.conn.execute(
+                f"""UPDATE bricks SET state = n.state, order_index = n.order_index, superseded_by = n.superseded_by,
+                                      stale = n.stale, content = n.content, updated_at = $stamp
+                    FROM {staged_bricks} n
+                    WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = $topic
+                      AND (bricks.state, bricks.order_index, bricks.superseded_by, bricks.stale, bricks.content)
+                          IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
+                {"topic": topic_id, "stamp": stamp},
+            )
+            # A brick whose set of sources changed gets its sources written again; canonical
+            # first: a source that arrived later can take seq 0, so seq is refreshed.
+            self.conn.execute(
+                f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
+                    SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources}
+                    WHERE brick_id IN (
+                        SELECT brick_id FROM (
+                            (SELECT brick_id, {address} FROM {staged_sources}
+                             EXCEPT SELECT brick_id, {address} FROM brick_sources
+                                    WHERE brick_id IN (SELECT brick_id FROM {staged_bricks}))
+                            UNION ALL
+                            (SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
+                             EXCEPT SELECT brick_id, {address} FROM {staged_sources})))
+                    ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
+                {"topic": topic_id},
+            )
+            self._drop_stage(topic_id)
             if manifest is not None:
                 seq = self.conn.execute(
                     "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
