@@ -16,8 +16,8 @@ import pytest
 from nexus_assets.vault.migrations import LATEST, MIGRATIONS, VaultTooNew, schema_version
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
-from nexus_assets_tests.project import nexus_run
 from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+from nexus_assets_tests.project import nexus_run
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
 SAMPLE_TOPICS = ["nexus-server-sync", "storage-decisions"]
