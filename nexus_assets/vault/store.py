@@ -826,22 +826,12 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=s) for o, b, f, s in rows)
 
     def publish(
-        self,
-        topic_id: str,
-        bricks: Sequence[Brick],
-        manifest: Manifest | None,
-        *,
-        dagster_run_id: str | None,
-        sealed: bool = False,
-        inputs_digest: str | None = None,
-        forgetting: bool = False,
+        self, topic_id: str, bricks: Sequence[Brick], manifest: Manifest | None, *, inputs_digest: str | None = None, **options
     ) -> None:
-        """Stage these bricks and publish them at once (see `publish_staged`)."""
+        """Stage these bricks and publish them at once; `options` as for `publish_staged`."""
         with self.transaction():
             self.stage(topic_id, bricks, inputs_digest=inputs_digest)
-            self.publish_staged(
-                topic_id, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=inputs_digest, forgetting=forgetting
-            )
+            self.publish_staged(topic_id, manifest, inputs_digest=inputs_digest, **options)
 
     def publish_staged(
         self,
