@@ -1,8 +1,10 @@
 """`Vault`: typed access to everything Nexus Sync knows, in one DuckDB file.
 
 Append-only by design (DESIGN §2.8): a sync inserts; the only updates are a brick's state,
-order, stale flag and superseded_by, and a run's latest-version marker. A topic's visible
-result (bricks, their sources and the manifest) is published in one transaction.
+order, stale flag and superseded_by, and a run's latest-version marker. The one thing a sync
+deletes is its own stage (`staged_*`): scratch rows holding a resolution until it is published,
+in place of a pickled step output, never a record. A topic's visible result (bricks, their
+sources and the manifest) is published in one transaction.
 """
 
 from __future__ import annotations
