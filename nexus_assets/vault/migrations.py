@@ -396,7 +396,6 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE IF NOT EXISTS staged_resolutions (
             topic_id TEXT NOT NULL,
             inputs_digest TEXT,
-            bricks INTEGER NOT NULL,
             staged_at TIMESTAMPTZ NOT NULL
         );
         CREATE TABLE IF NOT EXISTS staged_bricks (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -386,11 +387,17 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         return row[0] if row else None
 
     def record_unchanged_sync(self, topic_id: str, *, dagster_run_id: str | None, inputs_digest: str) -> None:
-        current = self.latest_manifest(topic_id)
+        self._record_sync(topic_id, dagster_run_id, "unchanged", now(), inputs_digest)
+
+    def _record_sync(self, topic_id: str, dagster_run_id: str | None, detail: str | None, at: datetime, inputs_digest: str | None) -> None:
+        """A successful sync of the topic, with the hash of its newest manifest (looked up in SQL:
+        parsing a large manifest only for its hash would cost more than the rest of a no-op sync)."""
         self.conn.execute(
-            "INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest) "
-            "VALUES (?, ?, 'ok', ?, 'unchanged', ?, ?)",
-            [topic_id, dagster_run_id, current.manifest_hash if current else None, now(), inputs_digest],
+            """INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest)
+               VALUES ($topic, $run, 'ok',
+                       (SELECT manifest_hash FROM manifests WHERE topic_id = $topic ORDER BY seq DESC LIMIT 1),
+                       $detail, $at, $digest)""",
+            {"topic": topic_id, "run": dagster_run_id, "detail": detail, "at": at, "digest": inputs_digest},
         )
 
     def ingestion_seq(self) -> dict[str, int]:
@@ -802,7 +809,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                     [topic_id],
                 )
             self.conn.execute(
-                "INSERT INTO staged_resolutions VALUES (?, ?, ?, ?)", [topic_id, inputs_digest, len(bricks), now()]
+                "INSERT INTO staged_resolutions VALUES (?, ?, ?)", [topic_id, inputs_digest, now()]
             )
 
     def _drop_stage(self, topic_id: str) -> None:
@@ -918,12 +925,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                 )
             # A linked source may have become canonical: stale follows the canonical source's status.
             self.refresh_topic_stale(topic_id)
-            current = manifest or self.latest_manifest(topic_id)
-            self.conn.execute(
-                "INSERT INTO syncs (topic_id, dagster_run_id, status, manifest_hash, detail, finished_at, inputs_digest) "
-                "VALUES (?, ?, 'ok', ?, NULL, ?, ?)",
-                [topic_id, dagster_run_id, current.manifest_hash if current else None, stamp, inputs_digest],
-            )
+            self._record_sync(topic_id, dagster_run_id, None, stamp, inputs_digest)
 
     def manifests(self, topic_id: str) -> list[Manifest]:
         rows = self.conn.execute(
