@@ -11,6 +11,7 @@ from nexus_assets.core.manifest import next_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_topic
 from nexus_assets.extractors import Extractor, extraction_key
+from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.vault.store import RunVersion, Vault
 
 Progress = Callable[[str], None]
@@ -26,6 +27,7 @@ class ExtractReport:
     notes: list[str] = field(default_factory=list)
 
 
+@collector_paused
 def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
     """Ask the extractor about every latest run version it has not answered for yet.
 
@@ -66,6 +68,7 @@ class ValidateReport:
     rejected: Counter = field(default_factory=Counter)
 
 
+@collector_paused
 def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     """Run the hallucination gate over every extraction not yet validated."""
     report = ValidateReport()
@@ -90,6 +93,7 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     return report
 
 
+@collector_paused
 def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[Brick]:
     """Resolve every occurrence ever validated for the topic into bricks and states."""
     occurrences = [o for o, _ in vault.occurrences(topic.topic_id)]
@@ -121,11 +125,13 @@ class StageMissing(RuntimeError):
     """The resolution to publish is no longer staged: published already, or replaced by a newer one."""
 
 
+@collector_paused
 def stage_resolution(vault: Vault, topic: Topic, bricks: list[Brick], *, inputs_digest: str | None = None) -> Resolution:
     vault.stage(topic.topic_id, bricks, inputs_digest=inputs_digest)
     return Resolution(True, inputs_digest)
 
 
+@collector_paused
 def resolve_if_changed(vault: Vault, topic: Topic) -> tuple[Resolution, list[Brick] | None]:
     """The topic resolved and staged (with the bricks, for reporting), or unchanged (None)."""
     digest = vault.topic_inputs_digest(topic.topic_id)
@@ -135,6 +141,7 @@ def resolve_if_changed(vault: Vault, topic: Topic) -> tuple[Resolution, list[Bri
     return stage_resolution(vault, topic, bricks, inputs_digest=digest), bricks
 
 
+@collector_paused
 def publish_phase(
     vault: Vault, topic: Topic, resolution: Resolution, *, dagster_run_id: str | None, sealed: bool = False
 ) -> tuple[Manifest | None, bool]:

@@ -11,6 +11,7 @@ from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.formats.limits import max_errors_per_file
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files, scan_side_files
+from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.vault.store import Vault
 
 BATCH = 500
@@ -47,6 +48,7 @@ def display_name(path: Path) -> str:
     return str(path.resolve()) if relative.startswith("..") else relative
 
 
+@collector_paused
 def ingest_runs(
     vault: Vault,
     runs_dir: Path,
