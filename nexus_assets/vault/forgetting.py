@@ -14,6 +14,8 @@ from typing import Iterable, Sequence
 
 import duckdb
 
+from nexus_assets.vault.migrations import STAGE_TABLES
+
 # Every table that holds a run's text or what was derived from it, keyed by run_id.
 RUN_TABLES = ("runs", "nodes", "occurrences", "rejections", "extractions", "llm_calls", "run_closures", "source_status", "source_status_history")
 
@@ -204,7 +206,7 @@ class ForgettingRecords:
         # (its topic resolves again at the next sync).
         staged = [t for (t,) in self.conn.execute(
             "SELECT DISTINCT topic_id FROM staged_brick_sources WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()]
-        for table in ("staged_brick_sources", "staged_bricks", "staged_resolutions"):
+        for table in STAGE_TABLES:
             delete(table, "topic_id IN (SELECT unnest(?))", [staged])
         delete("run_files", "file_sha256 IN (SELECT unnest(?)) OR path IN (SELECT unnest(?))", [shas, sorted(files)])
         delete("file_stats", "file_sha256 IN (SELECT unnest(?)) OR path IN (SELECT unnest(?))", [shas, sorted(files)])

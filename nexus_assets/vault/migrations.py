@@ -425,6 +425,8 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
+# A resolution waiting to be published (migration 13): always written and dropped whole, per topic.
+STAGE_TABLES = ("staged_brick_sources", "staged_bricks", "staged_resolutions")
 
 
 class VaultTooNew(RuntimeError):

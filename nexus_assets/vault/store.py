@@ -39,6 +39,7 @@ from nexus_assets.vault.connection import now
 from nexus_assets.vault.drift import DriftRecords
 from nexus_assets.vault.forgetting import ForgettingRecords
 from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.vault.migrations import STAGE_TABLES
 from nexus_assets.vault.recall import RecallRecords
 
 # In NodeRecord's field order, so a row becomes a record positionally.
@@ -816,7 +817,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             )
 
     def _drop_stage(self, topic_id: str) -> None:
-        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
+        for table in STAGE_TABLES:
             self.conn.execute(f"DELETE FROM {table} WHERE topic_id = ?", [topic_id])
 
     def staged(self, topic_id: str, inputs_digest: str | None) -> bool:
