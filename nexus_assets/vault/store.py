@@ -42,6 +42,8 @@ from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import STAGE_TABLES
 from nexus_assets.vault.recall import RecallRecords
 
+# Bricks staged per insert: a slice of a large topic costs a few MB of frames, not hundreds.
+STAGE_SLICE = 20_000
 # In NodeRecord's field order, so a row becomes a record positionally.
 NODE_COLUMNS = ", ".join(f"n.{f.name}" for f in fields(NodeRecord))
 
@@ -767,10 +769,19 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         """Hold a topic's resolved bricks in the vault until `publish_staged`, replacing any earlier
         stage: resolution and publishing hand over through the vault, so a large topic is never
         pickled between steps nor held in memory twice."""
+        with self.transaction():
+            self._drop_stage(topic_id)
+            # In slices: the frames and DuckDB's copy of them stay small beside the bricks themselves.
+            for start in range(0, len(bricks), STAGE_SLICE):
+                self._stage_slice(topic_id, bricks[start : start + STAGE_SLICE])
+            self.conn.execute(
+                "INSERT INTO staged_resolutions VALUES (?, ?, ?)", [topic_id, inputs_digest, now()]
+            )
+
+    def _stage_slice(self, topic_id: str, bricks: Sequence[Brick]) -> None:
         import pandas as pd  # only writers need it; read commands start faster without it
 
         sources = [(b.brick_id, seq, a) for b in bricks for seq, a in enumerate(b.sources)]
-        # Typed even when empty: DuckDB reads an empty untyped column as DOUBLE.
         text = "string"
         brick_frame = pd.DataFrame(
             {
@@ -797,23 +808,18 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             }
         )
         del sources
-        with self.transaction():
-            self._drop_stage(topic_id)
-            with self._registered(_bricks=brick_frame, _sources=source_frame):
-                self.conn.execute(
-                    """INSERT INTO staged_bricks (topic_id, brick_id, content, fingerprint, state, order_index, superseded_by, stale)
-                       SELECT ?, brick_id, content, fingerprint, state, order_index, superseded_by, stale FROM _bricks""",
-                    [topic_id],
-                )
-                self.conn.execute(
-                    """INSERT INTO staged_brick_sources (topic_id, brick_id, seq, run_id, json_path, start_offset, end_offset,
-                                                         node_checksum, node_type, branch)
-                       SELECT ?, brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum, node_type, branch
-                       FROM _sources""",
-                    [topic_id],
-                )
+        with self._registered(_bricks=brick_frame, _sources=source_frame):
             self.conn.execute(
-                "INSERT INTO staged_resolutions VALUES (?, ?, ?)", [topic_id, inputs_digest, now()]
+                """INSERT INTO staged_bricks (topic_id, brick_id, content, fingerprint, state, order_index, superseded_by, stale)
+                   SELECT ?, brick_id, content, fingerprint, state, order_index, superseded_by, stale FROM _bricks""",
+                [topic_id],
+            )
+            self.conn.execute(
+                """INSERT INTO staged_brick_sources (topic_id, brick_id, seq, run_id, json_path, start_offset, end_offset,
+                                                     node_checksum, node_type, branch)
+                   SELECT ?, brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum, node_type, branch
+                   FROM _sources""",
+                [topic_id],
             )
 
     def _drop_stage(self, topic_id: str) -> None:
@@ -874,6 +880,28 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         staged_bricks = "(SELECT * FROM staged_bricks WHERE topic_id = $topic)"
         staged_sources = "(SELECT * FROM staged_brick_sources WHERE topic_id = $topic)"
         with self.transaction():
+            # The manifest row goes first: DuckDB needs several copies of its one large brick list
+            # while inserting it, and does best before the brick writes below fill its memory.
+            if manifest is not None:
+                seq = self.conn.execute(
+                    "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
+                ).fetchone()[0]
+                self.conn.execute(
+                    """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
+                                              dagster_run_id, created_at, tombstone_json)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    [
+                        topic_id,
+                        seq,
+                        manifest.manifest_hash,
+                        manifest.previous_hash,
+                        json.dumps([e.model_dump() for e in manifest.bricks]),
+                        sealed,
+                        dagster_run_id,
+                        stamp,
+                        manifest.tombstone.model_dump_json() if manifest.tombstone else None,
+                    ],
+                )
             self.conn.execute(
                 f"""INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
                                         first_seen, updated_at)
@@ -907,26 +935,6 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                 {"topic": topic_id},
             )
             self._drop_stage(topic_id)
-            if manifest is not None:
-                seq = self.conn.execute(
-                    "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
-                ).fetchone()[0]
-                self.conn.execute(
-                    """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
-                                              dagster_run_id, created_at, tombstone_json)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [
-                        topic_id,
-                        seq,
-                        manifest.manifest_hash,
-                        manifest.previous_hash,
-                        json.dumps([e.model_dump() for e in manifest.bricks]),
-                        sealed,
-                        dagster_run_id,
-                        stamp,
-                        manifest.tombstone.model_dump_json() if manifest.tombstone else None,
-                    ],
-                )
             # A linked source may have become canonical: stale follows the canonical source's status.
             self.refresh_topic_stale(topic_id)
             self._record_sync(topic_id, dagster_run_id, None, stamp, inputs_digest)
