@@ -133,15 +133,39 @@ def test_a_vault_from_a_newer_release_is_refused_not_damaged(tmp_path):
 def test_a_vault_from_before_the_stage_opens_and_resyncs_unchanged(tmp_path, capsys):
     """A vault the previous main wrote (schema 12: resolved bricks went between steps in memory)
     gets the stage tables on open, keeps everything, and re-syncs to the same hashes."""
+
+    def back_to_12(con):
+        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM schema_version WHERE version >= 13")
+        assert schema_version(con) == 12
+
+    _opens_and_resyncs_through_the_stage(tmp_path, capsys, back_to_12)
+
+
+def test_a_vault_whose_stage_counts_its_bricks_opens_and_resyncs(tmp_path, capsys):
+    """Migration 13 shipped with a brick count in the stage's header; a vault written then (schema
+    13) loses the column on open and stages and publishes as usual."""
+
+    def back_to_13(con):
+        con.execute("DROP TABLE staged_resolutions")
+        con.execute(
+            "CREATE TABLE staged_resolutions (topic_id TEXT NOT NULL, inputs_digest TEXT, bricks INTEGER NOT NULL, "
+            "staged_at TIMESTAMPTZ NOT NULL)"
+        )
+        con.execute("DELETE FROM schema_version WHERE version >= 14")
+        assert schema_version(con) == 13
+
+    _opens_and_resyncs_through_the_stage(tmp_path, capsys, back_to_13)
+
+
+def _opens_and_resyncs_through_the_stage(tmp_path, capsys, downgrade):
     from nexus_assets_tests.project import sample_project
 
     p = sample_project(tmp_path / "proj")
     first = run_json(capsys, *p.sync_args())
     with duckdb.connect(str(p.db)) as con:
-        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
-            con.execute(f"DROP TABLE {table}")
-        con.execute("DELETE FROM schema_version WHERE version = 13")
-        assert schema_version(con) == 12
+        downgrade(con)
     before = snapshot(p.db)
     with Vault.open(p.db) as v:
         assert schema_version(v.conn) == LATEST

@@ -396,6 +396,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE IF NOT EXISTS staged_resolutions (
             topic_id TEXT NOT NULL,
             inputs_digest TEXT,
+            bricks INTEGER NOT NULL,
             staged_at TIMESTAMPTZ NOT NULL
         );
         CREATE TABLE IF NOT EXISTS staged_bricks (
@@ -421,6 +422,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             branch TEXT
         );
         """,
+    ),
+    Migration(
+        14,
+        "the stage's header no longer counts its bricks (nothing read the count)",
+        # Migration 13 shipped with the column; vaults written since hold it, so it is dropped here
+        # rather than edited out of 13's DDL.
+        "ALTER TABLE staged_resolutions DROP COLUMN bricks;",
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -775,7 +775,8 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             for start in range(0, len(bricks), STAGE_SLICE):
                 self._stage_slice(topic_id, bricks[start : start + STAGE_SLICE])
             self.conn.execute(
-                "INSERT INTO staged_resolutions VALUES (?, ?, ?)", [topic_id, inputs_digest, now()]
+                "INSERT INTO staged_resolutions (topic_id, inputs_digest, staged_at) VALUES (?, ?, ?)",
+                [topic_id, inputs_digest, now()],
             )
 
     def _stage_slice(self, topic_id: str, bricks: Sequence[Brick]) -> None:
