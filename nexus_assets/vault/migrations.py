@@ -426,9 +426,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         14,
         "the stage's header no longer counts its bricks (nothing read the count)",
-        # Migration 13 shipped with the column; vaults written since hold it, so it is dropped here
-        # rather than edited out of 13's DDL.
-        "ALTER TABLE staged_resolutions DROP COLUMN bricks;",
+        # Migration 13 first shipped with the column, then landed once edited out of it: schema-13
+        # vaults exist both with and without it.
+        "ALTER TABLE staged_resolutions DROP COLUMN IF EXISTS bricks;",
     ),
 )
 LATEST = MIGRATIONS[-1].version
