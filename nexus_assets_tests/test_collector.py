@@ -9,6 +9,7 @@ import nexus_assets.usecases.compiler
 import nexus_assets.usecases.ingest
 from nexus_assets.extractors import EmbeddedExtractor
 from nexus_assets.usecases.collector import collector_paused
+from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -56,11 +57,13 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
 
         monkeypatch.setattr(owner, name, watched)
 
-    # Inner calls of each phase: ingestion's file reader, the extractor, the gate, resolution, the publish.
+    # Inner calls of each phase: ingestion's file reader, the extractor, the gate, resolution, the
+    # stage (where resolution's bricks are made, as it writes them), the publish.
     watch(nexus_assets.usecases.ingest, "iter_run_file", "ingest")
     watch(EmbeddedExtractor, "extract", "extract")
     watch(nexus_assets.usecases.compiler, "validate_pointers", "validate")
-    watch(nexus_assets.usecases.compiler, "resolve_topic", "resolve")
+    watch(nexus_assets.usecases.compiler, "resolve_lazily", "resolve")
+    watch(Vault, "_stage_slice", "stage")
     watch(nexus_assets.usecases.compiler, "next_manifest", "publish")
 
     p = empty_project
@@ -70,5 +73,5 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
     results = run_json(capsys, *p.sync_args())
 
     assert [r["success"] for r in results] == [True]
-    assert dict(seen) == {k: {False} for k in ("ingest", "extract", "validate", "resolve", "publish")}
+    assert dict(seen) == {k: {False} for k in ("ingest", "extract", "validate", "resolve", "stage", "publish")}
     assert gc.isenabled()

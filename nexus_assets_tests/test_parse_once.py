@@ -111,7 +111,7 @@ def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Pr
     import nexus_assets.usecases.compiler
 
     spy = Spy(monkeypatch)
-    spy.wrap(nexus_assets.usecases.compiler, "resolve_phase", "resolve", key=lambda vault, topic, **k: topic.topic_id)
+    spy.wrap(nexus_assets.usecases.compiler, "resolved_bricks", "resolve", key=lambda vault, topic, **k: topic.topic_id)
     spy.wrap(Vault, "publish_staged", "publish", key=lambda self, topic_id, *a, **k: topic_id)
     p = project(empty_project)
     p.write_run("open.json", nexus_run("run-open", [("user", "An open vault thought.")], status="OPEN"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
@@ -36,7 +36,7 @@ def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus],
 
 
 class _Group:
-    __slots__ = ("brick_id", "canonical", "sources", "normalized", "key")
+    __slots__ = ("brick_id", "canonical", "sources")
 
     def __init__(self, topic_id: str, occurrences: list[Occurrence]):
         occurrences.sort(key=occurrence_key)
@@ -46,8 +46,6 @@ class _Group:
         self.canonical = occurrences[0]
         self.brick_id = make_brick_id(topic_id, self.canonical.fingerprint)
         self.sources = tuple(seen)
-        self.normalized = normalize(self.canonical.content)
-        self.key = occurrence_key(self.canonical)
 
 
 def resolve_topic(
@@ -66,6 +64,37 @@ def resolve_topic(
     `prior` is what the vault holds from earlier syncs; it matters only where the contract makes
     history count: FINAL bricks never change and SUPERSEDED never comes back.
     """
+    return list(
+        resolve_lazily(
+            topic_id,
+            occurrences,
+            run_status=run_status,
+            ordering_rule=ordering_rule,
+            sealed=sealed,
+            prior=prior,
+            stale_addresses=stale_addresses,
+            ingestion_seq=ingestion_seq,
+        )
+    )
+
+
+def resolve_lazily(
+    topic_id: str,
+    occurrences: Iterable[Occurrence],
+    *,
+    run_status: Mapping[str, RunStatus],
+    ordering_rule: OrderingRule = "chronological",
+    sealed: bool = False,
+    prior: Mapping[str, Brick | PriorState] | None = None,
+    stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
+    ingestion_seq: Mapping[str, int] | None = None,
+) -> Iterator[Brick]:
+    """`resolve_topic`'s bricks in the same order, made one at a time as they are asked for.
+
+    Everything is decided, and `occurrences` read to the end, before this returns; each group is
+    let go once its brick is made. A consumer that writes bricks away as they come (the stage)
+    thus never holds a large topic twice, once as groups and once as bricks.
+    """
     prior = prior or {}
     ingestion_seq = ingestion_seq or {}
     by_fp: dict[str, list[Occurrence]] = defaultdict(list)
@@ -73,12 +102,8 @@ def resolve_topic(
         if occ.topic_id != topic_id:
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
-    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: g.key)
+    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: occurrence_key(g.canonical))
     del by_fp  # a group keeps its canonical occurrence and its addresses; the other copies can go
-
-    def is_stale(sources: Sequence[SourceAddress]) -> bool:
-        # Invariant 14: a brick is stale when its canonical source no longer matches.
-        return bool(sources) and sources[0] in stale_addresses
 
     states: dict[str, BrickState] = {}
     for g in groups:
@@ -94,7 +119,14 @@ def resolve_topic(
         if states[g.brick_id] == "IMPROVISE"
         or (g.brick_id in prior and prior[g.brick_id].state == "SUPERSEDED")
     ]
-    superseded_by = _smallest_supersets(candidates, groups) if candidates else {}
+    superseded_by: dict[str, str] = {}
+    if candidates:
+        # Normalized texts only while the search runs: most syncs have no candidate at all.
+        wanted = {g.brick_id for g in candidates}
+        texts = [_Text(g.brick_id, normalize(g.canonical.content)) for g in groups]
+        superseded_by = _smallest_supersets([t for t in texts if t.brick_id in wanted], texts)
+        del texts
+    del candidates
     for bid in superseded_by:
         states[bid] = "SUPERSEDED"
 
@@ -106,19 +138,33 @@ def resolve_topic(
         (g for g in visible if g.brick_id not in frozen),
         key=lambda g: brick_sort_key(g.canonical, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)),
     )
-    visible = kept + fresh
+    order: list[_Group | None] = [*kept, *fresh, *(g for g in groups if states[g.brick_id] == "SUPERSEDED")]
+    del groups, visible, kept, fresh
+    return _bricks(topic_id, order, states, superseded_by, prior, stale_addresses)
 
-    bricks: list[Brick] = []
-    for index, g in enumerate(visible):
+
+def _bricks(
+    topic_id: str,
+    order: list[_Group | None],
+    states: Mapping[str, BrickState],
+    superseded_by: Mapping[str, str],
+    prior: Mapping[str, Brick | PriorState],
+    stale_addresses: frozenset[SourceAddress] | set[SourceAddress],
+) -> Iterator[Brick]:
+    def is_stale(sources: Sequence[SourceAddress]) -> bool:
+        # Invariant 14: a brick is stale when its canonical source no longer matches.
+        return bool(sources) and sources[0] in stale_addresses
+
+    for index in range(len(order)):
+        g, order[index] = order[index], None
+        state = states[g.brick_id]
         before = prior.get(g.brick_id)
-        if before is not None and before.state == "FINAL":
-            bricks.append(before.model_copy(update={"stale": is_stale(before.sources)}))
-            continue
-        bricks.append(_brick(topic_id, g, states[g.brick_id], index, None, is_stale(g.sources)))
-    for g in groups:
-        if states[g.brick_id] == "SUPERSEDED":
-            bricks.append(_brick(topic_id, g, "SUPERSEDED", None, superseded_by[g.brick_id], is_stale(g.sources)))
-    return bricks
+        if state == "SUPERSEDED":
+            yield _brick(topic_id, g, state, None, superseded_by[g.brick_id], is_stale(g.sources))
+        elif before is not None and before.state == "FINAL":
+            yield before.model_copy(update={"stale": is_stale(before.sources)})
+        else:
+            yield _brick(topic_id, g, state, index, None, is_stale(g.sources))
 
 
 _SEPARATOR = "\x00"
@@ -139,7 +185,12 @@ def _keys(text: str) -> set[str]:
     return {*words, *(f"{a} {b}" for a, b in zip(words, words[1:]))}
 
 
-def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[str, str]:
+class _Text(NamedTuple):
+    brick_id: str
+    normalized: str
+
+
+def _smallest_supersets(candidates: list[_Text], groups: list[_Text]) -> dict[str, str]:
     """brick_id -> the smallest brick whose normalized text strictly contains it (ties: canonical order).
 
     A candidate is looked for only among the bricks that hold the rarest of its anchors, so the
@@ -149,7 +200,7 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
     order = {g.brick_id: i for i, g in enumerate(groups)}  # groups are in canonical order
     anchors = {g.brick_id: _anchors(g.normalized) for g in candidates}
     wanted = {a for keys in anchors.values() for a in keys}
-    holders: dict[str, list[_Group]] = {a: [] for a in wanted}
+    holders: dict[str, list[_Text]] = {a: [] for a in wanted}
     if wanted:
         for g in groups:
             for key in _keys(g.normalized) & wanted:
@@ -177,7 +228,7 @@ def _smallest_supersets(candidates: list[_Group], groups: list[_Group]) -> dict[
 class _Haystack:
     """Every group's text joined into one string, for needles too short to have an anchor."""
 
-    def __init__(self, groups: list[_Group]):
+    def __init__(self, groups: list[_Text]):
         self.groups = groups
         self.starts, offset = [], 0
         for g in groups:

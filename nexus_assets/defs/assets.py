@@ -250,32 +250,29 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
         topic = current_topic(v, topic_id)
         check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
         flips = record_drift(v, check, observed_by=f"sync {context.run_id}")
-        resolution, bricks = resolve_if_changed(v, topic)
+        resolution, tally = resolve_if_changed(v, topic, preview=PREVIEW_BRICKS)
     drift_metadata = {
         "sources_checked_for_drift": len(check.checked),
         "full_reread": full,
         "source_status_flips": len(flips),
     }
-    if bricks is None:
+    if tally is None:
         return dg.Output(
             resolution,
             metadata={"topic_id": topic_id, "unchanged": True, "inputs_digest": resolution.inputs_digest, **drift_metadata},
         )
-    states: dict[str, int] = {}
-    for b in bricks:
-        states[b.state] = states.get(b.state, 0) + 1
     return dg.Output(
         resolution,
         metadata={
             "topic_id": topic_id,
             "unchanged": False,
             "inputs_digest": resolution.inputs_digest,
-            "bricks": len(bricks),
-            "visible": sum(1 for b in bricks if b.state != "SUPERSEDED"),
-            "linked_sources": sum(len(b.sources) - 1 for b in bricks),
-            "stale": sum(1 for b in bricks if b.stale and b.state != "SUPERSEDED"),
-            **{f"state_{state.lower()}": n for state, n in sorted(states.items())},
-            **non_empty(preview=bricks_preview(bricks)),
+            "bricks": tally.bricks,
+            "visible": tally.visible,
+            "linked_sources": tally.linked_sources,
+            "stale": tally.stale,
+            **{f"state_{state.lower()}": n for state, n in sorted(tally.states.items())},
+            **non_empty(preview=bricks_preview(tally.preview)),
             **drift_metadata,
         },
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.manifest import next_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.core.resolution import resolve_lazily
 from nexus_assets.extractors import Extractor, extraction_key
 from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.vault.store import RunVersion, Vault
@@ -96,18 +96,52 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
 @collector_paused
 def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[Brick]:
     """Resolve every occurrence ever validated for the topic into bricks and states."""
-    occurrences = [o for o, _ in vault.occurrences(topic.topic_id)]
+    return list(resolved_bricks(vault, topic, sealed=sealed))
+
+
+def resolved_bricks(vault: Vault, topic: Topic, *, sealed: bool = False) -> Iterator[Brick]:
+    """`resolve_phase`'s bricks, made as they are asked for (see `resolve_lazily`). Every query
+    is done before this returns, so the vault is free for whatever consumes them."""
+    run_status = vault.run_status()
     prior = vault.resolution_prior(topic.topic_id)
-    return resolve_topic(
+    stale_addresses = set(vault.drifted_addresses(topic.topic_id))
+    ingestion_seq = vault.ingestion_seq()
+    return resolve_lazily(
         topic.topic_id,
-        occurrences,
-        run_status=vault.run_status({o.address.run_id for o in occurrences}),
+        # Streamed, never listed whole: once the groups are formed, only each text's first occurrence stays.
+        (o for o, _ in vault.occurrences(topic.topic_id)),
+        run_status=run_status,
         ordering_rule=topic.ordering_rule,
         sealed=sealed,
         prior=prior,
-        stale_addresses=set(vault.drifted_addresses(topic.topic_id)),
-        ingestion_seq=vault.ingestion_seq(),
+        stale_addresses=stale_addresses,
+        ingestion_seq=ingestion_seq,
     )
+
+
+@dataclass
+class BrickTally:
+    """What the resolution asset reports of the bricks it staged, counted as they pass to the stage."""
+
+    preview_limit: int = 20
+    bricks: int = 0
+    visible: int = 0
+    linked_sources: int = 0
+    stale: int = 0
+    states: Counter = field(default_factory=Counter)
+    preview: list[Brick] = field(default_factory=list)  # the first visible bricks, in manifest order
+
+    def counted(self, bricks: Iterable[Brick]) -> Iterator[Brick]:
+        for b in bricks:
+            self.bricks += 1
+            self.states[b.state] += 1
+            self.linked_sources += len(b.sources) - 1
+            if b.state != "SUPERSEDED":
+                self.visible += 1
+                self.stale += b.stale
+                if len(self.preview) < self.preview_limit:
+                    self.preview.append(b)
+            yield b
 
 
 @dataclass(frozen=True)
@@ -126,19 +160,23 @@ class StageMissing(RuntimeError):
 
 
 @collector_paused
-def stage_resolution(vault: Vault, topic: Topic, bricks: list[Brick], *, inputs_digest: str | None = None) -> Resolution:
+def stage_resolution(vault: Vault, topic: Topic, bricks: Iterable[Brick], *, inputs_digest: str | None = None) -> Resolution:
     vault.stage(topic.topic_id, bricks, inputs_digest=inputs_digest)
     return Resolution(True, inputs_digest)
 
 
 @collector_paused
-def resolve_if_changed(vault: Vault, topic: Topic) -> tuple[Resolution, list[Brick] | None]:
-    """The topic resolved and staged (with the bricks, for reporting), or unchanged (None)."""
+def resolve_if_changed(vault: Vault, topic: Topic, *, preview: int = 20) -> tuple[Resolution, BrickTally | None]:
+    """The topic resolved and staged (with a tally of its bricks, for reporting), or unchanged (None).
+
+    The bricks go to the stage as they are made, so a large topic is never all in memory at once.
+    """
     digest = vault.topic_inputs_digest(topic.topic_id)
     if topic.state == "LOCKED" or digest == vault.last_inputs_digest(topic.topic_id):
         return Resolution(False, digest), None
-    bricks = resolve_phase(vault, topic)
-    return stage_resolution(vault, topic, bricks, inputs_digest=digest), bricks
+    tally = BrickTally(preview_limit=preview)
+    resolution = stage_resolution(vault, topic, tally.counted(resolved_bricks(vault, topic)), inputs_digest=digest)
+    return resolution, tally
 
 
 @collector_paused

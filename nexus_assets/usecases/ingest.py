@@ -70,6 +70,8 @@ def ingest_runs(
     report.files_scanned = len(files)
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
+    # The first of finished_files with each content hash: a batch may hold hundreds of files.
+    first_finished: dict[str, tuple[str, str, int, list[IngestionError]]] = {}
     finished_errors: list[IngestionError] = []
     read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
     known_stats = vault.file_stats()
@@ -93,6 +95,7 @@ def ingest_runs(
         seen.update(sha for sha, *_ in finished_files)
         batch.clear()
         finished_files.clear()
+        first_finished.clear()
         finished_errors.clear()
         read_stats.clear()
 
@@ -117,9 +120,9 @@ def ingest_runs(
             # Not recorded as read: every sync that meets it again says so.
             report.forgotten.append(f"skipped {shown}: it was forgotten (tombstone {tombstone}); delete it or leave it, it is never read")
             continue
-        if any(sha == f[0] for f in finished_files):
+        first = first_finished.get(sha)
+        if first is not None:
             # Identical bytes under another name: the same verdict, but this file is named too.
-            first = next(f for f in finished_files if f[0] == sha)
             copies = [IngestionError(shown, e.problem, e.conversation, sha) for e in first[3]]
             finished_files.append((sha, shown, first[2], copies))
             report.errors.extend(copies)
@@ -185,6 +188,7 @@ def ingest_runs(
             finished_errors.extend(errors)
         else:
             finished_files.append((sha, shown, runs_in_file, errors))
+            first_finished.setdefault(sha, finished_files[-1])
             if stat is not None:
                 read_stats.append((source, stat, sha))
         if len(batch) >= BATCH or len(finished_files) >= BATCH:
