@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
@@ -48,34 +48,14 @@ class _Group:
         self.sources = tuple(seen)
 
 
-def resolve_topic(
-    topic_id: str,
-    occurrences: Iterable[Occurrence],
-    *,
-    run_status: Mapping[str, RunStatus],
-    ordering_rule: OrderingRule = "chronological",
-    sealed: bool = False,
-    prior: Mapping[str, Brick | PriorState] | None = None,
-    stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
-    ingestion_seq: Mapping[str, int] | None = None,
-) -> list[Brick]:
+def resolve_topic(topic_id: str, occurrences: Iterable[Occurrence], **options: Any) -> list[Brick]:
     """All of a topic's bricks: the visible ones in manifest order, then the superseded ones.
+    `options` as for `resolve_lazily`, which makes them.
 
     `prior` is what the vault holds from earlier syncs; it matters only where the contract makes
     history count: FINAL bricks never change and SUPERSEDED never comes back.
     """
-    return list(
-        resolve_lazily(
-            topic_id,
-            occurrences,
-            run_status=run_status,
-            ordering_rule=ordering_rule,
-            sealed=sealed,
-            prior=prior,
-            stale_addresses=stale_addresses,
-            ingestion_seq=ingestion_seq,
-        )
-    )
+    return list(resolve_lazily(topic_id, occurrences, **options))
 
 
 def resolve_lazily(
