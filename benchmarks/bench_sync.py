@@ -493,8 +493,9 @@ def profile_hotspots(profile: cProfile.Profile, top: int) -> list[dict]:
 def fmt_bytes(n: int | None) -> str:
     if n is None:
         return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    # Binary units, as the kernel counts RSS: 1 GB (10^9 bytes) is 953.7 MiB.
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
