@@ -200,3 +200,32 @@ def test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels(
     level = {s["brick_id"]: s["authority"] for s in out["sources"]}
     order = [level[s["brick_ids"][0]] for s in out["sentences"] if s["brick_ids"]]
     assert order == sorted(order) and order[0] == 1, order
+
+
+def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(tmp_path, monkeypatch):
+    """The index of a topic with many bricks is built from vectors streamed into their rows: sorting
+    them inside DuckDB's bounded pool ran out of memory (a 200 MB export's 133k-brick topic did at
+    the default 512MB; 30k vectors do at 32MB)."""
+    import numpy as np
+
+    from nexus_assets.vault.store import Vault
+
+    monkeypatch.setenv("NEXUS_VAULT_MEMORY", "32MB")
+    n = 30_000
+    with Vault.open(tmp_path / "v.duckdb") as v:
+        # Brick i holds fingerprint fi, the vector (i, i+1, ...), and place n - i: manifest order is reversed.
+        v.conn.execute(
+            "INSERT INTO bricks SELECT 'b' || i, 't', 'x', 'f' || i, 'FORMING', ? - i, NULL, false, now(), now() FROM range(?) r(i)",
+            [n, n],
+        )
+        v.conn.execute("UPDATE bricks SET state = 'SUPERSEDED', order_index = NULL WHERE brick_id = 'b7'")
+        v.conn.execute(
+            """INSERT INTO embeddings SELECT 'm', 'f' || i, list_transform(range(384), lambda k: (i + k)::FLOAT)::FLOAT[384], now()
+               FROM range(?) r(i) WHERE i <> 5""",
+            [n],
+        )
+        ids, vectors = v.visible_vectors("t", "m")
+        assert ids == v.visible_embedded_ids("t", "m")
+    expected = [i for i in reversed(range(n)) if i not in (5, 7)]  # 5 has no vector, 7 is not visible
+    assert ids == [f"b{i}" for i in expected] and vectors.shape == (n - 2, 384) and vectors.dtype == np.float32
+    assert (vectors[:, 0] == np.array(expected, dtype="float32")).all() and (vectors[:, 383] == vectors[:, 0] + 383).all()

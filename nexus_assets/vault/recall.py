@@ -47,18 +47,32 @@ class RecallRecords:
             )
 
     def visible_vectors(self, topic_id: str, model: str):
-        """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order."""
+        """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order.
+
+        Only ids are sorted; the vectors stream into their rows a few thousand at a time. Joining and
+        sorting 130k vectors (200 MB) inside DuckDB's bounded pool ran out of memory."""
         import numpy as np
 
-        got = self.conn.execute(
-            """SELECT b.brick_id, e.vector FROM bricks b
-               JOIN embeddings e ON e.model = ? AND e.fingerprint = b.fingerprint
-               WHERE b.topic_id = ? AND b.state <> 'SUPERSEDED'
-               ORDER BY b.order_index, b.brick_id""",
+        rows = self.conn.execute(
+            """SELECT brick_id, fingerprint FROM bricks
+               WHERE topic_id = ? AND state <> 'SUPERSEDED'
+                 AND fingerprint IN (SELECT fingerprint FROM embeddings WHERE model = ?)
+               ORDER BY order_index, brick_id""",
+            [topic_id, model],
+        ).fetchall()
+        ids = [b for b, _ in rows]
+        vectors = np.zeros((len(ids), 384), "float32")
+        if not ids:
+            return ids, vectors
+        place = {fingerprint: i for i, (_, fingerprint) in enumerate(rows)}  # one visible brick per fingerprint
+        del rows
+        cursor = self.conn.execute(
+            """SELECT fingerprint, vector FROM embeddings
+               WHERE model = ? AND fingerprint IN (SELECT fingerprint FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED')""",
             [model, topic_id],
-        ).fetchnumpy()
-        ids = [str(b) for b in got["brick_id"]]
-        vectors = np.stack(got["vector"]).astype("float32", copy=False) if ids else np.zeros((0, 384), "float32")
+        )
+        while len(chunk := cursor.fetch_df_chunk(4)):
+            vectors[[place[f] for f in chunk["fingerprint"]]] = np.stack(chunk["vector"].to_numpy())
         return ids, vectors
 
     def visible_brick_count(self, topic_id: str) -> int:
