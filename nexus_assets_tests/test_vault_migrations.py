@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nexus_assets.vault.migrations import LATEST, MIGRATIONS, VaultTooNew, schema_version
+from nexus_assets.vault.migrations import LATEST, MIGRATIONS, STAGE_TABLES, VaultTooNew, schema_version
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
@@ -135,7 +135,7 @@ def test_a_vault_from_before_the_stage_opens_and_resyncs_unchanged(tmp_path, cap
     gets the stage tables on open, keeps everything, and re-syncs to the same hashes."""
 
     def back_to_12(con):
-        for table in ("staged_resolutions", "staged_bricks", "staged_brick_sources"):
+        for table in STAGE_TABLES:
             con.execute(f"DROP TABLE {table}")
         con.execute("DELETE FROM schema_version WHERE version >= 13")
         assert schema_version(con) == 12

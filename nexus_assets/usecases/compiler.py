@@ -123,7 +123,7 @@ def resolved_bricks(vault: Vault, topic: Topic, *, sealed: bool = False) -> Iter
 class BrickTally:
     """What the resolution asset reports of the bricks it staged, counted as they pass to the stage."""
 
-    preview_limit: int = 20
+    preview_limit: int
     bricks: int = 0
     visible: int = 0
     linked_sources: int = 0
@@ -166,7 +166,7 @@ def stage_resolution(vault: Vault, topic: Topic, bricks: Iterable[Brick], *, inp
 
 
 @collector_paused
-def resolve_if_changed(vault: Vault, topic: Topic, *, preview: int = 20) -> tuple[Resolution, BrickTally | None]:
+def resolve_if_changed(vault: Vault, topic: Topic, *, preview: int) -> tuple[Resolution, BrickTally | None]:
     """The topic resolved and staged (with a tally of its bricks, for reporting), or unchanged (None).
 
     The bricks go to the stage as they are made, so a large topic is never all in memory at once.

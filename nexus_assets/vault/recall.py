@@ -53,13 +53,7 @@ class RecallRecords:
         sorting 130k vectors (200 MB) inside DuckDB's bounded pool ran out of memory."""
         import numpy as np
 
-        rows = self.conn.execute(
-            """SELECT brick_id, fingerprint FROM bricks
-               WHERE topic_id = ? AND state <> 'SUPERSEDED'
-                 AND fingerprint IN (SELECT fingerprint FROM embeddings WHERE model = ?)
-               ORDER BY order_index, brick_id""",
-            [topic_id, model],
-        ).fetchall()
+        rows = self._visible_embedded(topic_id, model)
         ids = [b for b, _ in rows]
         vectors = np.zeros((len(ids), 384), "float32")
         if not ids:
@@ -82,16 +76,17 @@ class RecallRecords:
 
     def visible_embedded_ids(self, topic_id: str, model: str) -> list[str]:
         """Brick ids of `visible_vectors` that have a vector, without reading the vectors."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                """SELECT b.brick_id FROM bricks b
-                   JOIN embeddings e ON e.model = ? AND e.fingerprint = b.fingerprint
-                   WHERE b.topic_id = ? AND b.state <> 'SUPERSEDED'
-                   ORDER BY b.order_index, b.brick_id""",
-                [model, topic_id],
-            ).fetchall()
-        ]
+        return [b for b, _ in self._visible_embedded(topic_id, model)]
+
+    def _visible_embedded(self, topic_id: str, model: str) -> list[tuple[str, str]]:
+        """(brick id, fingerprint) of the topic's visible bricks that have a vector, in manifest order."""
+        return self.conn.execute(
+            """SELECT brick_id, fingerprint FROM bricks
+               WHERE topic_id = ? AND state <> 'SUPERSEDED'
+                 AND fingerprint IN (SELECT fingerprint FROM embeddings WHERE model = ?)
+               ORDER BY order_index, brick_id""",
+            [topic_id, model],
+        ).fetchall()
 
     def embedding_count(self, model: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", [model]).fetchone()[0]

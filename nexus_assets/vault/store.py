@@ -786,6 +786,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         import pandas as pd  # only writers need it; read commands start faster without it
 
         sources = [(b.brick_id, seq, a) for b in bricks for seq, a in enumerate(b.sources)]
+        # Typed: DuckDB reads a column that holds only None (superseded_by, node_type) as DOUBLE.
         text = "string"
         brick_frame = pd.DataFrame(
             {
