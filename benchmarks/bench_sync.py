@@ -390,7 +390,6 @@ def drop_recall_group() -> None:
     jobs.compile_job = dg.define_asset_job(
         "compile_topic",
         selection=jobs.TOPIC_GRAPH - dg.AssetSelection.groups("recall") - dg.AssetSelection.assets("run_files"),
-        partitions_def=jobs.topics_partitions,
     )
 
 

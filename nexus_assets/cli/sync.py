@@ -197,6 +197,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, previous_term)
         if signals:
             signals.close()
+        # An ephemeral instance (a vault outside the project) owns a temporary directory.
+        instance.dispose()
     if interrupted:
         done = [r["topic_id"] for r in results if r["success"]]
         print(

@@ -249,7 +249,7 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
     with vault.open() as v:
         topic = current_topic(v, topic_id)
         check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
-        flips = record_drift(v, check, observed_by=f"sync {context.run_id}")
+        flips = record_drift(v, check, observed_by=f"sync {context.run.run_id}")
         resolution, tally = resolve_if_changed(v, topic, preview=PREVIEW_BRICKS)
     drift_metadata = {
         "sources_checked_for_drift": len(check.checked),
@@ -290,7 +290,7 @@ def topic_manifest(
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
         try:
-            manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run_id)
+            manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run.run_id)
         except StageMissing as exc:
             raise dg.Failure(str(exc)) from None
         visible = len(manifest.bricks) if manifest else 0

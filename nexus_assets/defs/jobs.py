@@ -1,13 +1,11 @@
 import dagster as dg
 
-from nexus_assets.defs.partitions import topics_partitions
-
 TOPIC_GRAPH = dg.AssetSelection.groups("raw_runs", "pointers", "bricks", "states", "manifest", "recall")
 
 sync_job = dg.define_asset_job(
     "sync_topics",
     selection=TOPIC_GRAPH,
-    partitions_def=topics_partitions,
+    # Partitioned by topic: Dagster takes the partitions from the selected assets.
     description="Ingest the run files, then compile one topic: raw runs to manifest, with its checks.",
 )
 
@@ -20,6 +18,5 @@ ingest_job = dg.define_asset_job(
 compile_job = dg.define_asset_job(
     "compile_topic",
     selection=TOPIC_GRAPH - dg.AssetSelection.assets("run_files"),
-    partitions_def=topics_partitions,
     description="Compile one topic from what is already ingested: raw runs to manifest, with its checks.",
 )

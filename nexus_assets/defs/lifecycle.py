@@ -25,10 +25,10 @@ def seal_topic_partition(context: dg.OpExecutionContext, vault: VaultResource, s
             result = seal(
                 v,
                 topic_id,
-                actor=f"seal_topic job (run {context.run_id[:8]})",
+                actor=f"seal_topic job (run {context.run.run_id[:8]})",
                 topics_dir=settings.path("topics_dir"),
                 runs_dir=settings.path("runs_dir"),
-                dagster_run_id=context.run_id,
+                dagster_run_id=context.run.run_id,
             )
         except SealRefused as exc:
             raise dg.Failure(str(exc), metadata={"failed_gates": dg.MetadataValue.json([f.as_dict() for f in exc.failures])}) from None

@@ -84,7 +84,7 @@ def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = No
 
     try:
         for t in stale + gone:
-            writer.delete_documents("topic_id", t)
+            writer.delete_documents_by_term("topic_id", t)
         for t in stale:
             for brick_id, content in vault.visible_texts(t):
                 writer.add_document(tantivy.Document(brick_id=brick_id, topic_id=t, content=content))
