@@ -70,7 +70,7 @@ class VaultCallStore:
 
     def put(self, record: CallRecord) -> None:
         row = record.model_dump(exclude={"key", "pointers", "cached"})
-        self.vault.record_llm_call({**row, "call_key": record.key, "pointers_json": json.dumps(record.pointers, ensure_ascii=False)})
+        self.vault.record_llm_call({**row, "call_key": record.key}, record.pointers)
 
 
 class OpenAIExtractor:

@@ -165,3 +165,49 @@ def test_chunking_a_run_two_ways_gives_the_same_bricks(llm_project: Project, cap
                 assert server.request_count > 6, "the small budget really split the run"
     assert hashes[0] == hashes[1]
     assert contents[0] == contents[1]
+
+
+def lone_surrogates_model(body: dict) -> dict:
+    """True quotes, next to pointers no UTF-8 store can hold: lone surrogates (JSON allows `\\ud800`)."""
+    topic_id, fragment = fragment_of(body)
+    pointers = []
+    for node in fragment["nodes"]:
+        path, first = node["json_path"], sentences(node["text"])[0]
+        pointers += [
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first},
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "\ud800"},
+            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first + "\udfff"},
+            {"topic_id": topic_id, "json_path": path + "\ud83d", "verbatim_quote": first},
+            {"topic_id": "\udc00", "json_path": path, "verbatim_quote": first},
+        ]
+    return {"extracted_pointers": pointers}
+
+
+def test_lone_surrogates_from_the_model_are_rejections_and_the_true_quotes_compile(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    with FakeOpenAIServer(handler=lone_surrogates_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        (result,) = sync(p, capsys)
+        assert result["success"] and all(result["checks"].values())
+        # Replayed from the stored call, the same verdicts: nothing was lost in storing it.
+        first = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
+        from nexus_assets.vault.store import Vault
+
+        with Vault.open(p.db) as v:
+            v.conn.execute("DELETE FROM extractions")
+            v.conn.execute("DELETE FROM occurrences")
+            v.conn.execute("DELETE FROM rejections")
+        sent = server.request_count
+        sync(p, capsys, "--replay-only")
+        assert server.request_count == sent
+    assert run_json(capsys, *p.cli_args(), "manifest", TOPIC)["manifest_hash"] == first["manifest_hash"]
+    bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC)
+    assert sorted(b["content"] for b in bricks) == sorted(
+        ["The vault is append-only.", "Yes, the vault keeps history.", "Our vault lives in DuckDB."]
+    )
+    rejections = run_json(capsys, *p.cli_args(), "rejections", TOPIC)
+    assert Counter(r["reason"] for r in rejections) == Counter(["quote_not_found", "quote_not_found", "malformed_pointer", "unknown_topic"] * 3)
+    # Stored as escapes, so they can be read and shown: never as text no file holds.
+    assert "\\ud800" in {r["verbatim_quote"] for r in rejections}
+    assert all(json.dumps(r, ensure_ascii=False).encode("utf-8") for r in rejections)
+    assert all(c["status"] == "ok" for c in run_json(capsys, *p.cli_args(), "calls", "--topic", TOPIC))

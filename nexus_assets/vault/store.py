@@ -49,6 +49,28 @@ STAGE_SLICE = 20_000
 NODE_COLUMNS = ", ".join(f"n.{f.name}" for f in fields(NodeRecord))
 
 
+def storable_json(value) -> str:
+    """JSON text DuckDB can hold. A model may answer with a lone surrogate (valid JSON, never valid
+    UTF-8); such a value is written with \\u escapes, which read back to the very same string."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if _encodable(text) else json.dumps(value)
+
+
+def storable_text(text: str | None) -> str | None:
+    """Untrusted text as DuckDB can hold it: a lone surrogate becomes its `\\udXXX` escape."""
+    if text is None or _encodable(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class RunVersion:
     run_id: str
@@ -463,7 +485,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                     "run_id": rv.run_id,
                     "version_id": rv.version_id,
                     "extractor": extractor,
-                    "pointers_json": json.dumps(pointers, ensure_ascii=False),
+                    "pointers_json": storable_json(pointers),
                     "validated": False,
                     "created_at": stamp,
                 }
@@ -516,10 +538,11 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                     "topic_id": r.topic_id,
                     "run_id": r.run_id,
                     "version_id": run.version_id,
-                    "json_path": r.json_path,
-                    "verbatim_quote": r.verbatim_quote,
+                    # What the model sent, which may not be Unicode text at all.
+                    "json_path": storable_text(r.json_path),
+                    "verbatim_quote": storable_text(r.verbatim_quote),
                     "reason": r.reason,
-                    "detail": r.detail,
+                    "detail": storable_text(r.detail),
                     "recorded_at": stamp,
                 }
                 for key, run, _, rejections in results
@@ -662,12 +685,13 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         rows = cur.fetchall()
         return dict(zip([c[0] for c in cur.description], rows[0])) if rows else None
 
-    def record_llm_call(self, row: dict) -> None:
+    def record_llm_call(self, row: dict, pointers: list) -> None:
         """Append one call; committed at once, so a paid-for answer survives a later failure."""
+        row = {**row, "pointers_json": storable_json(pointers)}
         cols = self.LLM_CALL_COLUMNS.split(", ")
         self.conn.execute(
             f"INSERT INTO llm_calls ({self.LLM_CALL_COLUMNS}, recorded_at) VALUES ({', '.join('?' * (len(cols) + 1))})",
-            [row[c] for c in cols] + [now()],
+            [storable_text(row[c]) if isinstance(row[c], str) else row[c] for c in cols] + [now()],
         )
 
     def llm_calls(self, topic_id: str | None = None) -> list[dict]:
