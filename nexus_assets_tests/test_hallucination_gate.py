@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import pytest
 
+from nexus_assets.core.formats.chatgpt import chatgpt_run
 from nexus_assets.core.formats.nexus import nexus_run
 from nexus_assets.core.gate import validate_pointer, validate_pointers
-from nexus_assets.core.models import REASON_CODES, Occurrence, Rejection
+from nexus_assets.core.models import REASON_CODES, ExtractionPolicy, Occurrence, Rejection, Topic
+from nexus_assets.core.scope import Scope, in_scope_nodes, node_text
 from nexus_assets_tests.strategies import TOPIC
+from nexus_assets_tests.test_branches import edited_and_regenerated
+from nexus_assets_tests.test_branches import message as branch_message
+from nexus_assets_tests.test_branches import node as branch_node
 
 DOCUMENT = {
     "run_id": "run-gate",
@@ -108,7 +113,8 @@ def test_rejected_with_reason_code(raw, reason):
 
 
 def test_every_reason_code_is_exercised():
-    assert {c.values[1] for c in CASES} == set(REASON_CODES)
+    # out_of_scope needs a topic's scope: see test_a_pointer_at_a_node_out_of_the_topic_scope_is_rejected.
+    assert {c.values[1] for c in CASES} | {"out_of_scope"} == set(REASON_CODES)
 
 
 def test_rejections_keep_what_the_pointer_said():
@@ -156,3 +162,65 @@ def test_extra_pointer_fields_are_ignored_not_trusted():
     assert isinstance(result, Occurrence)
     assert result.content == "runs nightly"
     assert result.address.start == DOCUMENT["messages"][0]["content"].find("runs nightly")
+
+
+def scoped_topic(**options) -> Topic:
+    policy = {"scope_description": "The sync engine.", "required_keywords": ("sync",), **options.pop("policy", {})}
+    return Topic(topic_id=TOPIC, display_name="Scoped", extraction_policy=ExtractionPolicy(**policy), state="ACTIVE", **options)
+
+
+def hidden_and_branched_run():
+    """An edited prompt and a regenerated answer (abandoned branches), plus a hidden system message."""
+    conversation = edited_and_regenerated()
+    hidden = branch_message("system", "The sync engine obeys these hidden instructions.", 1717000001)
+    hidden["metadata"] = {"is_visually_hidden_from_conversation": True}
+    conversation["mapping"]["root"]["children"].insert(0, "sys")
+    conversation["mapping"]["sys"] = branch_node("sys", "root", [], hidden)
+    return chatgpt_run(conversation)
+
+
+def test_a_pointer_at_a_node_out_of_the_topic_scope_is_rejected():
+    """An extractor is only shown the topic's in-scope nodes; a pointer at any other node, however
+    true its quote, was guessed, and compiles nothing (DESIGN §3: hidden messages only when asked,
+    `branches: current` compiles the current path only)."""
+    run = hidden_and_branched_run()
+    paths = {n.path: n for n in run.nodes}
+    by_text = {run_text: path for path, n in paths.items() if (run_text := node_text(run, n))}
+
+    def verdict(topic: Topic, text: str, quote: str | None = None):
+        raw = {"topic_id": TOPIC, "json_path": by_text[text], "verbatim_quote": quote or text}
+        return validate_pointer(raw, topic_id=TOPIC, run=run, scope=Scope.of(topic.extraction_policy, topic))
+
+    everything, current = scoped_topic(), scoped_topic(branches="current")
+    abandoned, hidden = "The sync engine treats a rename as a move.", "The sync engine obeys these hidden instructions."
+    assert isinstance(verdict(everything, abandoned), Occurrence)
+    rejected = verdict(current, abandoned)
+    assert rejected.reason == "out_of_scope" and "abandoned branch" in rejected.detail
+    rejected = verdict(everything, hidden)
+    assert rejected.reason == "out_of_scope" and "hidden message" in rejected.detail
+    assert isinstance(verdict(scoped_topic(include_hidden=True), hidden), Occurrence)
+    users_only = scoped_topic(policy={"target_node_types": ("user_message",)})
+    rejected = verdict(users_only, "The sync engine records a rename as one operation.")
+    assert rejected.reason == "out_of_scope" and "assistant_message" in rejected.detail
+    rejected = verdict(scoped_topic(policy={"required_keywords": ("vault",)}), abandoned)
+    assert rejected.reason == "out_of_scope" and "required keywords" in rejected.detail
+    # A string that is no text node (the title) was never shown to any extractor.
+    title = {"topic_id": TOPIC, "json_path": "$.title", "verbatim_quote": "Deletes"}
+    rejected = validate_pointer(title, topic_id=TOPIC, run=run, scope=Scope.of(everything.extraction_policy, everything))
+    assert rejected.reason == "out_of_scope" and "not a text node" in rejected.detail
+    # A false quote in an in-scope node is still a lie of its own kind; without a scope, as before.
+    assert verdict(everything, abandoned, "The sync engine deletes.").reason == "quote_not_found"
+    assert isinstance(validate_pointer(title, topic_id=TOPIC, run=run), Occurrence)
+
+
+def test_the_extractor_and_the_gate_agree_on_the_scope():
+    """Every node the embedded extractor may be shown passes the gate's scope test, and no other."""
+    run = hidden_and_branched_run()
+    for topic in (scoped_topic(), scoped_topic(branches="current"), scoped_topic(include_hidden=True),
+                  scoped_topic(policy={"target_node_types": ("assistant_message",)})):
+        scope = Scope.of(topic.extraction_policy, topic)
+        shown = {n.path for n, _ in in_scope_nodes(topic.extraction_policy, run, topic)}
+        pointers = [{"topic_id": TOPIC, "json_path": n.path, "verbatim_quote": t} for n in run.nodes if (t := node_text(run, n))]
+        occurrences, rejections = validate_pointers(pointers, topic_id=TOPIC, run=run, scope=scope)
+        assert {o.address.json_path for o in occurrences} == shown
+        assert {r.reason for r in rejections} <= {"out_of_scope"}

@@ -211,3 +211,33 @@ def test_lone_surrogates_from_the_model_are_rejections_and_the_true_quotes_compi
     assert "\\ud800" in {r["verbatim_quote"] for r in rejections}
     assert all(json.dumps(r, ensure_ascii=False).encode("utf-8") for r in rejections)
     assert all(c["status"] == "ok" for c in run_json(capsys, *p.cli_args(), "calls", "--topic", TOPIC))
+
+
+def test_a_true_quote_from_a_node_the_model_was_not_shown_compiles_nothing(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+
+    def guessing_model(body: dict) -> dict:
+        topic_id, fragment = fragment_of(body)
+        pointers = [{"topic_id": topic_id, "json_path": n["json_path"], "verbatim_quote": sentences(n["text"])[0]} for n in fragment["nodes"]]
+        # run-b's second message has no keyword, so it is never sent; its text is still true.
+        pointers.append({"topic_id": topic_id, "json_path": "$.messages[1].content", "verbatim_quote": "Unrelated small talk."})
+        pointers.append({"topic_id": topic_id, "json_path": "$.run_id", "verbatim_quote": "run"})
+        return {"extracted_pointers": pointers}
+
+    with FakeOpenAIServer(handler=guessing_model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        (result,) = sync(p, capsys)
+        assert result["success"] and all(result["checks"].values())
+        assert "Unrelated small talk" not in json.dumps(server.requests)
+    bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC)
+    assert sorted(b["content"] for b in bricks) == sorted(
+        ["The vault is append-only.", "Yes, the vault keeps history.", "Our vault lives in DuckDB."]
+    )
+    rejections = run_json(capsys, *p.cli_args(), "rejections", TOPIC)
+    verdicts = {(r["run_id"], r["verbatim_quote"]): r["reason"] for r in rejections}
+    assert verdicts == {
+        ("run-b", "Unrelated small talk."): "out_of_scope",
+        ("run-a", "Unrelated small talk."): "quote_not_found",  # run-a's second message is in scope
+        ("run-a", "run"): "out_of_scope",
+        ("run-b", "run"): "out_of_scope",
+    }

@@ -11,6 +11,7 @@ from nexus_assets.core.fingerprint import fingerprint, node_checksum
 from nexus_assets.core.models import Node, Occurrence, Pointer, Rejection, Run, SourceAddress, trusted
 from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
 from nexus_assets.core.quotes import first_offsets
+from nexus_assets.core.scope import Scope
 from nexus_assets.core.validation import explain
 
 
@@ -39,6 +40,7 @@ class _NodeMemo:
 
     def __init__(self, raws: list[Any] = ()) -> None:
         self.checksums: dict[tuple, str] = {}
+        self.excluded: dict[tuple, str | None] = {}
         self.found: dict[tuple, int] = {}
         # Quotes per path as written, so one node is searched once for all its quotes.
         self.pending: dict[str, set[str]] = {}
@@ -52,6 +54,15 @@ class _NodeMemo:
             value = self.checksums[steps] = node_checksum(node)
         return value
 
+    def out_of_scope(self, scope: Scope, run: Run, steps: tuple, text: str) -> str | None:
+        if steps not in self.excluded:
+            node = run.node_index.get(format_path(steps))
+            if node is None:
+                self.excluded[steps] = "not a text node of the run"
+            else:
+                self.excluded[steps] = scope.excludes_node(node) or scope.excludes_text(text)
+        return self.excluded[steps]
+
     def find(self, steps: tuple, node: str, quote: str, path: str) -> int:
         key = (steps, quote)
         value = self.found.get(key)
@@ -63,8 +74,11 @@ class _NodeMemo:
         return value
 
 
-def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | None = None) -> Occurrence | Rejection:
-    """Check one untrusted pointer against the run it claims to point into."""
+def validate_pointer(
+    raw: Any, *, topic_id: str, run: Run, scope: Scope | None = None, memo: _NodeMemo | None = None
+) -> Occurrence | Rejection:
+    """Check one untrusted pointer against the run it claims to point into; with `scope`, the node
+    must also be one the topic compiles (an extractor is never shown any other)."""
     memo = memo or _NodeMemo()
 
     def reject(reason: str, detail: str) -> Rejection:
@@ -100,6 +114,8 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
             steps, node = resolve_string(run.document, pointer.json_path)
         except PathError as exc:
             return reject(exc.reason, exc.detail)
+    if scope is not None and (why := memo.out_of_scope(scope, run, steps, node)) is not None:
+        return reject("out_of_scope", f"{format_path(steps)} is {why}")
     start = memo.find(steps, node, pointer.verbatim_quote, pointer.json_path)
     if start < 0:
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
@@ -128,11 +144,13 @@ def validate_pointer(raw: Any, *, topic_id: str, run: Run, memo: _NodeMemo | Non
     )
 
 
-def validate_pointers(raws: list[Any], *, topic_id: str, run: Run) -> tuple[list[Occurrence], list[Rejection]]:
+def validate_pointers(
+    raws: list[Any], *, topic_id: str, run: Run, scope: Scope | None = None
+) -> tuple[list[Occurrence], list[Rejection]]:
     occurrences: list[Occurrence] = []
     rejections: list[Rejection] = []
     memo = _NodeMemo(raws)
     for raw in raws:
-        result = validate_pointer(raw, topic_id=topic_id, run=run, memo=memo)
+        result = validate_pointer(raw, topic_id=topic_id, run=run, scope=scope, memo=memo)
         (occurrences if isinstance(result, Occurrence) else rejections).append(result)
     return occurrences, rejections

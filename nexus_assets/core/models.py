@@ -30,6 +30,7 @@ RejectionReason = Literal[
     "path_not_singular",
     "node_not_string",
     "quote_not_found",
+    "out_of_scope",
 ]
 REASON_CODES: tuple[str, ...] = get_args(RejectionReason)
 

@@ -1,11 +1,13 @@
-"""A topic's pre-filter: which nodes of a run an extractor may look at at all.
+"""A topic's scope: which nodes of a run an extractor may look at at all.
 
-Applied before any extractor runs, so an LLM never sees (or bills for) out-of-scope text.
+Applied before any extractor runs, so an LLM never sees (or bills for) out-of-scope text, and
+again by the gate, so a pointer at a node the extractor was never shown compiles nothing.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 from nexus_assets.core.formats.limits import max_node_chars
@@ -33,31 +35,60 @@ def node_text(run: Run, node: Node) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The nodes of a run a topic compiles: what extractors are shown, and all the gate accepts."""
+
+    node_types: frozenset[str] | None
+    include_hidden: bool
+    current_only: bool
+    pattern: re.Pattern[str] | None
+    longest: int
+
+    @classmethod
+    def of(cls, policy: ExtractionPolicy, topic: Topic | None = None) -> Scope:
+        """Hidden messages and abandoned branches are in scope only when `topic` asks for them;
+        without a topic, hidden messages are left out and every branch is kept (the topic defaults)."""
+        return cls(
+            node_types=frozenset(policy.target_node_types) if policy.target_node_types else None,
+            include_hidden=topic.include_hidden if topic is not None else False,
+            current_only=topic is not None and topic.branches == "current",
+            pattern=keyword_pattern(policy.required_keywords or ()),
+            # Ingestion recorded the skip; an over-long node is never handed to an extractor.
+            longest=max_node_chars(),
+        )
+
+    def excludes_node(self, node: Node) -> str | None:
+        """Why the node is out of scope by its kind alone, else None."""
+        if node.hidden and not self.include_hidden:
+            return "a hidden message (the topic does not set include_hidden: true)"
+        if self.current_only and node.branch != "current":
+            return "on an abandoned branch (the topic compiles branches: current)"
+        if self.node_types is not None and node.node_type not in self.node_types:
+            return f"a {node.node_type} (not in the topic's target_node_types)"
+        return None
+
+    def excludes_text(self, text: str | None) -> str | None:
+        """Why the node's text is out of scope, else None."""
+        if not text or not text.strip():
+            return "empty"
+        if len(text) > self.longest:
+            return f"over the {self.longest:,}-character node limit"
+        if self.pattern is not None and not self.pattern.search(text):
+            return "without any of the topic's required keywords"
+        return None
+
+
 def in_scope_nodes(
     policy: ExtractionPolicy, run: Run, topic: Topic | None = None
 ) -> list[tuple[Node, str]]:
-    """The run's text nodes that pass the node-type and keyword pre-filters, with their text.
-
-    Hidden messages and abandoned branches pass only when `topic` asks for them; without a
-    topic, hidden messages are left out and every branch is kept (the topic defaults).
-    """
-    pattern = keyword_pattern(policy.required_keywords or ())
-    # Ingestion recorded the skip; an over-long node is never handed to an extractor.
-    longest = max_node_chars()
-    include_hidden = topic.include_hidden if topic is not None else False
-    current_only = topic is not None and topic.branches == "current"
+    """The run's text nodes in the topic's scope (see `Scope`), with their text."""
+    scope = Scope.of(policy, topic)
     kept = []
     for node in run.nodes:
-        if node.hidden and not include_hidden:
-            continue
-        if current_only and node.branch != "current":
-            continue
-        if policy.target_node_types and node.node_type not in policy.target_node_types:
+        if scope.excludes_node(node) is not None:
             continue
         text = node_text(run, node)
-        if not text or len(text) > longest or not text.strip():
-            continue
-        if pattern is not None and not pattern.search(text):
-            continue
-        kept.append((node, text))
+        if scope.excludes_text(text) is None:
+            kept.append((node, text))
     return kept

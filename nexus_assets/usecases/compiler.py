@@ -10,6 +10,7 @@ from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.manifest import next_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_lazily
+from nexus_assets.core.scope import Scope
 from nexus_assets.extractors import Extractor, extraction_key
 from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.vault.store import RunVersion, Vault
@@ -72,6 +73,7 @@ class ValidateReport:
 def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     """Run the hallucination gate over every extraction not yet validated."""
     report = ValidateReport()
+    scope = Scope.of(topic.extraction_policy, topic)
     pending = vault.unvalidated_extractions(topic.topic_id)
     for start in range(0, len(pending), 200):
         chunk = pending[start : start + 200]
@@ -79,11 +81,11 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
         results = []
         for key, rv, pointers in chunk:
             try:
-                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv])
+                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=runs[rv], scope=scope)
             except NeedsDocument:
                 # A pointer at something other than a stored text node: only the document can judge it.
                 document_run = vault.load_runs([rv])[rv]
-                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=document_run)
+                occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=document_run, scope=scope)
             results.append((key, rv, occurrences, rejections))
             report.extractions += 1
             report.accepted += len(occurrences)

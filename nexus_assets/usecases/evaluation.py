@@ -13,6 +13,7 @@ from pathlib import Path
 from nexus_assets.core.gate import NeedsDocument, validate_pointers
 from nexus_assets.core.paths import PathError, format_path, parse_normalized, resolve_string
 from nexus_assets.core.quality import GoldError, GoldLine, Span, acceptance_rate, parse_gold, resolve_gold_line, score
+from nexus_assets.core.scope import Scope
 from nexus_assets.vault.store import Vault
 
 
@@ -68,16 +69,19 @@ def predicted_spans(vault: Vault, topic_id: str, extractor: str | None = None) -
         accepted, rejected = vault.pointer_verdict_counts(topic_id)
         return [Span(*row) for row in vault.brick_source_spans(topic_id)], accepted, rejected
     kept = vault.kept_extractions(topic_id, extractor)
+    topic = vault.topic(topic_id)
+    # The sync's gate, scope included, so these verdicts are the ones a sync would give.
+    scope = Scope.of(topic.extraction_policy, topic) if topic is not None else None
     runs = vault.load_run_nodes(rv for rv, _ in kept)
     spans: list[Span] = []
     accepted = rejected = 0
     for rv, pointers in kept:
         run = runs[rv]
         try:
-            occurrences, rejections = validate_pointers(pointers, topic_id=topic_id, run=run)
+            occurrences, rejections = validate_pointers(pointers, topic_id=topic_id, run=run, scope=scope)
         except NeedsDocument:
             run = vault.load_runs([rv])[rv]
-            occurrences, rejections = validate_pointers(pointers, topic_id=topic_id, run=run)
+            occurrences, rejections = validate_pointers(pointers, topic_id=topic_id, run=run, scope=scope)
         accepted += len(occurrences)
         rejected += len(rejections)
         spans += [Span(o.address.run_id, o.address.json_path, o.address.start, o.address.end) for o in occurrences]
