@@ -16,6 +16,10 @@ from nexus_assets_tests.project import REPO, Project
 TOPIC = "nexus-server-sync"
 RUN_ID = "run-2026-10-21-ordering-review"
 RUN_FILE = "nexus/2026-10-21-ordering-review.json"
+# An early run: its bricks come first in storage-decisions' manifest order, so its preview quotes them.
+EARLY_RUN_ID = "run-2026-10-09-vault-design"
+EARLY_RUN_FILE = "nexus/2026-10-09-vault-design.json"
+STORAGE_TOPIC = "storage-decisions"
 
 
 @pytest.fixture
@@ -28,10 +32,10 @@ def home(tmp_path, monkeypatch) -> Path:
     return home
 
 
-def own_sentences(project: Project) -> list[str]:
+def own_sentences(project: Project, run_file: str = RUN_FILE) -> list[str]:
     """Sentences of the run to forget that no other run file contains."""
-    doc = json.loads((project.runs / RUN_FILE).read_text(encoding="utf-8"))
-    others = "\n".join(p.read_text(encoding="utf-8") for p in project.runs.rglob("*.json") if not p.samefile(project.runs / RUN_FILE))
+    doc = json.loads((project.runs / run_file).read_text(encoding="utf-8"))
+    others = "\n".join(p.read_text(encoding="utf-8") for p in project.runs.rglob("*.json") if not p.samefile(project.runs / run_file))
     found = [s for m in doc["messages"] for s in sentences(m["content"]) if len(s) >= 12]
     return [s for s in found if json.dumps(s)[1:-1] not in others and s not in others]
 
@@ -153,3 +157,39 @@ def test_forget_drops_a_waiting_stage_that_quotes_the_run(project: Project, home
         assert v.conn.execute("SELECT count(*) FROM staged_brick_sources WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 0
         assert not v.staged("storage-decisions", "interrupted")
     assert bytes_containing([p.db, *p.db.parent.glob(p.db.name + ".wal")], texts) == []
+
+
+def test_forget_a_run_quoted_in_the_manifest_preview_clears_dagsters_cached_events(project: Project, home: Path, capsys):
+    """Dagster keeps copies of a materialization outside its run: the asset key's cached latest
+    materialization (its metadata preview quotes the first bricks) and the check results. Deleting
+    the runs left those, so the text survived. Another topic's Dagster history stays."""
+    import dagster as dg
+
+    p = project
+    p.write_topic("on-call", keywords=["on-call"])  # not touched by the forgotten run
+    run_json(capsys, *p.sync_args())
+    texts = own_sentences(p, EARLY_RUN_FILE)
+    manifest_key = dg.AssetKey("topic_manifest")
+    with dg.DagsterInstance.get() as instance:
+        (latest,) = instance.fetch_materializations(dg.AssetRecordsFilter(manifest_key, asset_partitions=[STORAGE_TOPIC]), limit=1).records
+        preview = [r.data["text"] for r in latest.asset_materialization.metadata["preview"].records]
+        assert any(t in row for row in preview for t in texts), "the preview quotes the run to forget"
+        kept_runs = {r.run_id for r in instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": "on-call"}))}
+    assert kept_runs
+
+    code, out, err = run_cli(capsys, *p.cli_args(), "forget", "--run", EARLY_RUN_ID, "--reason", "erasure request", "--yes", "--json")
+    report = json.loads(out)
+    assert report["proof"]["leftovers"] == [] and code == 0, err
+    assert report["proof"]["text_gone"] is True and report["dagster"]["dagster_runs"] > 0
+    assert bytes_containing([p.db, home], texts) == []
+
+    with dg.DagsterInstance.get() as instance:
+        assert all(instance.has_run(r) for r in kept_runs)
+        assert instance.fetch_materializations(dg.AssetRecordsFilter(manifest_key, asset_partitions=["on-call"]), limit=1).records
+        assert not instance.fetch_materializations(dg.AssetRecordsFilter(manifest_key, asset_partitions=[STORAGE_TOPIC]), limit=1).records
+        for record in instance.get_asset_records():
+            last = record.asset_entry.last_materialization_record
+            assert last is None or instance.has_run(last.run_id), f"{record.asset_entry.asset_key} caches a deleted run's event"
+        check = dg.AssetCheckKey(manifest_key, "checksum_drift")
+        executions = instance.event_log_storage.get_asset_check_execution_history(check, limit=100)
+        assert executions and {e.run_id for e in executions} <= kept_runs

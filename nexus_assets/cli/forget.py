@@ -49,7 +49,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         f"{len(report['bricks_removed'])} bricks removed, {len(report['bricks_kept_with_other_sources'])} kept with other sources",
         "  rows removed: " + ", ".join(f"{t} {n}" for t, n in sorted(report["rows_removed"].items())),
         "  tombstone manifests: " + ", ".join(f"{t} {m['manifest_hash'][:16]}" for t, m in sorted(report["tombstone_manifests"].items())),
-        f"  dagster: {report['dagster']['dagster_runs']} runs and {report['dagster']['dagster_files']} stored outputs removed",
+        f"  dagster: {report['dagster']['dagster_runs']} runs, {report['dagster']['dagster_files']} stored outputs and "
+        f"{report['dagster']['dagster_cached_records']} cached records cleared",
     ]
     if report["files_deleted"]:
         lines.append(f"  deleted {', '.join(report['files_deleted'])}")

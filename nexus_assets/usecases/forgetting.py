@@ -4,13 +4,15 @@
 `forget` deletes every row holding the source's text, re-resolves each affected topic and
 records a tombstone manifest in its chain (a sealed topic's chain too: the one exception to FINAL
 immutability), keeps the source out of later syncs, rewrites the vault file so freed blocks do
-not keep the text, clears Dagster's copies (run records, event logs with metadata previews,
-pickled outputs) and the search index, and ends by searching every byte it cleaned for the text.
+not keep the text, clears Dagster's copies (run records, event logs with metadata previews, the
+latest materialization each asset key caches, check results, pickled outputs) and the search
+index, and ends by searching every byte it cleaned for the text.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -123,10 +125,81 @@ def _compact(db_path: Path) -> None:
         Path(str(db_path) + ".wal").unlink(missing_ok=True)
 
 
-def _clean_dagster(home: Path, topics: list[str]) -> dict:
-    """Delete the Dagster runs of the affected topics (their event logs hold metadata previews
-    and logs), their pickled outputs and compute logs, then vacuum Dagster's SQLite files."""
-    removed = {"dagster_runs": 0, "dagster_files": 0}
+def _needles(piece: str) -> list[bytes]:
+    """A piece as its copies store it: as is, whitespace-collapsed (metadata previews), and as
+    Dagster's JSON writes it (non-ASCII as \\u escapes, quotes and newlines escaped)."""
+    forms = {piece, " ".join(piece.split())}
+    return sorted({v.encode("utf-8") for f in forms for v in (f, json.dumps(f)[1:-1], json.dumps(f, ensure_ascii=False)[1:-1])})
+
+
+def _runs_quoting(instance, needles: list[list[bytes]], skip: set[str]) -> set[str]:
+    """Runs outside the affected topics whose event log still quotes a piece (an ingest run's
+    error table, say): they go too."""
+    from dagster._serdes import serialize_value
+
+    found: set[str] = set()
+    if not needles:
+        return found
+    for run_id in instance.get_run_ids():
+        if run_id in skip:
+            continue
+        for entry in instance.all_logs(run_id):
+            data = serialize_value(entry).encode("utf-8")
+            if any(n in data for forms in needles for n in forms):
+                found.add(run_id)
+                break
+    return found
+
+
+def _forget_cached_events(instance) -> int:
+    """Dagster keeps copies of events outside their runs, which `delete_run` leaves behind: each asset
+    key caches its latest materialization (metadata previews and all) and status, and check results
+    are rows of their own. Recompute the first from the events that remain, drop the status cache
+    (rebuilt on read) and the check results of runs that no longer exist."""
+    from dagster import AssetRecordsFilter
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, AssetKeyTable
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from dagster._core.storage.sqlalchemy_compat import db_select
+    from dagster._serdes import serialize_value
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        return 0
+
+    def gone(run_id: str | None) -> bool:
+        # A runless event ("" run id) has no run to lose.
+        return bool(run_id) and not instance.has_run(run_id)
+
+    changed = 0
+    records = instance.get_asset_records()
+    for record in records:
+        entry = record.asset_entry
+        last = entry.last_materialization_record
+        if not gone(last.run_id if last else None) and not gone(entry.last_run_id):
+            continue
+        kept = instance.fetch_materializations(AssetRecordsFilter(asset_key=entry.asset_key), limit=1).records
+        with storage.index_connection() as conn:
+            conn.execute(
+                AssetKeyTable.update()
+                .where(AssetKeyTable.c.asset_key == entry.asset_key.to_string())
+                .values(last_materialization=serialize_value(kept[0]) if kept else None, last_run_id=kept[0].run_id if kept else None)
+            )
+        changed += 1
+    instance.wipe_asset_cached_status([r.asset_entry.asset_key for r in records])
+    if storage.has_table(AssetCheckExecutionsTable.name):
+        with storage.index_connection() as conn:
+            run_ids = {r for (r,) in conn.execute(db_select([AssetCheckExecutionsTable.c.run_id]).distinct())}
+            orphaned = sorted(r for r in run_ids if gone(r))
+            if orphaned:
+                changed += conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(orphaned))).rowcount
+    return changed
+
+
+def _clean_dagster(home: Path, topics: list[str], pieces: list[str]) -> dict:
+    """Delete the Dagster runs of the affected topics and any other run quoting the text (their event
+    logs hold metadata previews and logs), their pickled outputs and compute logs, the copies Dagster
+    keeps of their events outside the runs, then vacuum Dagster's SQLite files."""
+    removed = {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
     if not (home / "dagster.yaml").exists() and not (home / "history").exists():
         return removed
     from dagster import DagsterInstance, RunsFilter
@@ -135,14 +208,16 @@ def _clean_dagster(home: Path, topics: list[str]) -> dict:
     os.environ["DAGSTER_HOME"] = str(home)
     try:
         with DagsterInstance.get() as instance:
-            runs = [r for t in topics for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": t}))]
-            for r in runs:
-                instance.delete_run(r.run_id)
-                for leftover in (home / "storage" / r.run_id, home / "logs" / r.run_id):
+            runs = {r.run_id for t in topics for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": t}))}
+            runs |= _runs_quoting(instance, [_needles(p) for p in pieces], skip=runs)
+            for run_id in sorted(runs):
+                instance.delete_run(run_id)
+                for leftover in (home / "storage" / run_id, home / "logs" / run_id):
                     if leftover.exists():
                         shutil.rmtree(leftover, ignore_errors=True)
                         removed["dagster_files"] += 1
             removed["dagster_runs"] = len(runs)
+            removed["dagster_cached_records"] = _forget_cached_events(instance)
     finally:
         if previous is None:
             os.environ.pop("DAGSTER_HOME", None)
@@ -167,8 +242,9 @@ def _clean_dagster(home: Path, topics: list[str]) -> dict:
 
 
 def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
-    """Every file (below each path) whose bytes still contain a forgotten piece of text."""
-    needles = [p.encode("utf-8") for p in pieces]
+    """Every file (below each path) whose bytes still contain a forgotten piece of text, in any of
+    the forms its copies store it."""
+    needles = [_needles(p) for p in pieces]
     found = []
     for root in paths:
         if not root.exists():
@@ -178,7 +254,7 @@ def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
                 data = f.read_bytes()
             except OSError:
                 continue
-            hits = [pieces[i] for i, n in enumerate(needles) if n in data]
+            hits = [pieces[i] for i, forms in enumerate(needles) if any(n in data for n in forms)]
             if hits:
                 found.append({"file": str(f), "pieces": len(hits), "example": hits[0][:40]})
     return found
@@ -224,7 +300,11 @@ def forget(
     for topic_id in before["topics"]:
         shutil.rmtree(db.parent / f"{db.stem}.vectors" / topic_id, ignore_errors=True)
     home = project_dagster_home(db)
-    dagster = _clean_dagster(home, before["topics"]) if home is not None else {"dagster_runs": 0, "dagster_files": 0}
+    dagster = (
+        _clean_dagster(home, before["topics"], pieces)
+        if home is not None
+        else {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
+    )
     deleted_files = []
     if delete_file:
         for f in target.files:
