@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import Project
 
 BRICK_FIELDS = {"brick_id", "topic_id", "content", "fingerprint", "state", "order_index", "superseded_by", "stale", "sources"}
@@ -74,6 +74,34 @@ def test_bad_usage_exits_2_with_a_message(project: Project, capsys):
     assert code == 2 and "no brick" in err
     code, _, err = run_cli(capsys, *project.cli_args(), "close", "no-such-run")
     assert code == 2 and "no run 'no-such-run'" in err
+
+
+def test_a_db_that_is_not_a_vault_is_refused_by_every_command_and_left_untouched(project: Project, capsys, tmp_path):
+    dirs = ["--runs-dir", str(project.runs), "--topics-dir", str(project.topics)]
+    garbage = tmp_path / "garbage" / "x.duckdb"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"garbage\n")
+    for argv in (["topics"], ["sync", *dirs]):
+        # As a shell sees it: exit 2 and one `nexus: …` line, no traceback.
+        done = run_nexus("--db", str(garbage), *argv, cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.splitlines()[-1] == f"nexus: {garbage} is not a vault: the file exists, but it is not a DuckDB database"
+    for argv in (["verify"], ["bricks", "nexus-server-sync", "--json"], ["sync"], ["close", "r"]):
+        code, _, err = run_cli(capsys, "--db", str(garbage), *argv)
+        assert code == 2 and f"{garbage} is not a vault" in err, (argv, err)
+    assert garbage.read_bytes() == b"garbage\n"
+    assert [f.name for f in garbage.parent.iterdir()] == ["x.duckdb"], "nothing is created beside it"
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for argv in (["topics"], ["sync", *dirs]):
+        code, _, err = run_cli(capsys, "--db", f"{folder}/", *argv)
+        assert code == 2 and f"vault path {folder} is a folder, not a vault file" in err, (argv, err)
+    assert list(folder.iterdir()) == [] and not (tmp_path / "folder.writers").exists()
+
+    under_a_file = garbage / "v.duckdb"
+    code, _, err = run_cli(capsys, "--db", str(under_a_file), "sync", *dirs)
+    assert code == 2 and f"cannot create the vault {under_a_file}" in err, err
 
 
 def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):

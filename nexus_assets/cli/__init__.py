@@ -17,7 +17,7 @@ from typing import Sequence
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
-from nexus_assets.vault.connection import VaultBusy, VaultConfigError
+from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError
 from nexus_assets.vault.migrations import VaultTooNew
 
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
@@ -166,6 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         resolve_dirs(args)
         return command(args)
-    except (UsageError, VaultBusy, VaultConfigError, VaultTooNew) as exc:
+    except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew) as exc:
         print(f"nexus: {exc}", file=sys.stderr)
         return 2
