@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import Project
 
@@ -102,6 +104,16 @@ def test_a_db_that_is_not_a_vault_is_refused_by_every_command_and_left_untouched
     under_a_file = garbage / "v.duckdb"
     code, _, err = run_cli(capsys, "--db", str(under_a_file), "sync", *dirs)
     assert code == 2 and f"cannot create the vault {under_a_file}" in err, err
+
+
+def test_token_budget_takes_a_positive_number(project: Project, capsys, monkeypatch):
+    monkeypatch.setenv("NEXUS_LLM_MODEL", "some-model")
+    plan = [*project.cli_args(), "plan", "--runs-dir", str(project.runs), "--topics-dir", str(project.topics)]
+    for bad in ("0", "-5", "lots"):
+        with pytest.raises(SystemExit) as exited:
+            run_cli(capsys, *plan, "--token-budget", bad)
+        assert exited.value.code == 2 and "argument --token-budget" in capsys.readouterr().err
+    assert run_json(capsys, *plan, "--token-budget", "7")["token_budget"] == 7
 
 
 def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):

@@ -24,6 +24,17 @@ RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/
 TOPICS_HELP = "default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics"
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse exits 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _handler(p: argparse.ArgumentParser, target: str) -> None:
     p.set_defaults(handler=target)
 
@@ -56,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
-    p.add_argument("--token-budget", type=int, default=None, help="source tokens per call (default 3000)")
+    p.add_argument("--token-budget", type=positive_int, default=None, help="source tokens per call (default 3000)")
     p.add_argument("--explain-cache", action="store_true", help="per run and topic: cached or will call, and why")
     _handler(p, "plan:cmd_plan")
     p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")

@@ -32,7 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
     runs = current_runs(Path(args.runs_dir))
-    budget = args.token_budget or DEFAULT_TOKEN_BUDGET
+    budget = DEFAULT_TOKEN_BUDGET if args.token_budget is None else args.token_budget
     db = Path(args.db)
     plans = []
     if db.exists():
