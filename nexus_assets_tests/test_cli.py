@@ -116,6 +116,19 @@ def test_token_budget_takes_a_positive_number(project: Project, capsys, monkeypa
     assert run_json(capsys, *plan, "--token-budget", "7")["token_budget"] == 7
 
 
+def test_output_into_a_closed_pipe_stops_quietly(project: Project):
+    # `nexus … | head -1`: the reader is gone before the command writes.
+    plan = [*project.cli_args(), "plan", "--runs-dir", str(project.runs), "--topics-dir", str(project.topics), "--explain-cache"]
+    for argv in ([*plan, "--json"], plan):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = run_nexus(*argv, stdout=write, env={"NEXUS_LLM_MODEL": "some-model"})
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (141, ""), done.stderr
+
+
 def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):
     run_json(capsys, *project.sync_args("nexus-server-sync"))
     open_run = "run-2026-11-18-open-brainstorm"

@@ -22,6 +22,7 @@ from nexus_assets.vault.migrations import VaultTooNew
 
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
 TOPICS_HELP = "default: $NEXUS_TOPICS_DIR, else the vault's recorded one, else data/topics"
+BROKEN_PIPE = 141  # what the shell reports for a command stopped by SIGPIPE (128 + 13), e.g. `cat | head`
 
 
 def positive_int(text: str) -> int:
@@ -171,12 +172,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # The reader went away (`nexus bricks T --json | head -1`): stop quietly, with stdout on
+        # devnull so the interpreter's last flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+        return BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     module, function = args.handler.split(":")
     command = getattr(importlib.import_module(f"nexus_assets.cli.{module}"), function)
     try:
         resolve_dirs(args)
-        return command(args)
+        code = command(args)
     except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew) as exc:
         print(f"nexus: {exc}", file=sys.stderr)
         return 2
+    sys.stdout.flush()
+    return code
