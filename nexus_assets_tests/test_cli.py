@@ -129,6 +129,18 @@ def test_output_into_a_closed_pipe_stops_quietly(project: Project):
         assert (done.returncode, done.stderr) == (141, ""), done.stderr
 
 
+def test_a_runs_or_topics_dir_that_is_a_file_is_named_as_not_a_folder(project: Project, capsys, monkeypatch):
+    monkeypatch.setenv("NEXUS_LLM_MODEL", "some-model")
+    a_file = next(project.runs.rglob("*.json"))
+    for command in (["sync"], ["plan"], ["discover"]):
+        code, _, err = run_cli(capsys, *project.cli_args(), *command, "--runs-dir", str(a_file), "--topics-dir", str(project.topics))
+        assert code == 2 and f"runs folder {a_file} is a file, not a folder" in err, err
+    code, _, err = run_cli(capsys, *project.cli_args(), "sync", "--runs-dir", str(project.runs), "--topics-dir", str(a_file))
+    assert code == 2 and f"topics folder {a_file} is a file, not a folder" in err, err
+    code, _, err = run_cli(capsys, *project.cli_args(), "sync", "--runs-dir", str(project.root / "nope"), "--topics-dir", str(project.topics))
+    assert code == 2 and "does not exist" in err, err
+
+
 def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):
     run_json(capsys, *project.sync_args("nexus-server-sync"))
     open_run = "run-2026-11-18-open-brainstorm"

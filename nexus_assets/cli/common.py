@@ -82,6 +82,16 @@ def resolve_dirs(args: argparse.Namespace) -> None:
         setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
 
 
+def require_folder(path: Path, what: str, flag: str) -> Path:
+    """A --runs-dir/--topics-dir that must be an existing folder; exit 2 naming what is wrong."""
+    if not path.exists():
+        raise UsageError(f"{what} folder {path} does not exist; pass {flag}")
+    if not path.is_dir():
+        kind = "a file, not a folder" if path.is_file() else "not a folder"
+        raise UsageError(f"{what} folder {path} is {kind}; pass {flag}")
+    return path
+
+
 def require_topic(vault: Catalog, topic_id: str) -> None:
     if vault.topic_state(topic_id) is None:
         known = ", ".join(t["topic_id"] for t in vault.topic_summaries()) or "none"

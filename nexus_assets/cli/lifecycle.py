@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home
+from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home, require_folder
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
 from nexus_assets.usecases.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
@@ -19,8 +19,8 @@ from nexus_assets.usecases.lifecycle import LifecycleError, SealRefused, activat
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
     topics_dir, runs_dir = Path(args.topics_dir), Path(getattr(args, "runs_dir", "data/runs"))
-    if must_exist and not topics_dir.is_dir():
-        raise UsageError(f"topics folder {topics_dir} does not exist; pass --topics-dir")
+    if must_exist:
+        require_folder(topics_dir, "topics", "--topics-dir")
     return topics_dir, runs_dir
 
 
@@ -29,9 +29,7 @@ def _history(vault, topic_id: str) -> list[dict]:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    topics_dir, runs_dir = Path(args.topics_dir), Path(args.runs_dir)
-    if not runs_dir.is_dir():
-        raise UsageError(f"runs folder {runs_dir} does not exist; pass --runs-dir")
+    topics_dir, runs_dir = Path(args.topics_dir), require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     if args.recent < 1 or (args.max is not None and args.max < 1):
         raise UsageError("--recent and --max take a positive number")
     runs = recent_runs(runs_dir, args.recent)

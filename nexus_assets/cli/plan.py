@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault
+from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, require_folder
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
@@ -23,7 +23,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         config = LLMConfig.from_env(env)
     except LLMConfigError as exc:
         raise UsageError(f"{exc}; the plan needs NEXUS_LLM_MODEL because the model is part of every call key") from None
-    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(Path(args.topics_dir)) if tf.topic is not None}
+    topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
+    runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
+    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(topics_dir) if tf.topic is not None}
     if args.topic:
         unknown = [t for t in args.topic if t not in topics]
         if unknown:
@@ -31,7 +33,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         selected = [topics[t] for t in dict.fromkeys(args.topic)]
     else:
         selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
-    runs = current_runs(Path(args.runs_dir))
+    runs = current_runs(runs_dir)
     budget = DEFAULT_TOKEN_BUDGET if args.token_budget is None else args.token_budget
     db = Path(args.db)
     plans = []

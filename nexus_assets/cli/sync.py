@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home
+from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.runfiles import file_stat, scan_run_files
@@ -84,11 +84,8 @@ def dagster_instance(db: str | Path, topics: list[str]):
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    topics_dir, runs_dir = Path(args.topics_dir), Path(args.runs_dir)
-    if not topics_dir.is_dir():
-        raise UsageError(f"topics folder {topics_dir} does not exist; pass --topics-dir")
-    if not runs_dir.is_dir():
-        raise UsageError(f"runs folder {runs_dir} does not exist; pass --runs-dir")
+    topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
+    runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     if args.open_after:
         if normalize_timestamp(args.open_after) is None:
             raise UsageError(f"--open-after {args.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")
