@@ -114,6 +114,14 @@ def test_token_budget_takes_a_positive_number(project: Project, capsys, monkeypa
             run_cli(capsys, *plan, "--token-budget", bad)
         assert exited.value.code == 2 and "argument --token-budget" in capsys.readouterr().err
     assert run_json(capsys, *plan, "--token-budget", "7")["token_budget"] == 7
+    # A sync takes its budget from NEXUS_LLM_TOKEN_BUDGET; plan estimates with the same one.
+    monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", "50")
+    assert run_json(capsys, *plan)["token_budget"] == 50
+    for bad in ("0", "-5", "lots"):
+        monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", bad)
+        for argv in (plan, [*project.sync_args(), "--extractor", "openai"]):
+            code, _, err = run_cli(capsys, *argv)
+            assert code == 2 and f"NEXUS_LLM_TOKEN_BUDGET={bad!r} is not a whole number of at least 1" in err, (argv, err)
 
 
 def test_output_into_a_closed_pipe_stops_quietly(project: Project):

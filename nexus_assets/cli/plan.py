@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, require_folder
 from nexus_assets.extractors import VaultCallStore
-from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.topicfiles import read_topic_files
 from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache, plan_topic
@@ -34,7 +34,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
     runs = current_runs(runs_dir)
-    budget = DEFAULT_TOKEN_BUDGET if args.token_budget is None else args.token_budget
+    try:
+        # As a sync would chunk: the option, else NEXUS_LLM_TOKEN_BUDGET, else 3000.
+        budget = token_budget_from_env() if args.token_budget is None else args.token_budget
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     db = Path(args.db)
     plans = []
     if db.exists():

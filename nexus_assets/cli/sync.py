@@ -86,6 +86,13 @@ def dagster_instance(db: str | Path, topics: list[str]):
 def cmd_sync(args: argparse.Namespace) -> int:
     topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
+    if args.extractor == "openai":
+        from nexus_assets.llm.chunking import token_budget_from_env
+
+        try:
+            token_budget_from_env()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.open_after:
         if normalize_timestamp(args.open_after) is None:
             raise UsageError(f"--open-after {args.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")

@@ -1,7 +1,6 @@
 """Resources: where the inputs live, which extractor points, and the vault connection."""
 
 
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +11,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtractor, VaultCallStore
-from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.runfiles import Limits
 from nexus_assets.vault.store import Vault
@@ -67,7 +66,10 @@ class ExtractorResource(dg.ConfigurableResource):
     def build(self, vault: Vault) -> Extractor:
         if self.backend == "embedded":
             return EmbeddedExtractor()
-        budget = self.token_budget or int(os.environ.get("NEXUS_LLM_TOKEN_BUDGET") or DEFAULT_TOKEN_BUDGET)
+        try:
+            budget = token_budget_from_env() if self.token_budget is None else self.token_budget
+        except ValueError as exc:
+            raise dg.Failure(str(exc)) from None
         return OpenAIExtractor(self.llm_config(), VaultCallStore(vault), replay_only=self.replay_only, token_budget=budget)
 
 

@@ -10,6 +10,8 @@ therefore call keys) never depend on which tokenizer happens to be installed.
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run
@@ -18,6 +20,20 @@ from nexus_assets.llm.prompt import node_entry
 # Fragment tokens per request. Small enough for an 8k-context local model once the system
 # prompt (~700 tokens) and max_output_tokens are added; raise it for large-context models.
 DEFAULT_TOKEN_BUDGET = 3000
+
+
+def token_budget_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """NEXUS_LLM_TOKEN_BUDGET, else DEFAULT_TOKEN_BUDGET; ValueError unless a whole number of at least 1."""
+    text = (os.environ if environ is None else environ).get("NEXUS_LLM_TOKEN_BUDGET", "").strip()
+    if not text:
+        return DEFAULT_TOKEN_BUDGET
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"NEXUS_LLM_TOKEN_BUDGET={text!r} is not a whole number of at least 1")
+    return value
 
 
 def estimate_tokens(text: str) -> int:
