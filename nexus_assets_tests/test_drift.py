@@ -3,11 +3,12 @@
 import json
 
 import dagster as dg
+import pytest
 
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
-from nexus_assets_tests.project import Project
+from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "storage-decisions"
 RUN_FILE = "nexus/2026-10-09-vault-design.json"
@@ -72,3 +73,60 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
         assert stale == expected
         # The old version stays in the vault so the original address can still be shown.
         assert v.conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 2
+
+
+# The sync's drift step and `nexus verify` see the same thing when a file is broken, rewritten
+# with other runs, or restored (invariant 14, DESIGN §7 exit codes).
+
+NOTES = "vault-notes"
+
+
+def small_project(p: Project) -> Project:
+    p.write_topic(NOTES, keywords=["vault"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "Keep the vault append-only. The vault is DuckDB.")]))
+    p.write_run("b.json", nexus_run("run-b", [("user", "The vault is never edited by hand.")]))
+    return p
+
+
+def stale_now(capsys, p: Project) -> set[str]:
+    return {b["brick_id"] for b in run_json(capsys, *p.cli_args(), "bricks", NOTES) if b["stale"]}
+
+
+def bricks_from(capsys, p: Project, run_id: str) -> set[str]:
+    return {b["brick_id"] for b in run_json(capsys, *p.cli_args(), "bricks", NOTES) if b["sources"][0]["run_id"] == run_id}
+
+
+def sync(capsys, p: Project, *, expect: int) -> dict:
+    (result,) = run_json(capsys, *p.sync_args(), expect=expect)
+    return result
+
+
+@pytest.mark.parametrize(
+    "rewrite, problem",
+    [
+        (lambda data: data[:50], "no longer reads"),
+        (lambda data: data.replace(b'"run-a"', b'"run-z"'), "run run-a is no longer in"),
+    ],
+    ids=["no-longer-reads", "other-run-id"],
+)
+def test_a_rewritten_source_file_is_stale_after_the_sync_and_restoring_it_clears_it(empty_project: Project, capsys, rewrite, problem):
+    p = small_project(empty_project)
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    expected = bricks_from(capsys, p, "run-a")
+    assert expected
+    original = (p.runs / "a.json").read_bytes()
+    (p.runs / "a.json").write_bytes(rewrite(original))
+
+    # The sync recorded the file's new stat while reading it; its drift step still sees the drift.
+    result = sync(capsys, p, expect=1)
+    assert result["checks"]["checksum_drift"] is False
+    assert stale_now(capsys, p) == expected
+    report = run_json(capsys, *p.cli_args(), "verify", expect=1)
+    assert set(report["stale_bricks"]) == expected
+    assert all(problem in d["problem"] for d in report["drift"] if d["run_id"] == "run-a")
+
+    (p.runs / "a.json").write_bytes(original)
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert stale_now(capsys, p) == set()
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"]
+

@@ -124,8 +124,9 @@ def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
 
     The sync has just ingested every changed file, so a source whose run has a newer version is
     checked against that version's stored nodes; a source file that is gone is drift; a file
-    whose stat moved but gave no new version (it no longer reads, say) is re-read, and so is
-    every source recorded as drifted (it may have been restored). The full re-read of every file
+    whose stat moved, or whose bytes as last read are not the ones the run's version came from (it
+    no longer reads, say), is re-read, and so is every source recorded as drifted (it may have been
+    restored). The full re-read of every file
     is `full_drift`, run by `nexus verify` and the nightly schedule. When nothing moved and nothing
     is drifted, no brick is loaded: a no-change sync does not pay per brick.
     """
@@ -139,6 +140,9 @@ def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
         for run_id, (file, _) in sources.items()
         if not Path(file).exists() or file_stat(Path(file)) != recorded.get(file)
     }
+    # A file the sync read (its new stat is recorded) that gave no newer version of the run: it no
+    # longer reads, or holds other runs. Its bytes are not the ones the run came from.
+    moved |= vault.runs_off_their_file(run_ids)
     missing = run_ids - set(sources)
     if not changed and not moved and not missing and not drifted_before:
         return DriftCheck(frozenset(), ())

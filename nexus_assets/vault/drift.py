@@ -195,6 +195,17 @@ class DriftRecords:
             self.conn.execute("UPDATE runs SET is_latest = (version_id = ?) WHERE run_id = ?", [version_id, run_id])
         return sorted(r for r, _ in rows)
 
+    def runs_off_their_file(self, run_ids: Iterable[str]) -> set[str]:
+        """Runs whose latest version came from bytes other than the ones last read at its source
+        path: the file was rewritten into something that does not give that version (it no longer
+        reads, or holds other runs), and its new stat is recorded, so only this tells."""
+        rows = self.conn.execute(
+            """SELECT r.run_id FROM runs r LEFT JOIN file_stats f ON f.path = r.source_file
+               WHERE r.is_latest AND r.run_id IN (SELECT unnest(?)) AND f.file_sha256 IS DISTINCT FROM r.file_sha256""",
+            [sorted(set(run_ids))],
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def run_titles(self, run_ids: Iterable[str]) -> dict[str, str]:
         """Conversation titles of export runs (ChatGPT `title`, Claude `name`), for people to read."""
         ids = sorted(set(run_ids))
