@@ -1,6 +1,7 @@
 """Invariant 9: a source that changes after a sync flags exactly its bricks stale; nothing is deleted."""
 
 import json
+import shutil
 
 import dagster as dg
 import pytest
@@ -76,7 +77,7 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
 
 
 # The sync's drift step and `nexus verify` see the same thing when a file is broken, rewritten
-# with other runs, or restored (invariant 14, DESIGN §7 exit codes).
+# with other runs, restored, or moved (invariant 14, DESIGN §7 exit codes).
 
 NOTES = "vault-notes"
 
@@ -130,3 +131,43 @@ def test_a_rewritten_source_file_is_stale_after_the_sync_and_restoring_it_clears
     assert stale_now(capsys, p) == set()
     assert run_json(capsys, *p.cli_args(), "verify")["ok"]
 
+
+def test_a_moved_source_file_is_not_stale_and_is_found_by_its_new_path(empty_project: Project, capsys):
+    p = small_project(empty_project)
+    sync(capsys, p, expect=0)
+    bricks = bricks_from(capsys, p, "run-a")
+    (p.runs / "archive").mkdir()
+    (p.runs / "a.json").rename(p.runs / "archive" / "a.json")
+
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert stale_now(capsys, p) == set()
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"]
+    with Vault.open(p.db, read_only=True) as v:
+        assert v.run_sources(["run-a"])["run-a"][0] == str((p.runs / "archive" / "a.json").resolve())
+    # Lineage and forget key on files: the new path and the old one both name the run.
+    for path in (p.runs / "archive" / "a.json", p.runs / "a.json"):
+        plan = run_json(capsys, *p.cli_args(), "lineage", "--file", str(path))
+        assert plan["run_ids"] == ["run-a"]
+        assert {b["brick_id"] for b in plan["bricks_alone"]} == bricks
+
+    # A copy whose original is then removed is the same move, in two syncs.
+    shutil.copy(p.runs / "archive" / "a.json", p.runs / "copy.json")
+    sync(capsys, p, expect=0)
+    (p.runs / "archive" / "a.json").unlink()
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert stale_now(capsys, p) == set()
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"]
+
+    # Gone for good: stale, and a copy coming back clears it.
+    (p.runs / "copy.json").rename(p.root / "elsewhere.json")
+    sync(capsys, p, expect=1)
+    assert stale_now(capsys, p) == bricks
+    (p.root / "elsewhere.json").rename(p.runs / "back.json")
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert stale_now(capsys, p) == set()
+
+    # Forgetting by the first path forgets the run and its bytes wherever they are now.
+    report = run_json(capsys, *p.cli_args(), "forget", "--file", str(p.runs / "a.json"), "--reason", "test", "--yes")
+    assert report["run_ids"] == ["run-a"] and set(report["bricks_removed"]) == bricks
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert bricks_from(capsys, p, "run-a") == set()

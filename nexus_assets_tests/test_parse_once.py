@@ -107,6 +107,23 @@ def test_a_deleted_source_file_is_drift_without_rereading_the_rest(empty_project
     assert all(r["checks"]["checksum_drift"] is False for r in results)
 
 
+def test_a_moved_file_is_hashed_once_and_neither_read_nor_stale(empty_project: Project, capsys, spy: Spy):
+    p = project(empty_project)
+    run_json(capsys, *p.sync_args())
+    spy.calls.clear()
+    (p.runs / "archive").mkdir()
+    (p.runs / "r1.json").rename(p.runs / "archive" / "r1.json")
+    results = run_json(capsys, *p.sync_args())
+    assert all(r["checks"]["checksum_drift"] for r in results)
+    assert spy.keys("hash") == Counter({"r1.json": 1})
+    assert spy.count("read") == spy.count("reparse") == 0
+    # Its new stat was kept: the next sync that runs does not hash it again.
+    spy.calls.clear()
+    p.write_run("r9.json", nexus_run("run-9", [("user", "The vault keeps item 9.")]))
+    run_json(capsys, *p.sync_args())
+    assert spy.keys("hash") == Counter({"r9.json": 1})
+
+
 def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Project, capsys, monkeypatch):
     import nexus_assets.usecases.compiler
 

@@ -29,6 +29,8 @@ class IngestReport:
     side_files: list[str] = field(default_factory=list)
     # One line per forgotten source met again (invariant 15): it is skipped, never brought back.
     forgotten: list[str] = field(default_factory=list)
+    # One line per run file found under another path (renamed or moved, same bytes).
+    moved: list[str] = field(default_factory=list)
 
     @property
     def side_files_note(self) -> str | None:
@@ -191,13 +193,53 @@ def ingest_runs(
             first_finished.setdefault(sha, finished_files[-1])
             if stat is not None:
                 read_stats.append((source, stat, sha))
-        if len(batch) >= BATCH or len(finished_files) >= BATCH:
+        if len(batch) >= BATCH or len(finished_files) >= BATCH or len(read_stats) >= BATCH:
             flush()
-    if batch or finished_files or finished_errors:
+    # read_stats too: a file whose bytes were read before (moved, restored) is not hashed again.
+    if batch or finished_files or finished_errors or read_stats:
         flush()
+    for old, new, run_ids in follow_moved_files(vault):
+        listed = ", ".join(run_ids[:5]) + (", …" if len(run_ids) > 5 else "")
+        report.moved.append(f"{display_name(Path(old))} moved to {display_name(Path(new))}: its {len(run_ids)} run(s) ({listed}) are read from there now")
+        if progress:
+            progress(report.moved[-1])
     if progress and report.side_files_note:
         progress(report.side_files_note)
     return report
+
+
+def follow_moved_files(vault: Vault) -> list[tuple[str, str, list[str]]]:
+    """Runs whose file no longer holds the bytes their latest version was read from, while another
+    path read before does (a rename or move, or a copy whose original was removed or changed): they
+    are read from that path now, so drift and verify look where the bytes are. Identical bytes make
+    no new run version, so nothing else would move them. Only files whose bytes were read under two
+    paths are looked at: the cost follows copies, not runs or bricks. Returns (old, new, run ids)."""
+    copies = vault.run_file_copies()
+    if not copies:
+        return []
+    records = vault.file_records({p for source, _, others in copies for p in [source, *others]})
+
+    def holds(path: str, sha: str) -> bool:
+        # As last read and not touched since: the bytes are still there.
+        record = records.get(path)
+        return record is not None and record[1] == sha and file_stat(Path(path)) == record[0]
+
+    moves = []
+    for source, sha, others in copies:
+        if holds(source, sha):
+            continue
+        new = next((p for p in others if holds(p, sha)), None)
+        if new is not None:
+            moves.append((source, sha, new))
+    if not moves:
+        return []
+    moved = []
+    with vault.transaction():
+        for source, sha, new in moves:
+            run_ids = vault.move_run_sources(source, sha, new)
+            if run_ids:
+                moved.append((source, new, run_ids))
+    return moved
 
 
 def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:

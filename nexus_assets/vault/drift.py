@@ -206,6 +206,35 @@ class DriftRecords:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def run_file_copies(self) -> list[tuple[str, str, list[str]]]:
+        """(source file, sha256, other paths last read with those bytes) for each file the latest
+        version of some run came from whose bytes were read under another path too."""
+        rows = self.conn.execute(
+            """WITH src AS (SELECT DISTINCT source_file, file_sha256 FROM runs WHERE is_latest)
+               SELECT s.source_file, s.file_sha256, list(f.path ORDER BY f.path)
+               FROM src s JOIN file_stats f ON f.file_sha256 = s.file_sha256 AND f.path <> s.source_file
+               GROUP BY ALL ORDER BY 1, 2"""
+        ).fetchall()
+        return [(f, sha, list(paths)) for f, sha, paths in rows]
+
+    def file_records(self, paths: Iterable[str]) -> dict[str, tuple[tuple[int, int, int, int], str]]:
+        """path -> ((size, mtime_ns, ctime_ns, inode), sha256) as last read."""
+        rows = self.conn.execute(
+            "SELECT path, size, mtime_ns, ctime_ns, inode, file_sha256 FROM file_stats WHERE path IN (SELECT unnest(?))",
+            [sorted(set(paths))],
+        ).fetchall()
+        return {r[0]: (tuple(r[1:5]), r[5]) for r in rows}
+
+    def move_run_sources(self, old: str, sha: str, new: str) -> list[str]:
+        """The latest versions read from `old` with these bytes are now read from `new` (the same
+        bytes): where verify and drift look moves, nothing else. Returns those run ids."""
+        rows = self.conn.execute(
+            """UPDATE runs SET source_file = ? WHERE is_latest AND source_file = ? AND file_sha256 = ?
+               RETURNING run_id""",
+            [new, old, sha],
+        ).fetchall()
+        return sorted(r[0] for r in rows)
+
     def run_titles(self, run_ids: Iterable[str]) -> dict[str, str]:
         """Conversation titles of export runs (ChatGPT `title`, Claude `name`), for people to read."""
         ids = sorted(set(run_ids))

@@ -26,11 +26,10 @@ class ForgettingRecords:
     # Finding a source
 
     def runs_of_file(self, path: str | Path) -> tuple[list[str], list[str]]:
-        """(run ids read from this file, its known sha256s) by the path the vault recorded."""
+        """(run ids read from this file, its known sha256s) by the path the vault recorded. A run
+        read from bytes this path held counts even when it is read from another path now (the file
+        was moved, or copied: the same bytes are the same text)."""
         resolved = str(Path(path).resolve())
-        runs = self.conn.execute(
-            "SELECT DISTINCT run_id FROM runs WHERE source_file = ? ORDER BY run_id", [resolved]
-        ).fetchall()
         shas = self.conn.execute(
             """SELECT DISTINCT file_sha256 FROM (
                    SELECT file_sha256 FROM run_files WHERE path = ? OR path = ?
@@ -38,6 +37,10 @@ class ForgettingRecords:
                    UNION SELECT file_sha256 FROM file_stats WHERE path = ?)
                ORDER BY 1""",
             [resolved, str(path), resolved, resolved],
+        ).fetchall()
+        runs = self.conn.execute(
+            "SELECT DISTINCT run_id FROM runs WHERE source_file = ? OR file_sha256 IN (SELECT unnest(?)) ORDER BY run_id",
+            [resolved, [r[0] for r in shas]],
         ).fetchall()
         return [r[0] for r in runs], [r[0] for r in shas]
 
