@@ -7,6 +7,7 @@ true quotes may become bricks; every other pointer must be a rejection with its 
 
 import json
 from collections import Counter
+from typing import Callable
 
 import pytest
 
@@ -35,23 +36,32 @@ def fragment_of(body: dict) -> tuple[str, dict]:
     return topic_id, json.loads(user[marker + 1])
 
 
-def hostile_model(body: dict) -> dict:
-    topic_id, fragment = fragment_of(body)
-    pointers = []
-    for node in fragment["nodes"]:
-        path, first = node["json_path"], sentences(node["text"])[0]
-        pointers += [
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first},
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "In other words, " + first.lower()},
-            {"topic_id": topic_id, "json_path": "$.messages[99].content", "verbatim_quote": first},
-            {"topic_id": topic_id, "json_path": path.rsplit("[", 1)[0], "verbatim_quote": first},
-            {"topic_id": topic_id, "json_path": "$..content", "verbatim_quote": first},
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "  "},
-            {"topic_id": "some-other-topic", "json_path": path, "verbatim_quote": first},
-            {"json_path": path},
-            "just a string",
-        ]
-    return {"extracted_pointers": pointers}
+def answering(lies: Callable[[str, str, str], list]) -> Callable[[dict], dict]:
+    """A model answering each node it is shown with its first sentence, plus `lies(topic_id, path, first)`."""
+
+    def model(body: dict) -> dict:
+        topic_id, fragment = fragment_of(body)
+        pointers = []
+        for node in fragment["nodes"]:
+            path, first = node["json_path"], sentences(node["text"])[0]
+            pointers += [{"topic_id": topic_id, "json_path": path, "verbatim_quote": first}, *lies(topic_id, path, first)]
+        return {"extracted_pointers": pointers}
+
+    return model
+
+
+hostile_model = answering(
+    lambda topic_id, path, first: [
+        {"topic_id": topic_id, "json_path": path, "verbatim_quote": "In other words, " + first.lower()},
+        {"topic_id": topic_id, "json_path": "$.messages[99].content", "verbatim_quote": first},
+        {"topic_id": topic_id, "json_path": path.rsplit("[", 1)[0], "verbatim_quote": first},
+        {"topic_id": topic_id, "json_path": "$..content", "verbatim_quote": first},
+        {"topic_id": topic_id, "json_path": path, "verbatim_quote": "  "},
+        {"topic_id": "some-other-topic", "json_path": path, "verbatim_quote": first},
+        {"json_path": path},
+        "just a string",
+    ]
+)
 
 
 @pytest.fixture
@@ -167,20 +177,15 @@ def test_chunking_a_run_two_ways_gives_the_same_bricks(llm_project: Project, cap
     assert contents[0] == contents[1]
 
 
-def lone_surrogates_model(body: dict) -> dict:
-    """True quotes, next to pointers no UTF-8 store can hold: lone surrogates (JSON allows `\\ud800`)."""
-    topic_id, fragment = fragment_of(body)
-    pointers = []
-    for node in fragment["nodes"]:
-        path, first = node["json_path"], sentences(node["text"])[0]
-        pointers += [
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first},
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": "\ud800"},
-            {"topic_id": topic_id, "json_path": path, "verbatim_quote": first + "\udfff"},
-            {"topic_id": topic_id, "json_path": path + "\ud83d", "verbatim_quote": first},
-            {"topic_id": "\udc00", "json_path": path, "verbatim_quote": first},
-        ]
-    return {"extracted_pointers": pointers}
+# Pointers no UTF-8 store can hold, beside each true quote: lone surrogates (JSON allows `\ud800`).
+lone_surrogates_model = answering(
+    lambda topic_id, path, first: [
+        {"topic_id": topic_id, "json_path": path, "verbatim_quote": "\ud800"},
+        {"topic_id": topic_id, "json_path": path, "verbatim_quote": first + "\udfff"},
+        {"topic_id": topic_id, "json_path": path + "\ud83d", "verbatim_quote": first},
+        {"topic_id": "\udc00", "json_path": path, "verbatim_quote": first},
+    ]
+)
 
 
 def test_lone_surrogates_from_the_model_are_rejections_and_the_true_quotes_compile(llm_project: Project, capsys, monkeypatch):
