@@ -280,3 +280,16 @@ def test_set_state_line_changes_the_value_only(before, after):
 def test_set_state_line_refuses_two_state_lines():
     with pytest.raises(StateLineError, match="2 top-level `state:` lines"):
         set_state_line("state: DRAFT\nstate: ACTIVE\n", "ACTIVE")
+
+
+def test_activate_refuses_a_flow_style_topic_file_it_cannot_rewrite_and_leaves_it_as_it_was(empty_project: Project, capsys):
+    p = empty_project
+    p.topics.mkdir(parents=True, exist_ok=True)
+    path = p.topics / "flow.yaml"
+    text = '{"topic_id": "flow", "display_name": "Flow", "extraction_policy": {"scope_description": "x"}, "state": "DRAFT"}\n'
+    path.write_text(text, encoding="utf-8")
+    assert read_topic_file(path).topic is not None, "a valid topic file"
+    code, _, err = run_cli(capsys, *p.cli_args(), "activate", "flow", "--topics-dir", str(p.topics))
+    assert code == 2
+    assert "set `state: ACTIVE` by hand" in err and "Traceback" not in err
+    assert path.read_text(encoding="utf-8") == text

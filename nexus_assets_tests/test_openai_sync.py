@@ -246,3 +246,12 @@ def test_a_true_quote_from_a_node_the_model_was_not_shown_compiles_nothing(llm_p
         ("run-a", "run"): "out_of_scope",
         ("run-b", "run"): "out_of_scope",
     }
+
+
+def test_a_missing_model_setting_is_a_usage_error_before_anything_runs(llm_project: Project, capsys, monkeypatch):
+    p = llm_project
+    monkeypatch.delenv("NEXUS_LLM_MODEL")
+    code, _, err = run_cli(capsys, *p.sync_args(TOPIC), "--extractor", "openai")
+    assert code == 2
+    assert "NEXUS_LLM_MODEL" in err and "Traceback" not in err and "dagster" not in err.lower()
+    assert not p.db.exists(), "nothing was opened, let alone compiled"

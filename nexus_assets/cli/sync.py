@@ -88,9 +88,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     if args.extractor == "openai":
         from nexus_assets.llm.chunking import token_budget_from_env
+        from nexus_assets.llm.client import LLMConfig
 
+        # Settings are checked before any step runs: a missing model is a usage error, as in `nexus plan`.
         try:
             token_budget_from_env()
+            LLMConfig.from_env()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if args.open_after:

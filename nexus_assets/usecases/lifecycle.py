@@ -152,7 +152,12 @@ def rewrite_state(path: Path, state: TopicState) -> None:
         new = set_state_line(text, state)
     except StateLineError as exc:
         raise TopicFileError(f"topic file {path}: cannot set `state: {state}`: {exc}") from None
-    before, after = yaml.safe_load(text) or {}, yaml.safe_load(new)
+    before = yaml.safe_load(text) or {}
+    try:
+        after = yaml.safe_load(new)
+    except yaml.YAMLError:
+        # A file in flow style (`{"topic_id": …}`) has no `state:` line to set.
+        after = None
     if not isinstance(after, dict) or after.get("state") != state or {k: v for k, v in after.items() if k != "state"} != {
         k: v for k, v in before.items() if k != "state"
     }:
