@@ -2,6 +2,8 @@
 --explain-cache` after changing the prompt version, the model, the topic and a run."""
 
 import json
+import os
+import stat
 
 import duckdb
 import pytest
@@ -78,6 +80,11 @@ def test_export_refuses_bad_usage_with_exit_2(synced: Project, capsys, tmp_path)
     assert code == 2 and "no manifest yet" in err
     code, _, err = run_cli(capsys, *synced.cli_args(), "export", TOPIC, "--format", "markdown", "--out", str(tmp_path))
     assert code == 2 and "is a directory" in err
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, _, err = run_cli(capsys, *synced.cli_args(), "export", TOPIC, "--format", "jsonl", "--out", str(fifo))
+    assert code == 2 and "not a regular file" in err
+    assert stat.S_ISFIFO(fifo.stat().st_mode), "left as it was, not replaced by a file"
 
 
 LLM_TOPIC = "vault-notes"

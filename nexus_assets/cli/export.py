@@ -23,6 +23,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.is_dir():
         raise UsageError(f"--out {out} is a directory; give a file path")
+    if out is not None and out.exists() and not out.is_file():
+        # The export is renamed into place, which would replace a device or a pipe with a file.
+        raise UsageError(f"--out {out} is not a regular file; give a file path (or leave --out out for stdout)")
     if args.format == "parquet":
         write_parquet(rows, out)
     else:
