@@ -33,9 +33,9 @@ BAD_FILES = {
         "nesting",
     ),
     "bad-status.json": (json.dumps({"run_id": "s", "status": "DONE", "messages": []}).encode(), "status"),
-    "content-not-string.json": (
-        json.dumps({"run_id": "c", "status": "CLOSED", "messages": [{"role": "user", "content": 42}]}).encode(),
-        "messages[0].content",
+    "messages-not-a-list.json": (
+        json.dumps({"run_id": "c", "status": "CLOSED", "messages": {"role": "user", "content": "vault"}}).encode(),
+        "messages: input should be a valid list",
     ),
     "surrogate.json": (b'{"run_id": "u", "status": "CLOSED", "messages": [{"role": "user", "content": "vault \\ud800"}]}', "surrogate"),
 }
@@ -70,6 +70,26 @@ def test_each_malformed_file_is_an_error_and_the_rest_still_compiles(synced: Pro
         assert after[b["brick_id"]]["content"] == b["content"]
     assert any(s["run_id"] == "run-new-good" for b in after.values() for s in b["sources"])
     assert run_json(capsys, *p.cli_args(), "manifest", TOPIC)["manifest_hash"] != manifest_before["manifest_hash"]
+
+
+def test_a_malformed_message_costs_that_message_only(synced: Project, capsys):
+    p = synced
+    before = run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")
+    run = nexus_run("run-entries", [("user", "The vault keeps every checksum."), ("user", "unused"), ("assistant", "DuckDB holds the vault.")])
+    run["messages"][1] = None
+    run["messages"].insert(2, {"role": "user", "content": ["the vault, as a list"]})
+    p.write_run("entries.json", run)
+
+    assert all(r["success"] for r in run_json(capsys, *p.sync_args(TOPIC)))
+    errors = run_json(capsys, *p.cli_args(), "errors")
+    assert sorted((e["file"].rsplit("/", 1)[-1], e["conversation"], e["problem"].split()[1]) for e in errors) == [
+        ("entries.json", "run-entries", "messages[1]"),
+        ("entries.json", "run-entries", "messages[2]"),
+    ]
+    after = {b["content"]: b for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all")}
+    assert {"The vault keeps every checksum.", "DuckDB holds the vault."} <= set(after)
+    assert after["DuckDB holds the vault."]["sources"][0]["json_path"] == "$['messages'][3]['content']"
+    assert all(b["content"] in after for b in before)
 
 
 def test_an_oversized_file_is_refused_with_the_limit_named(empty_project: Project, capsys, monkeypatch):

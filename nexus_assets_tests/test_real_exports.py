@@ -157,11 +157,36 @@ def test_an_unknown_chatgpt_node_shape_costs_that_node_only() -> None:
 
 
 def test_errors_never_name_internal_classes(tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text(json.dumps({"run_id": "r", "status": "OPEN", "messages": [None]}))
+    (tmp_path / "bad.json").write_text(json.dumps({"run_id": "r", "status": "OPEN", "messages": "none"}))
+    (tmp_path / "entries.json").write_text(json.dumps({"run_id": "e", "status": "OPEN", "messages": [None, {"role": 1}]}))
     (error,) = list(iter_run_file(tmp_path / "bad.json", "bad.json"))
-    assert isinstance(error, IngestionError)
-    assert "messages[0]" in error.problem
-    assert not re.search(r"\b_[A-Z]\w+", error.problem), error.problem
+    _, *warnings = list(iter_run_file(tmp_path / "entries.json", "entries.json"))
+    assert isinstance(error, IngestionError) and "messages" in error.problem
+    assert [w.problem.split()[1] for w in warnings] == ["messages[0]", "messages[1]"]
+    for problem in [error.problem, *(w.problem for w in warnings)]:
+        assert not re.search(r"\b_[A-Z]\w+", problem), problem
+
+
+def test_a_malformed_nexus_message_costs_that_message_only(tmp_path: Path) -> None:
+    messages = [
+        {"role": "user", "content": "Keep the vault append-only."},
+        None,
+        {"role": "user", "content": 42},
+        {"content": "a message without a role"},
+        {"role": "assistant", "content": "Agreed: nothing stored is ever deleted.", "timestamp": "2025-01-02T03:04:05Z"},
+    ]
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r-entries", "status": "CLOSED", "messages": messages}))
+    run, *warnings = list(iter_run_file(tmp_path / "run.json", "runs/run.json"))
+    assert isinstance(run, Run) and run.run_id == "r-entries"
+    assert [n.path for n in run.nodes] == ["$['messages'][0]['content']", "$['messages'][4]['content']"]
+    assert run.nodes[1].timestamp == "2025-01-02T03:04:05.000000Z"
+    assert all(isinstance(w, IngestionError) and w.conversation == "r-entries" and w.file == "runs/run.json" for w in warnings)
+    problems = [w.problem for w in warnings]
+    assert len(problems) == 3
+    assert problems[0].startswith("warning: messages[1] is null, not a message object")
+    assert "messages[2]" in problems[1] and "content" in problems[1]
+    assert "messages[3]" in problems[2] and "role" in problems[2]
+    assert all(p.endswith("the rest of the conversation was kept") for p in problems)
 
 
 # --- 2. every readable text is reachable: the content-type table ----------------------------
