@@ -58,7 +58,7 @@ def test_a_file_rewritten_before_it_is_read_is_stored_with_the_hash_of_what_was_
         on_disk = sha256_hex((p.runs / "b.json").read_bytes())
         assert [row[0] for row in stored] == [on_disk]
         assert "The vault is new." in stored[0][1]
-        assert vault.file_seen(on_disk)
+        assert on_disk in vault.files_seen()
 
 
 def test_two_files_with_one_run_id_are_named_in_either_arrival_order(empty_project: Project, capsys):

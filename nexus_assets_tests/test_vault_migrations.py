@@ -180,3 +180,45 @@ def _opens_and_resyncs_through_the_stage(tmp_path, capsys, downgrade):
     assert again["storage-decisions"]["manifest_hash"] != hashes["storage-decisions"]
     after = snapshot(p.db)
     assert set(before["bricks"]) <= set(after["bricks"]) and len(after["bricks"]) == len(before["bricks"]) + 1
+
+
+def test_a_file_the_previous_reader_refused_is_read_again_once(tmp_path, capsys):
+    """Migration 15. The previous release made a `null` message cost its whole run; a vault it wrote
+    holds that file as read, with one error and no run. The next sync reads the file again with
+    this reader, which keeps the rest of the run; the sync after that reads nothing again."""
+    from nexus_assets.core.fingerprint import sha256_hex
+    from nexus_assets.runfiles import file_stat
+    from nexus_assets_tests.project import sample_project
+
+    p = sample_project(tmp_path / "proj")
+    run_json(capsys, *p.sync_args())
+    run = nexus_run("run-null", [("user", "The vault keeps a checksum of every run."), ("user", "dropped")])
+    run["messages"][1] = None
+    path = p.write_run("null.json", run)
+    sha = sha256_hex(path.read_bytes())
+    size, mtime, ctime, inode = file_stat(path)
+    old_problem = "not a valid Nexus run: messages[1]: input should be an object"
+    with duckdb.connect(str(p.db)) as con:
+        con.execute("ALTER TABLE run_files DROP COLUMN reader_version")
+        con.execute("DELETE FROM schema_version WHERE version >= 15")
+        assert schema_version(con) == 14
+        con.execute("INSERT INTO run_files VALUES (?, ?, 0, 1, now())", [sha, "runs/null.json"])
+        con.execute("INSERT INTO ingestion_errors VALUES ('runs/null.json', ?, NULL, ?, now())", [sha, old_problem])
+        con.execute(
+            "INSERT INTO file_stats (path, size, mtime_ns, ctime_ns, inode, file_sha256, recorded_at) VALUES (?, ?, ?, ?, ?, ?, now())",
+            [str(path.resolve()), size, mtime, ctime, inode, sha],
+        )
+    before = snapshot(p.db)
+
+    assert all(r["success"] for r in run_json(capsys, *p.sync_args()))
+    contents = [b["content"] for b in run_json(capsys, *p.cli_args(), "bricks", "storage-decisions")]
+    assert "The vault keeps a checksum of every run." in contents
+    problems = [e["problem"] for e in run_json(capsys, *p.cli_args(), "errors")]
+    # The old verdict stays on record (invariant 8); the new one names the skipped message only.
+    assert problems[0] == old_problem and len(problems) == 2 and problems[1].startswith("warning: messages[1] is null")
+    after = snapshot(p.db)
+    assert set(before["bricks"]) <= set(after["bricks"]) and len(after["bricks"]) == len(before["bricks"]) + 1
+
+    assert all(r["success"] for r in run_json(capsys, *p.sync_args()))
+    assert len(run_json(capsys, *p.cli_args(), "errors")) == 2, "read once: no second verdict"
+    assert snapshot(p.db) == after

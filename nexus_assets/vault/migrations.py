@@ -430,6 +430,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         # vaults exist both with and without it.
         "ALTER TABLE staged_resolutions DROP COLUMN IF EXISTS bricks;",
     ),
+    Migration(
+        15,
+        "each run file's verdict says which reader gave it, so a file with problems is read again by a reader that reads more",
+        # NULL: read by a release before this column, i.e. reader version 1.
+        "ALTER TABLE run_files ADD COLUMN IF NOT EXISTS reader_version INTEGER;",
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.formats import READER_VERSION
 from nexus_assets.core.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.models import (
     Brick,
@@ -42,6 +43,9 @@ from nexus_assets.vault.forgetting import ForgettingRecords
 from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import STAGE_TABLES
 from nexus_assets.vault.recall import RecallRecords
+
+# A file's verdict stands when it found no problem or came from the current reader (bound as ?).
+_VERDICT_CURRENT = "errors = 0 OR coalesce(reader_version, 1) >= ?"
 
 # Bricks staged per insert: a slice of a large topic costs a few MB of frames, not hundreds.
 STAGE_SLICE = 20_000
@@ -189,16 +193,22 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
 
     # Run files and runs
 
-    def file_seen(self, file_sha256: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM run_files WHERE file_sha256 = ? LIMIT 1", [file_sha256]).fetchone() is not None
-
     def files_seen(self) -> set[str]:
-        """The sha256 of every file content ever read: one query for a sync, not one per file."""
-        return {r[0] for r in self.conn.execute("SELECT DISTINCT file_sha256 FROM run_files").fetchall()}
+        """The sha256 of every file content read for good: one query for a sync, not one per file.
+
+        Content that had problems under an older reader is not among them: it is read again.
+        """
+        rows = self.conn.execute(f"SELECT file_sha256 FROM run_files GROUP BY file_sha256 HAVING bool_or({_VERDICT_CURRENT})", [READER_VERSION])
+        return {r[0] for r in rows.fetchall()}
 
     def file_stats(self) -> dict[str, tuple[int, int, int, int]]:
-        """(size, mtime_ns, ctime_ns, inode) of every run file as it was when last read, by absolute path."""
-        rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM file_stats").fetchall()
+        """(size, mtime_ns, ctime_ns, inode) of every run file as it was when last read, by absolute path;
+        not of a file whose content is to be read again (see `files_seen`)."""
+        rows = self.conn.execute(
+            f"""SELECT path, size, mtime_ns, ctime_ns, inode FROM file_stats WHERE file_sha256 NOT IN
+                (SELECT file_sha256 FROM run_files GROUP BY file_sha256 HAVING NOT bool_or({_VERDICT_CURRENT}))""",
+            [READER_VERSION],
+        ).fetchall()
         return {r[0]: tuple(r[1:]) for r in rows}
 
     def record_file_stats(self, stats: Sequence[tuple[str, tuple[int, int, int, int], str]]) -> None:
@@ -238,7 +248,13 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         stamp = now()
         self._insert_df(
             "run_files",
-            [{"file_sha256": h, "path": p, "runs": r, "errors": e, "first_seen": stamp} for h, p, r, e in files],
+            [
+                {"file_sha256": h, "path": p, "runs": r, "errors": e, "first_seen": stamp, "reader_version": READER_VERSION}
+                for h, p, r, e in files
+            ],
+            # A file read again by a newer reader: its verdict is the new one.
+            conflict="(file_sha256, path) DO UPDATE SET runs = excluded.runs, errors = excluded.errors, "
+            "reader_version = excluded.reader_version",
         )
 
     def record_errors(self, errors: Sequence[IngestionError]) -> None:

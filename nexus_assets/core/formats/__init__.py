@@ -12,6 +12,12 @@ from typing import Any
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 
 
+# Raised whenever the readers come to read more than before (e.g. a bad entry that used to cost its
+# whole run now costs that entry only). A file that had problems under an older reader is read
+# again by the next sync: what it could not give then it may give now.
+READER_VERSION = 2
+
+
 class FormatError(ValueError):
     """A document that is JSON but not a run this format can read; the message says what is wrong."""
 
