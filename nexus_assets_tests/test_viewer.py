@@ -25,6 +25,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from nexus_assets.cli import build_parser, main
+from nexus_assets.vault.migrations import LATEST
 from nexus_assets.web.links import topic_url
 from nexus_assets.web.server import ViewerServer, make_server
 from nexus_assets_tests.dagster_helpers import materialize_topic
@@ -520,3 +521,23 @@ def test_topic_manifest_metadata_links_to_the_viewer_page(tmp_path, monkeypatch)
     assert meta["viewer"] == dg.MetadataValue.url(f"http://viewer.example:9000/topics/{TOPIC}")
     monkeypatch.delenv("NEXUS_VIEWER_URL")
     assert topic_url(TOPIC) == f"http://127.0.0.1:8765/topics/{TOPIC}"
+
+
+@pytest.mark.parametrize("kind", ["not-duckdb", "newer-release"])
+def test_nexus_serve_refuses_a_file_that_is_no_vault_it_can_read(project, tmp_path, kind):
+    db = tmp_path / "odd.duckdb"
+    if kind == "not-duckdb":
+        db.write_text("these are my notes, not a vault\n")
+        expected = "is not a vault: the file exists, but it is not a DuckDB database"
+    else:
+        shutil.copyfile(project.db, db)
+        with duckdb.connect(str(db)) as con:
+            con.execute("INSERT INTO schema_version VALUES (?, 'from the future', now())", [LATEST + 1])
+        expected = "newer than this Nexus Sync knows"
+    before = db.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "nexus_assets.cli", "--db", str(db), "serve", "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and expected in done.stderr and done.stdout == ""
+    assert db.read_bytes() == before
