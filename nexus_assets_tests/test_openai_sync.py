@@ -158,6 +158,15 @@ def test_failed_calls_are_recorded_never_cached_and_retried_next_sync(llm_projec
     assert [c["status"] for c in run_json(capsys, *p.cli_args(), "calls")] == ["failed", "failed", "ok", "ok"]
 
 
+def test_a_sync_whose_llm_calls_failed_says_so_in_its_progress_and_summary(llm_project: Project, capsys, monkeypatch):
+    # Nothing listens on port 9 (discard): every call fails to connect and is given up after retries.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    code, out, err = run_cli(capsys, *llm_project.sync_args(TOPIC), "--extractor", "openai")
+    assert code == 0, "failed calls are asked again next sync; the sync itself ran"
+    assert f"{TOPIC}: 2 runs not extracted: their LLM calls failed" in err
+    assert "2 runs not extracted (failed LLM calls, asked again next sync)" in out
+
+
 def test_chunking_a_run_two_ways_gives_the_same_bricks(llm_project: Project, capsys, monkeypatch, tmp_path):
     p = llm_project
     long_run = [("user" if i % 2 else "assistant", f"Message {i}: the vault stores item {i} safely. Filler {'x' * 300}.") for i in range(12)]

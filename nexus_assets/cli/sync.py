@@ -147,6 +147,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
     results, failed, interrupted, incomplete = [], False, False, False
+    not_extracted: dict[str, int] = {}
     # Dagster turns Ctrl-C/SIGTERM during a step into a failed step and returns; between steps
     # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
@@ -178,10 +179,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
             ok = result.success and all(checks.values())
             failed |= not ok
             # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
-            incomplete |= any(
-                m.metadata.get("runs_incomplete") is not None and m.metadata["runs_incomplete"].value
+            unextracted = sum(
+                m.metadata["runs_incomplete"].value
                 for m in result.asset_materializations_for_node("pointer_extractions")
+                if m.metadata.get("runs_incomplete") is not None
             )
+            incomplete |= bool(unextracted)
+            if unextracted:
+                not_extracted[topic_id] = unextracted
             results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
             if stopped(result):
                 interrupted = True
@@ -227,7 +232,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     for r in results:
         status = "ok" if r["success"] and all(r["checks"].values()) else "FAILED"
         by_state = ", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "no bricks"
-        lines.append(f"{r['topic_id']}: {status}; {by_state}; manifest {(r['manifest_hash'] or '-')[:16]}")
+        missing = not_extracted.get(r["topic_id"])
+        unasked = f"; {missing} runs not extracted (failed LLM calls, asked again next sync)" if missing else ""
+        lines.append(f"{r['topic_id']}: {status}; {by_state}; manifest {(r['manifest_hash'] or '-')[:16]}{unasked}")
     if not ingested.success:
         lines.append("nothing was compiled: ingesting the run files failed")
         for err in ingest_errors:

@@ -167,6 +167,12 @@ def pointer_extractions(
         context,
         f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged",
     )
+    if report.incomplete:
+        settings.say(
+            context,
+            f"{topic.topic_id}: {len(report.incomplete)} runs not extracted: their LLM calls failed; "
+            "they are asked again at the next sync (see `nexus calls`)",
+        )
     metadata = {
         "topic_id": topic.topic_id,
         "extractor": backend.identity,
