@@ -17,7 +17,7 @@ from typing import BinaryIO, Iterator
 from nexus_assets.core.formats import FormatError
 from nexus_assets.core.formats import limits as L
 from nexus_assets.core.formats.dispatch import parse_document
-from nexus_assets.core.formats.exports import SIDE_FILES, ConversationProblem, iter_export, open_export_members
+from nexus_assets.core.formats.exports import SIDE_FILES, BrokenExportError, ConversationProblem, iter_export, open_export_members
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of, value_at
 
@@ -148,7 +148,14 @@ def _stream_export(
     )
     count = 0
     try:
-        for item in iter_export(guarded, open_after=open_after, seen=seen):
+        items = iter_export(
+            guarded,
+            open_after=open_after,
+            seen=seen,
+            too_deep=guarded.too_deep,
+            too_deep_problem=L.conversation_depth_message(limits.max_depth),
+        )
+        for item in items:
             count += 1
             if count > limits.max_conversations:
                 yield IngestionError(
@@ -173,6 +180,13 @@ def _stream_export(
     except L.LimitError as exc:
         where = f"array item #{count}"
         yield IngestionError(display, f"{where}: {exc}; the conversations before it were read", conversation=f"#{count}", file_sha256=sha)
+    except BrokenExportError as exc:
+        if guarded.unclosed:  # the file ends inside a too-deep value: that is the news, not the broken JSON
+            where = f"#{exc.conversations_read}"
+            problem = f"{L.depth_message(limits.max_depth)}; the file ends inside array item {where}; the conversations before it were read"
+            yield IngestionError(display, problem, conversation=where, file_sha256=sha)
+        else:
+            yield IngestionError(display, str(exc), file_sha256=sha)
     except FormatError as exc:
         yield IngestionError(display, str(exc), file_sha256=sha)
     except UnicodeDecodeError as exc:

@@ -2,6 +2,7 @@
 every other run still compiles and nothing already in the vault is lost."""
 
 import json
+import zipfile
 
 import pytest
 
@@ -122,3 +123,40 @@ def test_a_bad_vault_memory_setting_is_a_usage_error_and_the_vault_is_untouched(
     assert synced.db.read_bytes() == before
     monkeypatch.setenv("NEXUS_VAULT_MEMORY", "64MB")
     assert run_json(capsys, *synced.cli_args(), "topics")
+
+
+def claude_export(*conversations: tuple[str, str, str]) -> bytes:
+    """A Claude export as raw JSON text: (uuid, text, raw JSON of an extra field) per conversation."""
+    return (
+        "["
+        + ", ".join(
+            f'{{"uuid": "{uuid}", "name": "notes", "created_at": "2026-01-01T00:00:00Z", "extra": {extra}, '
+            f'"chat_messages": [{{"sender": "human", "created_at": "2026-01-01T00:00:00Z", "text": "{text}", '
+            f'"content": [{{"type": "text", "text": "{text}"}}]}}]}}'
+            for uuid, text, extra in conversations
+        )
+        + "]"
+    ).encode()
+
+
+def test_a_too_deep_conversation_in_an_export_costs_that_conversation_only(empty_project: Project, capsys):
+    p = empty_project
+    p.write_topic("vault-notes", keywords=["vault"])
+    p.write_bytes(
+        "claude/conversations.json",
+        claude_export(
+            ("c-before", "The vault was opened first.", '""'),
+            ("c-deep", "The vault is deep.", deep(500)),
+            ("c-after", "The vault still reads what comes after.", '""'),
+        ),
+    )
+    shard = claude_export(("z-deep", "The vault is deep in a zip.", deep(70)), ("z-after", "The vault reads the zip to its end.", '""'))
+    with zipfile.ZipFile(p.runs / "export.zip", "w") as archive:
+        archive.writestr("conversations-000.json", shard)
+        archive.writestr("conversations-001.json", claude_export(("z-next", "The vault reads the next shard.", '""')))
+    run_json(capsys, *p.sync_args("vault-notes"))
+    errors = {(e["file"].rsplit("/", 1)[-1], e["conversation"]): e["problem"] for e in run_json(capsys, *p.cli_args(), "errors")}
+    assert set(errors) == {("conversations.json", "c-deep"), ("export.zip:conversations-000.json", "z-deep")}, errors
+    assert all("deeper than 64 levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped" in e for e in errors.values()), errors
+    sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", "vault-notes", "--all") for s in b["sources"]}
+    assert sources == {"c-before", "c-after", "z-after", "z-next"}

@@ -6,6 +6,7 @@ regression fails the test instead of taking the machine down.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import resource
@@ -14,6 +15,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nexus_assets.core.formats.limits import GuardedStream
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -25,15 +31,16 @@ CAP_MB = 2048  # address space, not resident memory: DuckDB reserves more than i
 SYNC_CAP_MB = 4096
 NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 READER = """
-import json, resource, sys
+import json, resource, sys, time
 from pathlib import Path
 from nexus_assets.runfiles import iter_run_file
 out = []
+started = time.perf_counter()
 for item in iter_run_file(Path(sys.argv[1]), sys.argv[1]):
     out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem, "conversation": item.conversation})
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forked (large) test worker.
 peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"items": out, "peak_kb": peak}))
+print(json.dumps({"items": out, "peak_kb": peak, "seconds": time.perf_counter() - started}))
 """
 
 
@@ -83,22 +90,26 @@ def zipped(path: Path, member: str, data: bytes) -> Path:
 
 
 def hostile_files(root: Path) -> dict[str, Path]:
-    """Each way to nest deeply: as arrays and objects, in a run file, an export, one conversation, a zip."""
+    """Each way to nest deeply: as arrays and objects, in a run file, an export, one conversation, a zip.
+
+    In an export the deep item costs that item only: a good conversation follows it.
+    """
     root.mkdir(parents=True, exist_ok=True)
     good = claude("good-1", "The vault keeps every quote.")
+    after = claude("good-2", "The vault keeps the later ones too.")
     files = {
         "top-arrays.json": deep_arrays(DEEP),
         "top-objects.json": deep_objects(DEEP),
         "run-arrays.json": '{"run_id": "d1", "status": "CLOSED", "messages": [], "extra": ' + deep_arrays(DEEP) + "}",
         "run-objects.json": '{"run_id": "d2", "status": "CLOSED", "messages": [], "extra": ' + deep_objects(5 * DEEP) + "}",
-        "export-list.json": "[" + good + ", " + deep_arrays(DEEP) + "]",
-        "one-conversation.json": "[" + good + ", " + claude("deep-1", "x", deep_objects(DEEP)) + "]",
+        "export-list.json": "[" + good + ", " + deep_arrays(DEEP) + ", " + after + "]",
+        "one-conversation.json": "[" + good + ", " + claude("deep-1", "x", deep_objects(DEEP)) + ", " + after + "]",
     }
     paths = {}
     for name, text in files.items():
         paths[name] = root / name
         paths[name].write_text(text)
-    paths["export.zip"] = zipped(root / "export.zip", "conversations.json", ("[" + good + ", " + claude("deep-2", "x", deep_arrays(DEEP)) + "]").encode())
+    paths["export.zip"] = zipped(root / "export.zip", "conversations.json", ("[" + good + ", " + claude("deep-2", "x", deep_arrays(DEEP)) + ", " + after + "]").encode())
     return paths
 
 
@@ -110,9 +121,87 @@ def test_each_way_of_deep_nesting_is_refused_before_it_is_built(tmp_path: Path):
         assert "deeper than 64 levels (NEXUS_MAX_JSON_DEPTH)" in problems[0]["problem"], (name, problems)
         runs = [i["run_id"] for i in result["items"] if "run_id" in i]
         if name in ("export-list.json", "one-conversation.json", "export.zip"):
-            assert runs == ["good-1"], (name, runs)
+            assert runs == ["good-1", "good-2"], (name, runs)
         # Refusing a few MB of brackets costs a few MB, not gigabytes.
         assert result["peak_kb"] < 200 * 1024, (name, result["peak_kb"])
+
+
+def test_a_recursion_bomb_inside_one_conversation_costs_that_conversation_only(tmp_path: Path):
+    # Two million levels as arrays, then as objects with strings, each followed by a good conversation.
+    bomb = 2_000_000
+    path = tmp_path / "bomb.json"
+    path.write_text(
+        "["
+        + claude("good-1", "Before.")
+        + ", "
+        + claude("bomb-arrays", "x", deep_arrays(bomb))
+        + ", "
+        + claude("good-2", "Between.")
+        + ", "
+        + claude("bomb-objects", "x", '{"s": "[{\\"", "a": ' * bomb + "1" + "}" * bomb)
+        + ", "
+        + claude("good-3", "After.")
+        + "]"
+    )
+    result = read_capped(path)
+    assert [i["run_id"] for i in result["items"] if "run_id" in i] == ["good-1", "good-2", "good-3"]
+    problems = [(i["conversation"], i["problem"]) for i in result["items"] if "problem" in i]
+    assert [c for c, _ in problems] == ["bomb-arrays", "bomb-objects"]
+    assert all("deeper than 64 levels (NEXUS_MAX_JSON_DEPTH)" in p for _, p in problems), problems
+    # Skipped in linear time and constant memory: never built, never held whole.
+    assert result["peak_kb"] < 200 * 1024, result["peak_kb"]
+    assert result["seconds"] < 60, result["seconds"]
+
+
+GUARDED = (
+    b'[{"id": "x", "a": [',
+    b'[{"k": "]]}\\"[[", "v": [[["\\\\"], {"w": "\\"}"}]]}, "[\\\\\\""]',
+    b'], "b": "[[[[\\\\"}, {"id": "y", "c": [1]}]',
+)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 16, 64, 1 << 16])
+def test_the_guard_hands_over_a_sentinel_in_place_of_the_deep_value(size: int):
+    # At a limit of 3 the value after "a": opens level 4; it ends where its own bracket closes,
+    # whatever brackets and escaped quotes its strings hold and wherever the chunks break.
+    prefix, deep, suffix = GUARDED
+    guard = GuardedStream(io.BytesIO(prefix + deep + suffix), depth_limit=3)
+    out = b"".join(iter(lambda: guard.read(size), b""))
+    assert out == prefix + json.dumps(guard.sentinel).encode() + suffix
+    assert json.loads(out)[0]["a"] == [guard.sentinel] and guard.replaced == 1
+    assert guard.bytes_read == len(prefix + deep + suffix)
+
+
+def cut_past(value, limit: int, sentinel: str, level: int = 1):
+    """What the guard should hand over: each array or object opening level limit + 1 as the sentinel."""
+    if not isinstance(value, (list, dict)):
+        return value
+    if level > limit:
+        return sentinel
+    if isinstance(value, list):
+        return [cut_past(v, limit, sentinel, level + 1) for v in value]
+    return {k: cut_past(v, limit, sentinel, level + 1) for k, v in value.items()}
+
+
+TRICKY_TEXT = st.text(alphabet='[]{}"\\ aé日', max_size=6)
+JSON_VALUES = st.recursive(
+    st.one_of(TRICKY_TEXT, st.integers(), st.none()),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY_TEXT, inner, max_size=3),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(JSON_VALUES, max_size=4), st.integers(1, 6), st.integers(1, 40), st.booleans())
+def test_the_guard_cuts_exactly_what_is_past_the_limit(document, limit: int, size: int, ascii_only: bool):
+    guard = GuardedStream(io.BytesIO(json.dumps(document, ensure_ascii=ascii_only).encode()), depth_limit=limit)
+    out = b"".join(iter(lambda: guard.read(size), b""))
+    assert json.loads(out) == cut_past(document, limit, guard.sentinel)
+
+
+def test_each_guard_has_its_own_sentinel():
+    first, second = (GuardedStream(io.BytesIO(b"[]"), depth_limit=3) for _ in range(2))
+    assert first.sentinel != second.sentinel
 
 
 def write_good_run(p: Project) -> None:
@@ -137,7 +226,7 @@ def test_a_sync_over_hostile_files_names_each_and_compiles_the_rest(empty_projec
     for name in ("top-arrays.json", "top-objects.json", "run-arrays.json", "run-objects.json", "export-list.json", "one-conversation.json", "export.zip"):
         assert any("NEXUS_MAX_JSON_DEPTH" in e for e in errors.get(name, [])), (name, errors.get(name))
     sources = {s["run_id"] for b in run_json(capsys, *p.cli_args(), "bricks", TOPIC, "--all") for s in b["sources"]}
-    assert {"run-good", "good-1"} <= sources
+    assert {"run-good", "good-1", "good-2"} <= sources
 
 
 def ordinary_text(megabytes: float, keyword_every: int = 50_000) -> str:

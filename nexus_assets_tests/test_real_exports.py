@@ -11,6 +11,8 @@ import re
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from nexus_assets.core.formats.chatgpt import CONTENT_TYPES, chatgpt_run
 from nexus_assets.core.formats.claude import claude_run
 from nexus_assets.core.formats.exports import ConversationProblem, iter_export
@@ -396,3 +398,158 @@ def test_odd_items_among_real_conversations_are_still_reported_one_by_one() -> N
     items = list(iter_export(io.BytesIO(json.dumps(conversations).encode())))
     assert [type(i).__name__ for i in items] == ["ConversationProblem", "ConversationProblem", "Run", "Run"]
     assert isinstance(items[0], ConversationProblem) and items[0].index == 0
+
+
+# --- 6. a conversation nested too deep costs that conversation only ------------------------------
+
+TOO_DEEP = "JSON nesting is deeper than 64 levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the others were read"
+# Brackets, an escaped quote and an escaped backslash before a closing quote: none of them may
+# count as structure or end a string.
+TRICKY = r'a ]]} [{ \" [ \\'
+
+
+def nested(levels: int, filler: str = TRICKY, core: str = "1") -> str:
+    """`levels` levels of arrays and objects in turn around `core`, each holding a tricky string."""
+    opens = [f'["{filler}", ' if i % 2 == 0 else f'{{"k{i}": "{filler}", "v": ' for i in range(levels)]
+    closes = ["]" if i % 2 == 0 else "}" for i in reversed(range(levels))]
+    return "".join(opens) + core + "".join(closes)
+
+
+def with_raw(conversation: dict, key: str, raw: str) -> str:
+    """The conversation as JSON text with `raw` (any JSON text, however deep) as the value of `key`."""
+    marker = "@raw-value@"
+    text = json.dumps({**conversation, key: marker}, ensure_ascii=False)
+    assert text.count(json.dumps(marker)) == 1
+    return text.replace(json.dumps(marker), raw)
+
+
+def said(cid: str, text: str, shape: str) -> dict:
+    if shape == "chatgpt":
+        return gpt_conversation(cid, [("u", gpt_message("user", {"content_type": "text", "parts": [text]}))])
+    return claude_conversation(cid, [claude_message("human", [{"type": "text", "text": text}], text)])
+
+
+def export_of(path: Path, parts: list[str]) -> Path:
+    path.write_text("[" + ",\n".join(parts) + "]", encoding="utf-8")
+    return path
+
+
+def read_export(path: Path) -> tuple[list[str], list[IngestionError]]:
+    items = list(iter_run_file(path, path.name))
+    return [i.run_id for i in items if isinstance(i, Run)], [i for i in items if isinstance(i, IngestionError)]
+
+
+@pytest.mark.parametrize("shape", ["chatgpt", "claude"])
+def test_a_too_deep_conversation_costs_that_conversation_only(tmp_path: Path, shape: str) -> None:
+    # The deep bytes are not even JSON past the limit: they are skipped, never parsed.
+    deep = nested(200, core="@ not json , : ,")
+    path = export_of(
+        tmp_path / "conversations.json",
+        [
+            json.dumps(said("c-0", "Before the deep one.", shape)),
+            with_raw(said("c-deep", "Deep.", shape), "extra", deep),
+            json.dumps(said("c-2", "After the deep one.", shape)),
+            json.dumps(said("c-3", "Last of all.", shape)),
+        ],
+    )
+    runs, errors = read_export(path)
+    assert runs == ["c-0", "c-2", "c-3"]
+    assert [(e.file, e.conversation, e.problem) for e in errors] == [("conversations.json", "c-deep", TOO_DEEP)]
+
+
+def test_deep_parts_straddling_chunks_with_brackets_and_quotes_in_strings(tmp_path: Path) -> None:
+    # Each deep part is far larger than the 64 KiB the reader takes at a time, and its strings
+    # hold brackets, escaped quotes and escaped backslashes.
+    long = TRICKY * 400
+    path = export_of(
+        tmp_path / "conversations.json",
+        [
+            json.dumps(said("g-0", "Before [ and { in text \" quoted.", "chatgpt")),
+            with_raw(said("g-deep-1", "Deep.", "chatgpt"), "extra", nested(300, long)),
+            json.dumps(said("g-2", "Between ]] the two.", "chatgpt")),
+            with_raw(said("g-deep-2", "Deep too.", "chatgpt"), "extra", nested(90, long)),
+            json.dumps(said("g-4", "After both \\ of them.", "chatgpt")),
+        ],
+    )
+    assert path.stat().st_size > 4 * 64 * 1024
+    runs, errors = read_export(path)
+    assert runs == ["g-0", "g-2", "g-4"]
+    assert [(e.conversation, e.problem) for e in errors] == [("g-deep-1", TOO_DEEP), ("g-deep-2", TOO_DEEP)]
+
+
+def test_deep_conversations_without_an_id_with_their_id_after_the_deep_part_or_last(tmp_path: Path) -> None:
+    # The second one's id comes after its deep part; the third has no id at all; the last is deep.
+    id_after = '{"extra": ' + nested(100) + ', "uuid": "late-id", "name": "late", "chat_messages": []}'
+    no_id = with_raw({"name": "nameless", "chat_messages": []}, "extra", nested(100))
+    path = export_of(
+        tmp_path / "conversations.json",
+        [
+            json.dumps(said("c-0", "Kept.", "claude")),
+            id_after,
+            no_id,
+            json.dumps(said("c-3", "Kept too.", "claude")),
+            with_raw(said("c-last", "Deep at the end.", "claude"), "extra", nested(65)),
+        ],
+    )
+    runs, errors = read_export(path)
+    assert runs == ["c-0", "c-3"]
+    assert [(e.conversation, e.problem) for e in errors] == [("late-id", TOO_DEEP), ("#2", TOO_DEEP), ("c-last", TOO_DEEP)]
+
+
+def test_an_export_that_ends_inside_a_deep_part_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text("[" + json.dumps(said("c-0", "Kept.", "claude")) + ', {"uuid": "cut-off", "extra": ' + "[" * 100_000)
+    runs, errors = read_export(path)
+    assert runs == ["c-0"]
+    (error,) = errors
+    assert error.conversation == "#1" and "deeper than 64 levels (NEXUS_MAX_JSON_DEPTH)" in error.problem
+    assert "the file ends inside array item #1" in error.problem
+
+
+def test_exactly_the_limit_is_read_and_one_more_level_is_not(tmp_path: Path) -> None:
+    # The conversation object is level 1, its "extra" value level 2.
+    path = export_of(
+        tmp_path / "conversations.json",
+        [
+            with_raw(said("c-at", "At the limit.", "claude"), "extra", nested(63)),
+            with_raw(said("c-over", "One over.", "claude"), "extra", nested(64)),
+        ],
+    )
+    runs, errors = read_export(path)
+    assert runs == ["c-at"]
+    assert [e.conversation for e in errors] == ["c-over"]
+
+
+def test_a_cut_that_changes_what_the_reader_sees_is_still_reported_as_too_deep(tmp_path: Path, monkeypatch) -> None:
+    # At 6 levels, the object part of a multimodal message is what crosses the limit; what the
+    # reader would find in its place must never be stored as the conversation's text.
+    monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "6")
+    spoken = {"content_type": "audio_transcription", "text": "Spoken.", "direction": "in"}
+    multimodal = gpt_message("user", {"content_type": "multimodal_text", "parts": [spoken, "Typed."]})
+    path = export_of(
+        tmp_path / "conversations.json",
+        [
+            json.dumps(said("g-0", "Plain.", "chatgpt")),
+            json.dumps(gpt_conversation("g-cut", [("u", multimodal)])),
+            json.dumps(said("g-2", "Plain too.", "chatgpt")),
+        ],
+    )
+    runs, errors = read_export(path)
+    assert runs == ["g-0", "g-2"]
+    assert [(e.conversation, e.problem) for e in errors] == [("g-cut", TOO_DEEP.replace("64", "6"))]
+    # At 1 level every conversation's body is cut, and the reader would call it the wrong shape.
+    monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "1")
+    runs, errors = read_export(path)
+    assert runs == []
+    assert [(e.conversation, e.problem) for e in errors] == [(c, TOO_DEEP.replace("64", "1")) for c in ("g-0", "g-cut", "g-2")]
+
+
+def test_a_sharded_zip_with_a_deep_conversation_reads_every_other_one(tmp_path: Path) -> None:
+    path = tmp_path / "export.zip"
+    first = [json.dumps(said("a-0", "First shard.", "chatgpt")), with_raw(said("a-deep", "Deep.", "chatgpt"), "extra", nested(5000)), json.dumps(said("a-2", "Still first.", "chatgpt"))]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("conversations-000.json", "[" + ", ".join(first) + "]")
+        zf.writestr("conversations-001.json", json.dumps(two_conversations("b")))
+    runs, errors = read_export(path)
+    assert runs == ["a-0", "a-2", "b-0", "b-1"]
+    assert [(e.file, e.conversation, e.problem) for e in errors] == [("export.zip:conversations-000.json", "a-deep", TOO_DEEP)]

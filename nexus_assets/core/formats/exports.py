@@ -11,7 +11,7 @@ import posixpath
 import re
 import zipfile
 from os import PathLike
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import ijson
 
@@ -161,13 +161,20 @@ def _unsupported(count: int, first: Any) -> FormatError:
 
 
 def iter_export(
-    stream: BinaryIO, *, open_after: str | None = None, seen: dict[str, int] | None = None
+    stream: BinaryIO,
+    *,
+    open_after: str | None = None,
+    seen: dict[str, int] | None = None,
+    too_deep: Callable[[Any], bool] | None = None,
+    too_deep_problem: str = "",
 ) -> Iterator[Run | ConversationProblem]:
     """Each conversation of a ChatGPT or Claude export as a `Run`, or the problem that stopped it.
 
     Memory stays bounded by the largest single conversation. A duplicate conversation id is a
     problem for the later copy: the first run with that id was already yielded. A JSON stream
     that breaks part-way raises `BrokenExportError` after every conversation before the break.
+    An item for which `too_deep` holds (a depth guard cut part of it out) is `too_deep_problem`,
+    whatever is left of it.
     """
     normalize_open_after(open_after)  # a bad setting fails before anything is read
     source = _open_array(stream)
@@ -196,6 +203,11 @@ def iter_export(
                 conversations_read=index,
                 bytes_read=source.bytes_read,
             ) from None
+        if too_deep is not None and too_deep(item):
+            # Not read at all: what is left might even parse, but it is not the conversation.
+            yield ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
+            index += 1
+            continue
         result = _convert(item, index, open_after)
         if not recognised:
             if isinstance(result, ConversationProblem) and _not_a_conversation(result):
