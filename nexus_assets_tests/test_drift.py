@@ -171,3 +171,58 @@ def test_a_moved_source_file_is_not_stale_and_is_found_by_its_new_path(empty_pro
     assert report["run_ids"] == ["run-a"] and set(report["bricks_removed"]) == bricks
     assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
     assert bricks_from(capsys, p, "run-a") == set()
+
+
+# Two versions of one node can hold a sentence at the same place (an edit elsewhere in the node,
+# or one of case or spacing). The oldest is the brick's canonical source, whatever its text: the
+# edit makes the brick stale (invariant 9), the restore makes it current again (invariant 14).
+
+A_NODE = "$['messages'][0]['content']"
+
+
+def brick_like(capsys, p: Project, text: str) -> dict:
+    from nexus_assets.core.fingerprint import fingerprint
+
+    (brick,) = [b for b in run_json(capsys, *p.cli_args(), "bricks", NOTES) if fingerprint(b["content"]) == fingerprint(text)]
+    return brick
+
+
+@pytest.mark.parametrize(
+    "original, edited",
+    [
+        ("keep the vault append-only.", "Keep the vault append-only."),
+        ("Keep the vault append-only.", "keep the vault append-only."),
+        ("Keep the vault\tappend-only.", "Keep the vault append-only."),
+    ],
+    ids=["capitalised", "lowercased", "tab-for-space"],
+)
+def test_a_case_only_edit_makes_the_brick_stale_and_a_restore_makes_it_current(empty_project: Project, capsys, original, edited):
+    p = empty_project
+    p.write_topic(NOTES, keywords=["vault"])
+    path = p.write_run("a.json", nexus_run("run-a", [("user", original)]))
+    first = path.read_bytes()
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    before = brick_like(capsys, p, original)
+    manifest = run_json(capsys, *p.cli_args(), "manifest", NOTES)["manifest_hash"]
+
+    p.write_run("a.json", nexus_run("run-a", [("user", edited)]))
+    assert sync(capsys, p, expect=1)["checks"]["checksum_drift"] is False
+    now = brick_like(capsys, p, original)
+    assert (now["brick_id"], now["content"], now["stale"]) == (before["brick_id"], original, True)
+    assert now["sources"][0] == {**before["sources"][0], "stale": True}
+    assert [s["stale"] for s in now["sources"]] == [True, False], "the edited version is linked, and current"
+    assert run_json(capsys, *p.cli_args(), "verify", expect=1)["stale_bricks"] == [before["brick_id"]]
+
+    path.write_bytes(first)
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    now = brick_like(capsys, p, original)
+    assert (now["content"], now["stale"]) == (original, False)
+    assert now["sources"][0] == before["sources"][0]
+    traced = run_json(capsys, *p.cli_args(), "trace", now["brick_id"])
+    assert traced["traces"][0]["current"] is True and traced["traces"][0]["quote"] == original
+    assert run_json(capsys, *p.cli_args(), "verify")["stale_bricks"] == []
+    assert run_json(capsys, *p.cli_args(), "manifest", NOTES)["manifest_hash"] == manifest, "content is not in the manifest"
+    with Vault.open(p.db, read_only=True) as v:
+        flips = v.source_status_history("run-a")
+    checksum = before["sources"][0]["node_checksum"]
+    assert [f["drifted"] for f in flips if (f["json_path"], f["node_checksum"]) == (A_NODE, checksum)] == [True, False]

@@ -329,3 +329,32 @@ def test_superset_search_finds_exactly_the_smallest_containing_text(texts, picks
         if longer:
             expected[c.brick_id] = min(longer, key=lambda t: t[:2])[2].brick_id
     assert _smallest_supersets(candidates, groups) == expected
+
+
+# --- versions of one node at one place --------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.permutations(range(3)),
+    st.permutations(["keep the vault.", "Keep the vault.", "KEEP the vault.", "keep the\tvault."]),
+    st.booleans(),
+)
+def test_the_oldest_version_of_a_node_is_canonical_whatever_its_text_and_arrival(arrival, texts, oldest_drifted):
+    """Versions of one run can hold a sentence at one place, differing in case (or elsewhere in the
+    node). Their text decides nothing: the oldest version is canonical, so an edit makes the brick
+    stale (invariant 9) and a restore current (invariant 14); the brick's place never moves."""
+    versions = [make_run("run-a", [texts[v]]) for v in range(3)]
+    occurrences = [occ(run, run.document["messages"][0]["content"]).model_copy(update={"version_seq": v + 1}) for v, run in enumerate(versions)]
+    assert len({o.address for o in occurrences}) == 3 and len({o.fingerprint for o in occurrences}) == 1
+    stale = {occurrences[0].address} if oldest_drifted else set()
+    [brick] = resolve_topic(TOPIC, [occurrences[i] for i in arrival], run_status={"run-a": "CLOSED"}, stale_addresses=stale)
+    assert brick.content == texts[0] and brick.sources == tuple(o.address for o in occurrences)
+    assert brick.stale is oldest_drifted
+
+
+def test_versions_of_unknown_age_at_one_place_are_ranked_by_their_text_then_checksum():
+    a, b = (occ(make_run("run-a", [t]), t) for t in ("Keep the vault.", "keep the vault."))
+    for arrival in ([a, b], [b, a]):
+        [brick] = resolve_topic(TOPIC, arrival, run_status={"run-a": "CLOSED"})
+        assert brick.content == "Keep the vault." and brick.sources == (a.address, b.address)

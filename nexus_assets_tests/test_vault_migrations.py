@@ -222,3 +222,48 @@ def test_a_file_the_previous_reader_refused_is_read_again_once(tmp_path, capsys)
     assert all(r["success"] for r in run_json(capsys, *p.sync_args()))
     assert len(run_json(capsys, *p.cli_args(), "errors")) == 2, "read once: no second verdict"
     assert snapshot(p.db) == after
+
+
+def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_next_sync(tmp_path, capsys, monkeypatch):
+    """The previous main ranked two versions of one node at one place by their text, so a
+    case-only edit ("keep" to "Keep") made the edited version canonical: the brick took the edited
+    text and was not stale, though its source had changed. Such a vault needs no migration: the
+    topic's digest names the resolution rules, so the next sync resolves it again and the oldest
+    version is canonical. Same ids and manifests, nothing lost."""
+    import nexus_assets.vault.store as store
+    from nexus_assets_tests.project import Project
+
+    p = Project(tmp_path / "proj")
+    topic = "vault-notes"
+    p.write_topic(topic, keywords=["vault"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "keep the vault append-only.")]))
+    run_json(capsys, *p.sync_args())
+    p.write_run("a.json", nexus_run("run-a", [("user", "Keep the vault append-only.")]))
+    run_json(capsys, *p.sync_args(), expect=1)
+    (right,) = run_json(capsys, *p.cli_args(), "bricks", topic)
+    assert (right["content"], right["stale"]) == ("keep the vault append-only.", True)
+
+    # What the previous main stored: the edited version first, the brick current, a clean sync,
+    # and its digest, which named no rules.
+    with Vault.open(p.db) as v:
+        monkeypatch.setattr(store, "RESOLUTION_RULES", "")
+        old_digest = v.topic_inputs_digest(topic)
+        monkeypatch.undo()
+        bid = right["brick_id"]
+        v.conn.execute("UPDATE brick_sources SET seq = 1 - seq WHERE brick_id = ?", [bid])
+        v.conn.execute("UPDATE bricks SET content = 'Keep the vault append-only.', stale = false WHERE brick_id = ?", [bid])
+        v.conn.execute(
+            "UPDATE syncs SET inputs_digest = ? WHERE topic_id = ? AND finished_at = (SELECT max(finished_at) FROM syncs WHERE topic_id = ?)",
+            [old_digest, topic, topic],
+        )
+    (wrong,) = run_json(capsys, *p.cli_args(), "bricks", topic)
+    assert (wrong["content"], wrong["stale"]) == ("Keep the vault append-only.", False)
+    before = snapshot(p.db)
+
+    (result,) = run_json(capsys, *p.sync_args(), expect=1)
+    assert result["checks"]["checksum_drift"] is False
+    (now,) = run_json(capsys, *p.cli_args(), "bricks", topic)
+    assert now == right
+    after = snapshot(p.db)
+    assert after["manifests"] == before["manifests"], "no new manifest: brick order and states did not change"
+    assert after["occurrences"] == before["occurrences"] and after["runs"] == before["runs"]

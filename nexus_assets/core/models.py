@@ -158,6 +158,10 @@ class Occurrence(BaseModel):
     fingerprint: str
     timestamp: str | None
     position: int
+    # The place of the run version it was first seen in among that run's versions (smaller is
+    # older); None when not known (straight from the gate). Only ranks versions of one node holding the text at one
+    # place: the oldest is the canonical source. Not part of any output.
+    version_seq: int | None = Field(default=None, exclude=True, repr=False)
 
 
 class Brick(BaseModel):

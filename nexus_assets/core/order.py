@@ -40,8 +40,9 @@ def normalize_timestamp(value: Any) -> str | None:
 def occurrence_key(occ: Occurrence) -> OrderKey:
     """(timestamp, run_id, document position, start); a missing timestamp sorts last.
 
-    end, path and content break the remaining ties, so no two occurrences ever compare equal and
-    the result never depends on the order they arrived in.
+    end, path and content break the remaining ties between texts. Versions of one node can still
+    tie here (the same place; the same text, or one differing in case or spacing): `canonical_key`
+    ranks those.
     """
     return (
         occ.timestamp is None,
@@ -53,6 +54,14 @@ def occurrence_key(occ: Occurrence) -> OrderKey:
         occ.address.json_path,
         occ.content,
     )
+
+
+def canonical_key(occ: Occurrence) -> OrderKey:
+    """`occurrence_key` where versions of one node hold the text at one place: the oldest version
+    first, whatever its text (invariant 9: a later edit of the node makes the brick stale; a
+    restore makes it current again), then the checksum, so arrival order never decides."""
+    key = occurrence_key(occ)
+    return (*key[:-1], occ.version_seq is None, occ.version_seq or 0, key[-1], occ.address.node_checksum)
 
 
 def brick_sort_key(

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 from nexus_assets.core.fingerprint import brick_id as make_brick_id
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Brick, BrickState, Occurrence, OrderingRule, RunStatus, SourceAddress, trusted
-from nexus_assets.core.order import brick_sort_key, first_ingestion, occurrence_key
+from nexus_assets.core.order import brick_sort_key, canonical_key, first_ingestion, occurrence_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +36,23 @@ def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus],
 
 
 class _Group:
-    __slots__ = ("brick_id", "canonical", "sources")
+    __slots__ = ("brick_id", "canonical", "first", "sources")
 
     def __init__(self, topic_id: str, occurrences: list[Occurrence]):
-        occurrences.sort(key=occurrence_key)
+        self.brick_id = make_brick_id(topic_id, occurrences[0].fingerprint)
+        if len(occurrences) == 1:  # most bricks: nothing to rank
+            self.canonical = self.first = occurrences[0]
+            self.sources = (occurrences[0].address,)
+            return
+        occurrences.sort(key=canonical_key)
         seen: dict[SourceAddress, None] = {}
         for occ in occurrences:
             seen.setdefault(occ.address, None)
         self.canonical = occurrences[0]
-        self.brick_id = make_brick_id(topic_id, self.canonical.fingerprint)
+        # Where the brick sorts among the others: its smallest occurrence_key, at the canonical's
+        # place. Which version of the node is canonical never moves a brick, so manifests built
+        # before versions were ranked keep their order.
+        self.first = min(occurrences, key=occurrence_key)
         self.sources = tuple(seen)
 
 
@@ -82,7 +90,7 @@ def resolve_lazily(
         if occ.topic_id != topic_id:
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
-    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: occurrence_key(g.canonical))
+    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: occurrence_key(g.first))
     del by_fp  # a group keeps its canonical occurrence and its addresses; the other copies can go
 
     states: dict[str, BrickState] = {}
@@ -116,7 +124,7 @@ def resolve_lazily(
     kept = sorted((g for g in visible if g.brick_id in frozen), key=lambda g: frozen[g.brick_id])
     fresh = sorted(
         (g for g in visible if g.brick_id not in frozen),
-        key=lambda g: brick_sort_key(g.canonical, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)),
+        key=lambda g: brick_sort_key(g.first, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)),
     )
     order: list[_Group | None] = [*kept, *fresh, *(g for g in groups if states[g.brick_id] == "SUPERSEDED")]
     del groups, visible, kept, fresh

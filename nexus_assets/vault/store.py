@@ -44,6 +44,10 @@ from nexus_assets.vault.history import HistoryQueries
 from nexus_assets.vault.migrations import STAGE_TABLES
 from nexus_assets.vault.recall import RecallRecords
 
+# Raised when resolution decides differently from the same inputs (2: the oldest version of a node
+# is the canonical source at its place), so each topic is resolved again once; "" is rules 1.
+RESOLUTION_RULES = "resolution-2|"
+
 # A file's verdict stands when it found no problem or came from the current reader (bound as ?).
 _VERDICT_CURRENT = "errors = 0 OR coalesce(reader_version, 1) >= ?"
 
@@ -409,7 +413,8 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
 
     def topic_inputs_digest(self, topic_id: str) -> str:
         """A digest of everything resolution reads for a topic: its definition and state, its
-        occurrences, and for each of their runs the latest version, status and ingestion place."""
+        occurrences, and for each of their runs the latest version, status and ingestion place.
+        RESOLUTION_RULES goes in too: a topic resolved under older rules is resolved again once."""
         return self.conn.execute(
             """WITH occ AS (
                    SELECT run_id, count(*) AS n, sum(hash(json_path, start_offset, end_offset, node_checksum)) AS h
@@ -418,11 +423,11 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                    SELECT run_id, max(CASE WHEN is_latest THEN version_id END) AS latest, min(ingest_seq) AS seq,
                           bool_or(status = 'CLOSED') OR run_id IN (SELECT run_id FROM run_closures) AS closed
                    FROM runs WHERE run_id IN (SELECT run_id FROM occ) GROUP BY run_id)
-               SELECT sha256(
+               SELECT sha256(? ||
                    coalesce((SELECT definition_json || '|' || state FROM topics WHERE topic_id = ?), '') || '#' ||
                    coalesce(string_agg(concat_ws(':', o.run_id, o.n, o.h, r.latest, r.seq, r.closed), '|' ORDER BY o.run_id), ''))
                FROM occ o LEFT JOIN per_run r USING (run_id)""",
-            [topic_id, topic_id],
+            [topic_id, RESOLUTION_RULES, topic_id],
         ).fetchone()[0]
 
     def last_inputs_digest(self, topic_id: str) -> str | None:
@@ -576,9 +581,13 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         Streamed in batches, so the raw rows of a large topic are never all held at once; consume
         it before the next query on this vault."""
         cursor = self.conn.execute(
-            """SELECT run_id, json_path, start_offset, end_offset, node_checksum, content, fingerprint, ts,
-                      position, version_id, o.node_type, o.branch
-               FROM occurrences o WHERE topic_id = ?""",
+            """SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint, o.ts,
+                      o.position, o.version_id, o.node_type, o.branch, r.version_seq
+               FROM occurrences o LEFT JOIN (
+                   -- Each version's place among its run's versions, oldest first (see `canonical_key`).
+                   SELECT run_id, version_id, row_number() OVER (PARTITION BY run_id ORDER BY ingested_at, version_id) AS version_seq
+                   FROM runs) r USING (run_id, version_id)
+               WHERE o.topic_id = ?""",
             [topic_id],
         )
         # Built with `trusted`: a 200 MB export holds hundreds of thousands of occurrences. Ids and
@@ -593,7 +602,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                 )
                 occurrence = trusted(
                     Occurrence, topic_id=topic_id, address=address, content=r[5], fingerprint=r[6],
-                    timestamp=held(r[7]), position=r[8],
+                    timestamp=held(r[7]), position=r[8], version_seq=r[12],
                 )
                 yield occurrence, held(r[9])
 
@@ -963,19 +972,20 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                           IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
                 {"topic": topic_id, "stamp": stamp},
             )
-            # A brick whose set of sources changed gets its sources written again; canonical
-            # first: a source that arrived later can take seq 0, so seq is refreshed.
+            # A brick whose sources changed, or only their order, gets them written again; canonical
+            # first: a source that arrived later, or an older version of its node, can take seq 0,
+            # so seq is refreshed.
             self.conn.execute(
                 f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
                     SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources}
                     WHERE brick_id IN (
                         SELECT brick_id FROM (
-                            (SELECT brick_id, {address} FROM {staged_sources}
-                             EXCEPT SELECT brick_id, {address} FROM brick_sources
+                            (SELECT brick_id, seq, {address} FROM {staged_sources}
+                             EXCEPT SELECT brick_id, seq, {address} FROM brick_sources
                                     WHERE brick_id IN (SELECT brick_id FROM {staged_bricks}))
                             UNION ALL
-                            (SELECT brick_id, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
-                             EXCEPT SELECT brick_id, {address} FROM {staged_sources})))
+                            (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
+                             EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources})))
                     ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
                 {"topic": topic_id},
             )
