@@ -159,8 +159,8 @@ class Occurrence(BaseModel):
     timestamp: str | None
     position: int
     # The place of the run version it was first seen in among that run's versions (smaller is
-    # older); None when not known (straight from the gate). Only ranks versions of one node holding the text at one
-    # place: the oldest is the canonical source. Not part of any output.
+    # older); None when not known (straight from the gate). It only ranks versions of one node
+    # that hold the text at one place: the oldest is the canonical source. Not part of any output.
     version_seq: int | None = Field(default=None, exclude=True, repr=False)
 
 

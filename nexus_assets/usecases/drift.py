@@ -126,9 +126,9 @@ def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
     checked against that version's stored nodes; a source file that is gone is drift; a file
     whose stat moved, or whose bytes as last read are not the ones the run's version came from (it
     no longer reads, say), is re-read, and so is every source recorded as drifted (it may have been
-    restored). The full re-read of every file
-    is `full_drift`, run by `nexus verify` and the nightly schedule. When nothing moved and nothing
-    is drifted, no brick is loaded: a no-change sync does not pay per brick.
+    restored). The full re-read of every file is `full_drift`, run by `nexus verify` and the nightly
+    schedule. When nothing moved and nothing is drifted, no brick is loaded: a no-change sync does
+    not pay per brick.
     """
     changed = stale_addresses(vault, topic_id)
     drifted_before = set(vault.drifted_addresses(topic_id))

@@ -48,8 +48,11 @@ from nexus_assets.vault.recall import RecallRecords
 # is the canonical source at its place), so each topic is resolved again once; "" is rules 1.
 RESOLUTION_RULES = "resolution-2|"
 
-# A file's verdict stands when it found no problem or came from the current reader (bound as ?).
-_VERDICT_CURRENT = "errors = 0 OR coalesce(reader_version, 1) >= ?"
+# File contents whose every verdict found problems under an older reader than READER_VERSION
+# (bound as ?): they are read again.
+_OUTDATED_VERDICTS = (
+    "SELECT file_sha256 FROM run_files GROUP BY file_sha256 HAVING NOT bool_or(errors = 0 OR coalesce(reader_version, 1) >= ?)"
+)
 
 # Bricks staged per insert: a slice of a large topic costs a few MB of frames, not hundreds.
 STAGE_SLICE = 20_000
@@ -202,15 +205,16 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
 
         Content that had problems under an older reader is not among them: it is read again.
         """
-        rows = self.conn.execute(f"SELECT file_sha256 FROM run_files GROUP BY file_sha256 HAVING bool_or({_VERDICT_CURRENT})", [READER_VERSION])
+        rows = self.conn.execute(
+            f"SELECT DISTINCT file_sha256 FROM run_files WHERE file_sha256 NOT IN ({_OUTDATED_VERDICTS})", [READER_VERSION]
+        )
         return {r[0] for r in rows.fetchall()}
 
     def file_stats(self) -> dict[str, tuple[int, int, int, int]]:
         """(size, mtime_ns, ctime_ns, inode) of every run file as it was when last read, by absolute path;
         not of a file whose content is to be read again (see `files_seen`)."""
         rows = self.conn.execute(
-            f"""SELECT path, size, mtime_ns, ctime_ns, inode FROM file_stats WHERE file_sha256 NOT IN
-                (SELECT file_sha256 FROM run_files GROUP BY file_sha256 HAVING NOT bool_or({_VERDICT_CURRENT}))""",
+            f"SELECT path, size, mtime_ns, ctime_ns, inode FROM file_stats WHERE file_sha256 NOT IN ({_OUTDATED_VERDICTS})",
             [READER_VERSION],
         ).fetchall()
         return {r[0]: tuple(r[1:]) for r in rows}
