@@ -8,6 +8,7 @@ normalised.
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 
 import pytest
@@ -75,6 +76,7 @@ def test_different_texts_have_different_fingerprints(a, b):
 def test_normalize_is_nfkc_casefold_whitespace_collapsed_stripped(text):
     expected = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     assert normalize(text) == expected
+    assert normalize(text) == re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
     assert fingerprint(text) == sha(expected)
     out = normalize(text)
     assert out == out.strip()

@@ -15,14 +15,33 @@ from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
 from nexus_assets.core.paths import value_at
 
 
+class KeywordPattern:
+    """Whole words, any case, as a regex: lookarounds instead of \\b so keywords like 'c++' still work.
+
+    The regex tries its lookbehind at every character, about 7% of a 30 MB sync. For ASCII
+    text and ASCII keywords, a case-insensitive match can only start where a keyword occurs in the
+    lowered text, so substring search (C speed) finds where the regex has to start, or that it
+    need not run at all. Its lookbehind still sees the character before that start. Non-ASCII text
+    ('ſ' matches 's' and 'K' matches 'k' under IGNORECASE) is searched by the regex alone.
+    """
+
+    def __init__(self, words: list[str]) -> None:
+        alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+        self.regex = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+        self._lowered = tuple(sorted({w.lower() for w in words})) if all(w.isascii() for w in words) else None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._lowered is None or not text.isascii():
+            return self.regex.search(text)
+        lowered = text.lower()
+        first = min((at for w in self._lowered if (at := lowered.find(w)) >= 0), default=-1)
+        return None if first < 0 else self.regex.search(text, first)
+
+
 @lru_cache(maxsize=1024)
-def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
-    """Whole words, any case. Lookarounds instead of \\b so keywords like 'c++' still work."""
+def keyword_pattern(keywords: tuple[str, ...]) -> KeywordPattern | None:
     words = [k.strip() for k in keywords if k.strip()]
-    if not words:
-        return None
-    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+    return KeywordPattern(words) if words else None
 
 
 def node_text(run: Run, node: Node) -> str | None:
@@ -42,7 +61,7 @@ class Scope:
     node_types: frozenset[str] | None
     include_hidden: bool
     current_only: bool
-    pattern: re.Pattern[str] | None
+    pattern: KeywordPattern | None
     longest: int
 
     @classmethod
