@@ -169,3 +169,58 @@ def test_a_sync_with_nothing_changed_runs_nothing_and_any_change_runs_again(tmp_
     run_json(capsys, *p.cli_args(), "close", "run-2026-11-18-open-brainstorm")
     closed = run_json(capsys, *p.sync_args())
     assert all(r["dagster_run_id"] for r in closed), "closing a run changes what a sync produces"
+
+
+def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whole_run(tmp_path):
+    """Validation loads just the nodes an extraction's pointers name. Every verdict (occurrence,
+    offsets, checksum, timestamp, position, rejection reason) is the one the whole run gives,
+    including for paths written another way, paths at no text node and malformed pointers."""
+    from nexus_assets.core.formats.nexus import nexus_run as parse_nexus
+    from nexus_assets.core.gate import NeedsDocument, named_paths, validate_pointers
+    from nexus_assets.vault.store import RunVersion
+
+    document = {
+        "run_id": "run-a",
+        "status": "CLOSED",
+        "started_at": "2025-01-01T00:00:00Z",
+        "messages": [
+            {"role": "user", "content": "The vault keeps bricks. Nothing else.", "timestamp": "2025-01-02T00:00:00Z"},
+            {"role": "assistant", "content": "We sync the vault nightly."},
+            {"role": "user", "content": "A third message about the vault."},
+        ],
+    }
+    run = parse_nexus(document)
+    at = "$['messages'][{}]['content']".format
+    pointers = [
+        {"topic_id": "t", "json_path": at(0), "verbatim_quote": "The vault keeps bricks."},
+        {"topic_id": "t", "json_path": at(1), "verbatim_quote": "We sync the vault nightly."},
+        {"topic_id": "t", "json_path": at(2), "verbatim_quote": "not there"},
+        {"topic_id": "t", "json_path": at(1), "verbatim_quote": "vault"},
+        {"topic_id": "other", "json_path": at(2), "verbatim_quote": "vault"},
+        {"topic_id": "t", "json_path": at(0), "verbatim_quote": "   "},
+        {"topic_id": "t", "json_path": at(0)},
+        "not a pointer",
+    ]
+    with Vault.open(tmp_path / "vault.duckdb") as vault:
+        vault.store_runs([(run, "a.json", "0" * 64)])
+        rv = RunVersion(run.run_id, run.version_id)
+        whole = vault.load_run_nodes([rv])[rv]
+        some = vault.load_run_nodes([rv], only={rv: named_paths(pointers)})[rv]
+    assert len(whole.nodes) == 3 and {n.path for n in some.nodes} == {n.path for n in whole.nodes}
+    judged = validate_pointers(pointers, topic_id="t", run=some)
+    assert judged == validate_pointers(pointers, topic_id="t", run=whole)
+    occurrences, rejections = judged
+    assert [o.content for o in occurrences] == ["The vault keeps bricks.", "We sync the vault nightly.", "vault"]
+    assert occurrences[0].timestamp == "2025-01-02T00:00:00.000000Z"
+    assert sorted(r.reason for r in rejections) == ["empty_quote", "malformed_pointer", "malformed_pointer", "quote_not_found", "unknown_topic"]
+    with Vault.open(tmp_path / "vault.duckdb", read_only=True) as vault:
+        only_first = vault.load_run_nodes([rv], only={rv: named_paths(pointers[:1])})[rv]
+    assert [n.path for n in only_first.nodes] == [whole.nodes[0].path]
+    # A pointer at a node that was not loaded is never judged on a partial run: it asks for the
+    # document, as a path in another syntax does on the whole run.
+    with pytest.raises(NeedsDocument):
+        validate_pointers(pointers[1:2], topic_id="t", run=only_first)
+    other_syntax = [{"topic_id": "t", "json_path": "$.messages[0].content", "verbatim_quote": "vault"}]
+    assert named_paths(other_syntax) == set()
+    with pytest.raises(NeedsDocument):
+        validate_pointers(other_syntax, topic_id="t", run=whole)

@@ -28,6 +28,18 @@ def _stored_node(run: Run, path: str) -> Node | None:
     return node if node is not None and node.text is not None else None
 
 
+def named_paths(raws: list[Any]) -> set[str]:
+    """The normalized paths a batch of untrusted pointers names: the only stored nodes the gate
+    will look up for them (a pointer at anything else needs the document; see NeedsDocument)."""
+    paths = set()
+    for raw in raws:
+        if isinstance(raw, dict) and isinstance(path := raw.get("json_path"), str):
+            steps = parse_normalized(path)
+            if steps is not None:
+                paths.add(format_path(steps))
+    return paths
+
+
 def _as_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value

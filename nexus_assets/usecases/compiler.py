@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from nexus_assets.core.gate import NeedsDocument, validate_pointers
+from nexus_assets.core.gate import NeedsDocument, named_paths, validate_pointers
 from nexus_assets.core.manifest import next_manifest
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_lazily
@@ -77,7 +77,11 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
     pending = vault.unvalidated_extractions(topic.topic_id)
     for start in range(0, len(pending), 200):
         chunk = pending[start : start + 200]
-        runs = vault.load_run_nodes(rv for _, rv, _ in chunk)
+        # Only the nodes the pointers name: the gate looks at nothing else of a run.
+        named: dict[RunVersion, set[str]] = {}
+        for _, rv, pointers in chunk:
+            named.setdefault(rv, set()).update(named_paths(pointers))
+        runs = vault.load_run_nodes(named, only=named)
         results = []
         for key, rv, pointers in chunk:
             try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.formats import READER_VERSION
@@ -58,6 +58,16 @@ _OUTDATED_VERDICTS = (
 STAGE_SLICE = 20_000
 # In NodeRecord's field order, so a row becomes a record positionally.
 NODE_COLUMNS = ", ".join(f"n.{f.name}" for f in fields(NodeRecord))
+
+
+def _path_filter(keys: list[RunVersion], only: Mapping[RunVersion, Iterable[str]]) -> dict[str, list[str]]:
+    triples = [(k.run_id, k.version_id, path) for k in keys for path in sorted(set(only.get(k, ())))]
+    return {
+        "versions": sorted({k.version_id for k in keys}),
+        "runs": [t[0] for t in triples],
+        "run_versions": [t[1] for t in triples],
+        "paths": [t[2] for t in triples],
+    }
 
 
 def storable_json(value) -> str:
@@ -358,8 +368,12 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         # vars(), not asdict(): a record holds only scalars, and asdict deep-copies each one.
         self._insert_df("nodes", [vars(r) for r in records])
 
-    def load_run_nodes(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]:
-        """Run versions rebuilt from their stored text nodes (no raw JSON is parsed)."""
+    def load_run_nodes(
+        self, keys: Iterable[RunVersion], *, only: Mapping[RunVersion, Iterable[str]] | None = None
+    ) -> dict[RunVersion, Run]:
+        """Run versions rebuilt from their stored text nodes (no raw JSON is parsed). With `only`,
+        each version holds just the nodes at those normalized paths (what the gate needs to judge
+        pointers at them), so the rest of its text is not read."""
         keys = list(keys)
         if not keys:
             return {}
@@ -376,6 +390,10 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             f"""SELECT {NODE_COLUMNS} FROM nodes n
                WHERE version_id = ANY($versions) AND (run_id, version_id) IN (SELECT unnest($runs), unnest($versions))""",
             {"runs": wanted[0], "versions": wanted[1]},
+        ).fetchall() if only is None else self.conn.execute(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n
+               WHERE version_id = ANY($versions) AND (run_id, version_id, json_path) IN (SELECT unnest($runs), unnest($run_versions), unnest($paths))""",
+            _path_filter(keys, only),
         ).fetchall()
         by_version: dict[RunVersion, list[NodeRecord]] = {}
         for row in rows:
