@@ -402,7 +402,7 @@ def test_odd_items_among_real_conversations_are_still_reported_one_by_one() -> N
 
 # --- 6. a conversation nested too deep costs that conversation only ------------------------------
 
-TOO_DEEP = "JSON nesting is deeper than 64 levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the others were read"
+TOO_DEEP = "JSON nesting is deeper than 64 levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the rest of the export was read"
 # Brackets, an escaped quote and an escaped backslash before a closing quote: none of them may
 # count as structure or end a string.
 TRICKY = r'a ]]} [{ \" [ \\'

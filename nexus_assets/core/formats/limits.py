@@ -62,7 +62,7 @@ def depth_message(limit: int) -> str:
 
 
 def conversation_depth_message(limit: int) -> str:
-    return f"JSON nesting is deeper than {limit} levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the others were read"
+    return f"JSON nesting is deeper than {limit} levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the rest of the export was read"
 
 
 # Escapes go first (so `\"` never ends a string), then whole strings; what is left between
