@@ -18,7 +18,7 @@ from nexus_assets.core.paths import value_at
 class KeywordPattern:
     """Whole words, any case, as a regex: lookarounds instead of \\b so keywords like 'c++' still work.
 
-    The regex tries its lookbehind at every character, about 7% of a 30 MB sync. For ASCII
+    The regex tries its lookbehind at every character (7% of a sync's time). For ASCII
     text and ASCII keywords, a case-insensitive match can only start where a keyword occurs in the
     lowered text, so substring search (C speed) finds where the regex has to start, or that it
     need not run at all. Its lookbehind still sees the character before that start. Non-ASCII text
