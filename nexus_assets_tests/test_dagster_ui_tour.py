@@ -23,6 +23,7 @@ import pytest
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.execution.backfill import BulkActionStatus
 from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from nexus_assets_tests.project import REPO
 from nexus_assets_tests.test_dagster_dev import LAUNCHER, free_port, stop_group
@@ -107,6 +108,28 @@ def dismiss_welcome(page: Page) -> None:
     )
 
 
+def materialize_one_partition(page: Page, partition: str, attempts: int = 3) -> None:
+    """Open the launch dialog and pick `partition` from its list. The community dialog can open
+    over the open list, and skipping it closes the list (seen in CI under load); so when the pick
+    does not land, the list (and, if it went too, the launch dialog) is opened again."""
+    launch = page.get_by_role("button", name="Materialize all…")
+    picker = page.get_by_text("Select a partition or create one")
+    item = page.get_by_role("menuitem", name=partition).or_(page.get_by_text(partition, exact=True)).first
+    launch.click()
+    for attempt in range(attempts):
+        try:
+            picker.wait_for(state="visible", timeout=10_000)
+        except PlaywrightTimeout:
+            launch.click()
+        picker.click()
+        try:
+            item.click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 def latest_drift(instance: dg.DagsterInstance, topic: str):
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key([DRIFT], partition_filter=PartitionKeyFilter(key=topic))
     return records.get(DRIFT)
@@ -132,9 +155,7 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
 
             # 2. Materialize one topic partition, picked from the list (no typing).
             before = {r.run_id for r in instance.get_runs()}
-            page.get_by_role("button", name="Materialize all…").click()
-            page.get_by_text("Select a partition or create one").click()
-            page.get_by_role("menuitem", name=OTHER).or_(page.get_by_text(OTHER, exact=True)).first.click()
+            materialize_one_partition(page, OTHER)
             shot(page, tmp_path, "02-materialize-one-partition")
             page.get_by_role("button", name="Launch", exact=False).last.click()
 
