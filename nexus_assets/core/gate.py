@@ -20,24 +20,29 @@ class NeedsDocument(Exception):
     document can say what it names (another string leaf, an object, several nodes, nothing)."""
 
 
+def _node_key(path: str) -> str | None:
+    """The key of the stored node a pointer's path names (`Run.node_index`); None for a path in
+    any other syntax, which only the document can resolve."""
+    steps = parse_normalized(path)
+    return format_path(steps) if steps is not None else None
+
+
 def _stored_node(run: Run, path: str) -> Node | None:
     if not run.node_index:
         return None
-    steps = parse_normalized(path)
-    node = run.node_index.get(format_path(steps)) if steps is not None else None
+    key = _node_key(path)
+    node = run.node_index.get(key) if key is not None else None
     return node if node is not None and node.text is not None else None
 
 
 def named_paths(raws: list[Any]) -> set[str]:
     """The normalized paths a batch of untrusted pointers names: the only stored nodes the gate
     will look up for them (a pointer at anything else needs the document; see NeedsDocument)."""
-    paths = set()
-    for raw in raws:
-        if isinstance(raw, dict) and isinstance(path := raw.get("json_path"), str):
-            steps = parse_normalized(path)
-            if steps is not None:
-                paths.add(format_path(steps))
-    return paths
+    return {
+        key
+        for raw in raws
+        if isinstance(raw, dict) and isinstance(path := raw.get("json_path"), str) and (key := _node_key(path)) is not None
+    }
 
 
 def _as_text(value: Any) -> str | None:
