@@ -224,3 +224,41 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
     assert named_paths(other_syntax) == set()
     with pytest.raises(NeedsDocument):
         validate_pointers(other_syntax, topic_id="t", run=whole)
+
+
+def test_a_chunk_of_run_versions_loads_exactly_its_own_nodes_and_statuses(tmp_path):
+    """Nodes and statuses are read per chunk of run versions with a range prefilter in SQL; a chunk
+    of scattered keys (an older version, a run between two wanted ones) gets only its own rows."""
+    from nexus_assets.core.formats.nexus import nexus_run as parse_nexus
+    from nexus_assets.core.scope import node_text
+    from nexus_assets.vault.store import RunVersion
+
+    def document(run_id: str, status: str, *texts: str) -> dict:
+        messages = [{"role": "user", "content": t} for t in texts]
+        return {"run_id": run_id, "status": status, "started_at": "2025-01-01T00:00:00Z", "messages": messages}
+
+    runs = [
+        parse_nexus(document("run-a", "OPEN", "a one.", "a two.")),
+        parse_nexus(document("run-a", "OPEN", "a one.", "a two, edited.", "a three.")),
+        parse_nexus(document("run-b", "OPEN", "b only.")),
+        parse_nexus(document("run-c", "CLOSED", "c one.", "c two.")),
+        parse_nexus(document("run-d", "OPEN", "d one.")),
+    ]
+    with Vault.open(tmp_path / "vault.duckdb") as vault:
+        vault.store_runs([(run, f"{i}.json", f"{i}" * 64) for i, run in enumerate(runs)])
+        vault.close_run("run-d")
+        key = {i: RunVersion(run.run_id, run.version_id) for i, run in enumerate(runs)}
+        wanted = [key[0], key[3], key[4]]
+        loaded = vault.load_run_nodes(wanted)
+        assert set(loaded) == set(wanted)
+        for i in (0, 3, 4):
+            assert [(n.path, n.text) for n in loaded[key[i]].nodes] == [(n.path, node_text(runs[i], n)) for n in runs[i].nodes]
+        assert [r.status for r in (loaded[key[0]], loaded[key[3]], loaded[key[4]])] == ["OPEN", "CLOSED", "CLOSED"]
+        first_texts = {rv: {n.path for n in run.nodes[:1]} for rv, run in zip(wanted, [runs[0], runs[3], runs[4]])}
+        some = vault.load_run_nodes(wanted, only=first_texts)
+        assert {rv: [n.text for n in run.nodes] for rv, run in some.items()} == {
+            key[0]: ["a one."], key[3]: ["c one."], key[4]: ["d one."]
+        }
+        assert vault.run_status(["run-d", "run-b", "nowhere"]) == {"run-d": "CLOSED", "run-b": "OPEN"}
+        assert vault.run_status([]) == {}
+        assert vault.run_status() == {"run-a": "OPEN", "run-b": "OPEN", "run-c": "CLOSED", "run-d": "CLOSED"}
