@@ -70,3 +70,13 @@ def test_topics_reads_the_catalog_without_loading_the_models(synced: Project, ca
     assert set(active) == {"nexus-server-sync", "storage-decisions"}
     assert all(t["visible_bricks"] > 0 and t["manifest_hash"] for t in active.values())
     assert imported_by("--db", str(synced.db), "topics", heavy=(*HEAVY, "pydantic")) == {"code": 0, "heavy": []}
+
+
+def test_a_sync_with_the_embedded_extractor_never_imports_the_llm_sdk(tmp_path):
+    """Importing the OpenAI SDK is a third of an offline no-change sync's start-up: only a request
+    to a model loads it."""
+    from nexus_assets_tests.project import sample_project
+
+    p = sample_project(tmp_path / "proj")
+    assert imported_by(*p.sync_args(), "--json", heavy=("openai",)) == {"code": 0, "heavy": []}
+    assert imported_by(*p.sync_args(), "--json", heavy=("openai",)) == {"code": 0, "heavy": []}

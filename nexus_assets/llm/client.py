@@ -12,15 +12,17 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, chunk_nodes
 from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, build_fragment, render_messages
+
+if TYPE_CHECKING:
+    import openai
 
 
 class LLMError(Exception):
@@ -348,8 +350,11 @@ class PointerClient:
 
     @property
     def _client(self) -> openai.OpenAI:
-        # Built on first use: a pure replay never needs it (building one loads the CA bundle).
+        # Built on first use: a pure replay never needs it (building one loads the CA bundle), and
+        # importing the SDK (a third of an embedded no-change sync's start-up) waits until then.
         if self._sdk is None:
+            import openai
+
             # The SDK retries 408/409/429/5xx, timeouts and refused connections with exponential
             # backoff and honours retry-after; this class adds only what it does not do.
             self._sdk = openai.OpenAI(
@@ -400,6 +405,8 @@ class PointerClient:
         """One chat completion (the SDK retries transient failures) with response_format fallback.
         `formats`: another reply schema's ladder (see `response_formats`); pointers by default.
         Raises LLMFatalError (stop everything) or CallFailed (this call only)."""
+        import openai
+
         cfg = self.config
         url = cfg.base_url
         format_index = self._format_index
