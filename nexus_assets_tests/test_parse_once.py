@@ -124,6 +124,37 @@ def test_a_moved_file_is_hashed_once_and_neither_read_nor_stale(empty_project: P
     assert spy.keys("hash") == Counter({"r9.json": 1})
 
 
+def test_touched_files_are_hashed_but_cost_no_write_or_query_each(empty_project: Project, capsys, spy: Spy):
+    """Files whose times moved but whose bytes did not (touched, checked out, copied back): each is
+    hashed, nothing is read, and no restore or verdict query runs per file; a file back to bytes it
+    held before, touched in the same sync as the rest, is still restored."""
+    spy.wrap(Vault, "restore_versions", "restore", key=lambda self, sha, source: source.rsplit("/", 1)[-1])
+    spy.wrap(Vault, "copy_file_verdict", "verdict")
+    p = project(empty_project)
+    first = run_json(capsys, *p.sync_args())
+    spy.calls.clear()
+    for path in p.runs.glob("*.json"):
+        path.write_bytes(path.read_bytes())
+    touched = run_json(capsys, *p.sync_args())
+    assert spy.keys("hash") == Counter({f"r{i}.json": 1 for i in range(4)})
+    assert spy.count("read") == spy.count("restore") == spy.count("verdict") == 0
+    assert [r["manifest_hash"] for r in touched] == [r["manifest_hash"] for r in first]
+    assert all(all(r["checks"].values()) for r in touched)
+
+    original = (p.runs / "r3.json").read_bytes()
+    edited = nexus_run("run-3", [("user", "The vault keeps an edited item. We sync it nightly.")])
+    (p.runs / "r3.json").write_text(json.dumps(edited), encoding="utf-8")
+    run_json(capsys, *p.sync_args(), expect=1)  # run-3's first bricks are stale
+    spy.calls.clear()
+    for path in p.runs.glob("*.json"):
+        path.write_bytes(original if path.name == "r3.json" else path.read_bytes())
+    run_json(capsys, *p.sync_args(), expect=1)  # the edited version's brick is no longer in its file
+    assert spy.count("verdict") == 0
+    assert spy.keys("restore") == Counter({"r3.json": 1})
+    stale = {b["content"]: b["stale"] for b in run_json(capsys, *p.cli_args(), "bricks", "vault-notes")}
+    assert stale["The vault keeps item 3."] is False and stale["The vault keeps an edited item."] is True
+
+
 def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Project, capsys, monkeypatch):
     import nexus_assets.usecases.compiler
 

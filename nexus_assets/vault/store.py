@@ -231,6 +231,25 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         ).fetchall()
         return {r[0]: tuple(r[1:]) for r in rows}
 
+    def latest_sources(self) -> dict[str, frozenset[str]]:
+        """Source path -> the sha256 of the bytes each latest run version from that path was read
+        from: `restore_versions` changes nothing at a path whose set is at most the bytes it holds."""
+        rows = self.conn.execute(
+            "SELECT source_file, list(DISTINCT file_sha256) FROM runs WHERE is_latest GROUP BY source_file"
+        ).fetchall()
+        return {path: frozenset(shas) for path, shas in rows}
+
+    def file_verdicts(self) -> dict[str, tuple[frozenset[str], bool]]:
+        """sha256 -> (the names its bytes were read under, whether the first reading found problems):
+        what `copy_file_verdict` decides from, in one query for a sync instead of one per file."""
+        rows = self.conn.execute("SELECT file_sha256, path, errors FROM run_files ORDER BY file_sha256, first_seen, path").fetchall()
+        names: dict[str, set[str]] = {}
+        broken: dict[str, bool] = {}
+        for sha, path, errors in rows:
+            names.setdefault(sha, set()).add(path)
+            broken.setdefault(sha, bool(errors))
+        return {sha: (frozenset(paths), broken[sha]) for sha, paths in names.items()}
+
     def record_file_stats(self, stats: Sequence[tuple[str, tuple[int, int, int, int], str]]) -> None:
         """(absolute path, (size, mtime_ns, ctime_ns, inode), sha256) of files read completely."""
         stamp = now()
