@@ -60,16 +60,15 @@ STAGE_SLICE = 20_000
 NODE_COLUMNS = ", ".join(f"n.{f.name}" for f in fields(NodeRecord))
 
 
-def _path_filter(keys: list[RunVersion], only: Mapping[RunVersion, Iterable[str]]) -> dict[str, list[str]]:
+def _node_filter(keys: list[RunVersion], only: Mapping[RunVersion, Iterable[str]] | None) -> tuple[str, dict]:
+    """The exact test of `load_run_nodes` on a node row, and its parameters: the wanted (run,
+    version) pairs, or with `only` the wanted (run, version, path) triples."""
+    if only is None:
+        test = "(run_id, version_id) IN (SELECT unnest($runs), unnest($run_versions))"
+        return test, {"runs": [k.run_id for k in keys], "run_versions": [k.version_id for k in keys]}
     triples = [(k.run_id, k.version_id, path) for k in keys for path in sorted(set(only.get(k, ())))]
-    return {
-        "versions": sorted({k.version_id for k in keys}),
-        "first": min(k.run_id for k in keys),
-        "last": max(k.run_id for k in keys),
-        "runs": [t[0] for t in triples],
-        "run_versions": [t[1] for t in triples],
-        "paths": [t[2] for t in triples],
-    }
+    test = "(run_id, version_id, json_path) IN (SELECT unnest($runs), unnest($run_versions), unnest($paths))"
+    return test, {"runs": [t[0] for t in triples], "run_versions": [t[1] for t in triples], "paths": [t[2] for t in triples]}
 
 
 def storable_json(value) -> str:
@@ -409,20 +408,17 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         # scan, so only the chunk's text is read; the pair (or path) test keeps the result exact.
         # Callers pass chunks sorted by run id: the id range is a cheap first test, and it skips
         # whole row groups where runs were ingested in id order.
-        if only is None:
-            rows = self.conn.execute(
-                f"""SELECT {NODE_COLUMNS} FROM nodes n
-                   WHERE run_id BETWEEN $first AND $last AND version_id = ANY($versions)
-                     AND (run_id, version_id) IN (SELECT unnest($runs), unnest($versions))""",
-                {"runs": wanted[0], "versions": wanted[1], "first": min(wanted[0]), "last": max(wanted[0])},
-            ).fetchall()
-        else:
-            rows = self.conn.execute(
-                f"""SELECT {NODE_COLUMNS} FROM nodes n
-                   WHERE run_id BETWEEN $first AND $last AND version_id = ANY($versions)
-                     AND (run_id, version_id, json_path) IN (SELECT unnest($runs), unnest($run_versions), unnest($paths))""",
-                _path_filter(keys, only),
-            ).fetchall()
+        test, params = _node_filter(keys, only)
+        rows = self.conn.execute(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n
+               WHERE run_id BETWEEN $first AND $last AND version_id = ANY($versions) AND {test}""",
+            {
+                **params,
+                "first": min(k.run_id for k in keys),
+                "last": max(k.run_id for k in keys),
+                "versions": sorted({k.version_id for k in keys}),
+            },
+        ).fetchall()
         by_version: dict[RunVersion, list[NodeRecord]] = {}
         for row in rows:
             record = NodeRecord(*row)
