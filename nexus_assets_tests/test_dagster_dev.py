@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -11,10 +10,11 @@ import time
 import urllib.request
 
 from nexus_assets_tests.project import REPO
+from nexus_assets_tests.servers import DEFAULT_SIGINT, STOP_GRACE_S, as_script_job, start, stop
 
-# dagster dev started from a script ignores SIGINT/SIGTERM (FACTS.md): give it its own session
-# with default signal handling, and stop the whole group.
-LAUNCHER = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])"
+# dagster dev started from a script ignores SIGINT/SIGTERM (FACTS.md): it runs with SIGINT restored,
+# in its own session (`servers.start`), and is stopped as a group.
+LAUNCHER = DEFAULT_SIGINT
 
 
 def free_port() -> int:
@@ -23,14 +23,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stop_group(proc: subprocess.Popen) -> None:
-    """Stop `dagster dev` and everything it started (webserver, daemon, code server)."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+def start_dagster_dev(args: list[str], **popen) -> subprocess.Popen:
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    return start([sys.executable, "-c", LAUNCHER, dagster, "dev", *args], **popen)
+
+
+def stop_group(proc: subprocess.Popen) -> float | None:
+    """Stop `dagster dev` and everything it started (webserver, daemon, code server): SIGTERM to the
+    group, SIGKILL after the grace period. Returns how long SIGTERM took, None if it was killed."""
+    return stop(proc)
 
 
 def graphql(port: int, query: str) -> dict:
@@ -46,15 +47,13 @@ def test_dagster_dev_serves_the_code_location(tmp_path):
     home.mkdir()
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     port = free_port()
-    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
     env = {**os.environ, "DAGSTER_HOME": str(home), "NEXUS_DB": str(tmp_path / "vault.duckdb")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    # As a script's background job starts it: SIGINT ignored until the launcher restores it.
+    proc = start_dagster_dev(
+        ["-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=as_script_job(),
     )
+    took = None
     try:
         deadline = time.monotonic() + 120
         info = None
@@ -81,4 +80,5 @@ def test_dagster_dev_serves_the_code_location(tmp_path):
         assert {s["name"] for s in repo["schedules"]} >= {"nightly_sync"}
         assert {s["name"] for s in repo["sensors"]} >= {"nexus_files_sensor"}
     finally:
-        stop_group(proc)
+        took = stop_group(proc)
+    assert took is not None and took < STOP_GRACE_S, f"dagster dev needed SIGKILL (SIGTERM took {took} s)"

@@ -26,7 +26,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from nexus_assets_tests.project import REPO
-from nexus_assets_tests.test_dagster_dev import LAUNCHER, free_port, stop_group
+from nexus_assets_tests.test_dagster_dev import free_port, start_dagster_dev, stop_group
 from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN, OTHER = "nexus-server-sync", "storage-decisions"
@@ -70,11 +70,9 @@ def dagster_dev(project: Path):
     env = {**os.environ, "DAGSTER_HOME": str(project / "dagster_home")}
     for k in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR"):
         env.pop(k, None)
-    dagster = Path(sys.executable).parent / "dagster"
     log = open(project / "dagster-dev.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT,
+    proc = start_dagster_dev(
+        ["-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     try:
         def answers():

@@ -28,6 +28,7 @@ from nexus_assets.cli import build_parser, main
 from nexus_assets.vault.migrations import LATEST
 from nexus_assets.web.links import topic_url
 from nexus_assets.web.server import ViewerServer, make_server
+from nexus_assets_tests import servers
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.project import Project, sample_project
 
@@ -468,21 +469,15 @@ def test_binds_loopback_by_default_and_refuses_foreign_host_names(viewer, projec
 
 
 def test_nexus_serve_prints_its_url_and_serves(project):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nexus_assets.cli", "--db", str(project.db), "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
+    # Stopped (SIGTERM, then SIGKILL) even when an assert fails: no server outlives the test.
+    with servers.running(
+        servers.nexus("--db", str(project.db), "serve", "--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        line = servers.read_line(proc.stdout, timeout_s=60)
         assert "http://127.0.0.1:" in line, proc.stderr.read() if proc.poll() is not None else line
         url = line.split("on ", 1)[1].split()[0]
         status, _, body = fetch(url)
         assert status == 200 and TOPIC in body
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_vault_locked_by_a_sync_shows_a_sync_in_progress_page(project, tmp_path):

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.vault.migrations import pending
 from nexus_assets.web.server import LOOPBACK_NAMES, make_server
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: stop serving."""
+
+
+def _stop_on_sigterm() -> None:
+    # A server started by a script, a supervisor or a test inherits its launcher's SIGTERM
+    # disposition, ignored or blocked included; `kill PID` must stop it all the same.
+    def terminate(signum, frame):
+        raise _Terminated
+
+    if threading.current_thread() is threading.main_thread():  # signal handlers live there only
+        signal.signal(signal.SIGTERM, terminate)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -32,11 +50,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = make_server(args.db, args.host, args.port, log_requests=True)
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pass another --port (0 picks a free one)") from None
-    print(f"Nexus trace viewer (read-only) on {server.url} ; Ctrl-C stops it", flush=True)
+    _stop_on_sigterm()
+    # Started as a background job, Ctrl-C does not reach it: say what does.
+    print(f"Nexus trace viewer (read-only) on {server.url} ; Ctrl-C or `kill {os.getpid()}` stops it", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    except _Terminated:
+        server.server_close()
+        print("stopped (SIGTERM)", flush=True)
+        sys.stderr.flush()
+        # Request threads may be inside DuckDB or the embedding model; the pages are read-only, so
+        # nothing is lost by not waiting for them, and interpreter shutdown could.
+        os._exit(0)
     finally:
         server.server_close()
     return 0
