@@ -226,3 +226,89 @@ def test_a_case_only_edit_makes_the_brick_stale_and_a_restore_makes_it_current(e
         flips = v.source_status_history("run-a")
     checksum = before["sources"][0]["node_checksum"]
     assert [f["drifted"] for f in flips if (f["json_path"], f["node_checksum"]) == (A_NODE, checksum)] == [True, False]
+
+
+# An edit that is undone: the brick made from the edited text read text that no file holds any
+# more. It is superseded history (kept, traceable, hidden), not a visible stale brick, and the
+# topic reads as if the edit never happened (invariant 14); a FINAL brick would stay (invariant 7).
+
+
+def test_an_edit_then_a_restore_leaves_the_topic_as_if_the_edit_never_happened(empty_project: Project, capsys):
+    p = small_project(empty_project)
+    original = (p.runs / "a.json").read_bytes()
+    edited = original.replace(b"The vault is DuckDB.", b"The vault is SQLite.")
+    assert edited != original
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    before = run_json(capsys, *p.cli_args(), "bricks", NOTES, "--all")
+    manifest = run_json(capsys, *p.cli_args(), "manifest", NOTES)
+
+    (p.runs / "a.json").write_bytes(edited)
+    assert sync(capsys, p, expect=1)["checks"]["checksum_drift"] is False, "the original brick is stale (invariant 9)"
+    made_from_edit = brick_like(capsys, p, "The vault is SQLite.")
+    assert made_from_edit["stale"] is False
+
+    (p.runs / "a.json").write_bytes(original)
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    # The unchanged sentence of the edited node stays linked to the edited version too (history, stale).
+    now = run_json(capsys, *p.cli_args(), "bricks", NOTES)
+    assert [{**b, "sources": [s for s in b["sources"] if not s["stale"]]} for b in now] == [b for b in before if b["state"] != "SUPERSEDED"]
+    assert [s["stale"] for b in now for s in b["sources"]] == [False, True, False, False]
+    assert run_json(capsys, *p.cli_args(), "manifest", NOTES) == manifest
+    report = run_json(capsys, *p.cli_args(), "verify")
+    assert (report["ok"], report["stale_bricks"]) == (True, [])
+    history = {b["brick_id"]: b for b in run_json(capsys, *p.cli_args(), "bricks", NOTES, "--all")}
+    kept = history[made_from_edit["brick_id"]]
+    assert (kept["state"], kept["content"], kept["stale"], kept["order_index"]) == ("SUPERSEDED", "The vault is SQLite.", True, None)
+    assert kept["sources"] == [{**made_from_edit["sources"][0], "stale": True}]
+    recalled = run_json(capsys, *p.cli_args(), "recall", "Which database is the vault?", "--topic", NOTES)["results"]
+    assert recalled and all("SQLite" not in r["content"] for r in recalled)
+    answer = run_json(capsys, *p.cli_args(), "ask", "Which database is the vault?", "--topic", NOTES)
+    assert answer["refused"] is False and "SQLite" not in answer["answer"]
+
+    # The episode is kept: the original node drifted and came back; the edited one is drifted now.
+    with Vault.open(p.db, read_only=True) as v:
+        flips = [(f["node_checksum"], f["drifted"]) for f in v.source_status_history("run-a")]
+    first_checksum = before[0]["sources"][0]["node_checksum"]
+    assert flips[0] == (first_checksum, True), "the edit"
+    assert sorted(flips[1:]) == sorted([(first_checksum, False), (made_from_edit["sources"][0]["node_checksum"], True)]), "the restore"
+
+    # The edit made again is the truth again: its brick is back, the original stale.
+    (p.runs / "a.json").write_bytes(edited)
+    assert sync(capsys, p, expect=1)["checks"]["checksum_drift"] is False
+    assert brick_like(capsys, p, "The vault is SQLite.") == made_from_edit
+    (p.runs / "a.json").write_bytes(original)
+    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert run_json(capsys, *p.cli_args(), "manifest", NOTES)["manifest_hash"] == manifest["manifest_hash"]
+
+
+def test_resolution_of_withdrawn_sources_is_a_function_of_the_set():
+    """The rule in the core, without a vault: a brick only withdrawn sources hold is superseded
+    history and supersedes nothing; a withdrawn source is never canonical while another is not."""
+    import itertools
+
+    from nexus_assets.core.resolution import resolve_topic
+    from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses
+
+    edited = make_run("run-a", ["The vault is SQLite and fast."], status="CLOSED")
+    old = make_run("run-a", ["The vault is fast."], status="CLOSED")
+    other = make_run("run-b", ["The vault is SQLite and fast."], status="OPEN")
+    fragment = make_run("run-c", ["The vault is SQLite"], status="OPEN")
+    withdrawn_occ, linked, kept, small = occ(edited, "The vault is SQLite and fast."), occ(other, "The vault is SQLite and fast."), occ(old, "The vault is fast."), occ(fragment, "The vault is SQLite")
+    status = statuses(edited, other, fragment)
+
+    def resolved(occurrences, withdrawn):
+        return {b.brick_id: b for b in resolve_topic(TOPIC, occurrences, run_status=status, withdrawn=withdrawn)}
+
+    alone = [withdrawn_occ, kept, small]
+    results = [resolved(list(p), {withdrawn_occ.address}) for p in itertools.permutations(alone)]
+    assert all(r == results[0] for r in results), "order-independent"
+    by_text = {b.content: b for b in results[0].values()}
+    history = by_text["The vault is SQLite and fast."]
+    assert (history.state, history.superseded_by, history.order_index) == ("SUPERSEDED", None, None)
+    assert by_text["The vault is SQLite"].state == "IMPROVISE", "a withdrawn brick supersedes nothing"
+    # With the withdrawal lifted, the same occurrences resolve as before.
+    assert resolved(alone, set())[history.brick_id].state == "FORMING"
+
+    # Linked to a live source: visible, and the live source is canonical.
+    linked_brick = resolved([withdrawn_occ, linked, kept], {withdrawn_occ.address})[history.brick_id]
+    assert linked_brick.state == "IMPROVISE" and linked_brick.sources == (linked.address, withdrawn_occ.address)

@@ -48,10 +48,18 @@ def build_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | 
     return next_manifest(topic_id, manifest_entries(bricks), previous)
 
 
-def next_manifest(topic_id: str, entries: tuple[ManifestEntry, ...], previous: Manifest | None) -> Manifest | None:
-    """The manifest after `previous` listing `entries` (in manifest order), or None when they are its list."""
+def next_manifest(
+    topic_id: str, entries: tuple[ManifestEntry, ...], previous: Manifest | None, earlier: Manifest | None = None
+) -> Manifest | None:
+    """The manifest after `previous` listing `entries` (in manifest order), or None when they are its list.
+
+    `earlier`: a manifest of the chain before `previous` (and after any tombstone or seal). When it
+    lists `entries`, the topic returns to it, hash and all: an undone edit leaves the topic as if
+    it never happened (invariant 14), and the chain keeps the episode (see `link_problems`)."""
     if previous is not None and previous.bricks == entries:
         return None
+    if earlier is not None and earlier.tombstone is None and earlier.bricks == entries:
+        return earlier
     previous_hash = previous.manifest_hash if previous is not None else None
     return Manifest(
         topic_id=topic_id,
@@ -62,12 +70,17 @@ def next_manifest(topic_id: str, entries: tuple[ManifestEntry, ...], previous: M
 
 
 def link_problems(topic_id: str, links: Sequence[tuple[str | None, str]]) -> list[str]:
-    """Every break in a topic's chain of (previous_hash, manifest_hash) pairs, oldest first."""
+    """Every break in a topic's chain of (previous_hash, manifest_hash) pairs, oldest first.
+
+    Each manifest points back to the one before it, or repeats an earlier one whole (a return to it,
+    `next_manifest`): its hash, re-checked by `hash_problems`, then proves the same list and link."""
     problems = []
     expected = None
+    seen: set[tuple[str | None, str]] = set()
     for seq, (previous_hash, current) in enumerate(links):
-        if previous_hash != expected:
+        if previous_hash != expected and (previous_hash, current) not in seen:
             problems.append(f"manifest #{seq} of {topic_id} points back to {previous_hash!r}, expected {expected!r}")
+        seen.add((previous_hash, current))
         expected = current
     return problems
 

@@ -36,23 +36,29 @@ def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus],
 
 
 class _Group:
-    __slots__ = ("brick_id", "canonical", "first", "sources")
+    __slots__ = ("brick_id", "canonical", "first", "sources", "withdrawn")
 
-    def __init__(self, topic_id: str, occurrences: list[Occurrence]):
+    def __init__(self, topic_id: str, occurrences: list[Occurrence], withdrawn: frozenset[SourceAddress] | set[SourceAddress]):
         self.brick_id = make_brick_id(topic_id, occurrences[0].fingerprint)
         if len(occurrences) == 1:  # most bricks: nothing to rank
             self.canonical = self.first = occurrences[0]
             self.sources = (occurrences[0].address,)
+            self.withdrawn = bool(withdrawn) and occurrences[0].address in withdrawn
             return
-        occurrences.sort(key=canonical_key)
+        # A withdrawn source is kept (history) but never canonical while another is not: the brick
+        # then reads as it did before the undone edit.
+        key = (lambda o: (o.address in withdrawn, canonical_key(o))) if withdrawn else canonical_key
+        occurrences.sort(key=key)
         seen: dict[SourceAddress, None] = {}
         for occ in occurrences:
             seen.setdefault(occ.address, None)
         self.canonical = occurrences[0]
+        self.withdrawn = bool(withdrawn) and self.canonical.address in withdrawn
+        live = [o for o in occurrences if o.address not in withdrawn] if withdrawn and not self.withdrawn else occurrences
         # Where the brick sorts among the others: its smallest occurrence_key, at the canonical's
         # place. Which version of the node is canonical never moves a brick, so manifests built
         # before versions were ranked keep their order.
-        self.first = min(occurrences, key=occurrence_key)
+        self.first = min(live, key=occurrence_key)
         self.sources = tuple(seen)
 
 
@@ -62,6 +68,11 @@ def resolve_topic(topic_id: str, occurrences: Iterable[Occurrence], **options: A
 
     `prior` is what the vault holds from earlier syncs; it matters only where the contract makes
     history count: FINAL bricks never change and SUPERSEDED never comes back.
+
+    `withdrawn` are addresses whose node now reads other text that the vault knew before them (an
+    edit that was undone). A brick with no other source is superseded history (`superseded_by`
+    None): hidden, kept, and visible again if its text comes back; it supersedes nothing. FINAL
+    bricks are kept as they are (invariant 7).
     """
     return list(resolve_lazily(topic_id, occurrences, **options))
 
@@ -75,6 +86,7 @@ def resolve_lazily(
     sealed: bool = False,
     prior: Mapping[str, Brick | PriorState] | None = None,
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
+    withdrawn: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     ingestion_seq: Mapping[str, int] | None = None,
 ) -> Iterator[Brick]:
     """`resolve_topic`'s bricks in the same order, made one at a time as they are asked for.
@@ -90,28 +102,32 @@ def resolve_lazily(
         if occ.topic_id != topic_id:
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
-    groups = sorted((_Group(topic_id, occs) for occs in by_fp.values()), key=lambda g: occurrence_key(g.first))
+    groups = sorted((_Group(topic_id, occs, withdrawn) for occs in by_fp.values()), key=lambda g: occurrence_key(g.first))
     del by_fp  # a group keeps its canonical occurrence and its addresses; the other copies can go
 
     states: dict[str, BrickState] = {}
+    retired: set[str] = set()
     for g in groups:
         before = prior.get(g.brick_id)
         if before is not None and before.state == "FINAL":
             states[g.brick_id] = "FINAL"
+        elif g.withdrawn:
+            states[g.brick_id] = "SUPERSEDED"
+            retired.add(g.brick_id)
         else:
             states[g.brick_id] = brick_state((s.run_id for s in g.sources), run_status, sealed=sealed)
 
     candidates = [
         g
         for g in groups
-        if states[g.brick_id] == "IMPROVISE"
-        or (g.brick_id in prior and prior[g.brick_id].state == "SUPERSEDED")
+        if g.brick_id not in retired
+        and (states[g.brick_id] == "IMPROVISE" or (g.brick_id in prior and prior[g.brick_id].state == "SUPERSEDED"))
     ]
     superseded_by: dict[str, str] = {}
     if candidates:
         # Normalized texts only while the search runs: most syncs have no candidate at all.
         wanted = {g.brick_id for g in candidates}
-        texts = [_Text(g.brick_id, normalize(g.canonical.content)) for g in groups]
+        texts = [_Text(g.brick_id, normalize(g.canonical.content)) for g in groups if g.brick_id not in retired]
         superseded_by = _smallest_supersets([t for t in texts if t.brick_id in wanted], texts)
         del texts
     del candidates
@@ -148,7 +164,7 @@ def _bricks(
         state = states[g.brick_id]
         before = prior.get(g.brick_id)
         if state == "SUPERSEDED":
-            yield _brick(topic_id, g, state, None, superseded_by[g.brick_id], is_stale(g.sources))
+            yield _brick(topic_id, g, state, None, superseded_by.get(g.brick_id), is_stale(g.sources))
         elif before is not None and before.state == "FINAL":
             yield before.model_copy(update={"stale": is_stale(before.sources)})
         else:

@@ -13,6 +13,7 @@ from nexus_assets.core.resolution import resolve_lazily
 from nexus_assets.core.scope import Scope
 from nexus_assets.extractors import Extractor, extraction_key
 from nexus_assets.usecases.collector import collector_paused
+from nexus_assets.usecases.drift import withdrawn_addresses
 from nexus_assets.vault.store import RunVersion, Vault
 
 Progress = Callable[[str], None]
@@ -111,6 +112,7 @@ def resolved_bricks(vault: Vault, topic: Topic, *, sealed: bool = False) -> Iter
     run_status = vault.run_status()
     prior = vault.resolution_prior(topic.topic_id)
     stale_addresses = set(vault.drifted_addresses(topic.topic_id))
+    withdrawn = withdrawn_addresses(vault, topic.topic_id)
     ingestion_seq = vault.ingestion_seq()
     return resolve_lazily(
         topic.topic_id,
@@ -121,6 +123,7 @@ def resolved_bricks(vault: Vault, topic: Topic, *, sealed: bool = False) -> Iter
         sealed=sealed,
         prior=prior,
         stale_addresses=stale_addresses,
+        withdrawn=withdrawn,
         ingestion_seq=ingestion_seq,
     )
 
@@ -209,6 +212,9 @@ def publish_phase(
             f"{topic_id}: the resolution to publish is no longer staged (a newer resolution replaced it); "
             "materialize resolved_brick_states and topic_manifest together"
         )
-    manifest = next_manifest(topic_id, vault.staged_manifest_entries(topic_id), previous)
+    entries = vault.staged_manifest_entries(topic_id)
+    changed = previous is None or previous.bricks != entries
+    earlier = vault.earlier_manifest_listing(topic_id, entries) if changed and previous is not None else None
+    manifest = next_manifest(topic_id, entries, previous, earlier)
     vault.publish_staged(topic_id, manifest, dagster_run_id=dagster_run_id, sealed=sealed, inputs_digest=digest)
     return (manifest or previous), manifest is not None

@@ -58,6 +58,13 @@ def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
     return changed
 
 
+def withdrawn_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
+    """Addresses whose node now reads text the vault knew before them: an edit that was undone.
+    Their bricks are history, not stale (invariant 14); see `resolve_lazily`."""
+    later = vault.addresses_after_latest(topic_id)
+    return later & stale_addresses(vault, topic_id) if later else set()
+
+
 @dataclass(frozen=True)
 class Drift:
     brick_id: str

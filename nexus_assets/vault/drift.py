@@ -182,6 +182,25 @@ class DriftRecords:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
+    def addresses_after_latest(self, topic_id: str) -> set[SourceAddress]:
+        """The topic's addresses seen only in versions of their run first read after its latest one:
+        the file went back to bytes read before (`restore_versions`). Empty unless a run was restored."""
+        rows = self.conn.execute(
+            """WITH seq AS (
+                   SELECT run_id, version_id, is_latest,
+                          row_number() OVER (PARTITION BY run_id ORDER BY ingested_at, version_id) AS n
+                   FROM runs),
+               latest AS (SELECT run_id, n FROM seq WHERE is_latest),
+               restored AS (SELECT DISTINCT run_id FROM seq JOIN latest l USING (run_id) WHERE seq.n > l.n)
+               SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum
+               FROM occurrences o JOIN seq v USING (run_id, version_id) JOIN latest l USING (run_id)
+               WHERE o.topic_id = ? AND o.run_id IN (SELECT run_id FROM restored)
+               GROUP BY o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum
+               HAVING min(v.n) > min(l.n)""",
+            [topic_id],
+        ).fetchall()
+        return {SourceAddress(run_id=r, json_path=p, start=s, end=e, node_checksum=c) for r, p, s, e, c in rows}
+
     def restore_versions(self, sha: str, source_file: str) -> list[str]:
         """A file back to bytes it held before: the run versions read from those bytes become the
         latest again for runs whose latest version came from this same path. Returns those run ids."""

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import duckdb
 
-from nexus_assets.core.models import Brick, SourceAddress
+from nexus_assets.core.models import Brick, Manifest, ManifestEntry, SourceAddress
 
 # Where a pointer prompt's user message turns from the topic to the run's text (llm/prompt.py).
 FRAGMENT_MARKER = "Source JSON fragment"
@@ -146,6 +146,22 @@ class HistoryQueries:
         """(previous_hash, manifest_hash) of each of the topic's manifests, oldest first, without their brick lists."""
         return [tuple(r) for r in self.conn.execute(
             "SELECT previous_hash, manifest_hash FROM manifests WHERE topic_id = ? ORDER BY seq", [topic_id]).fetchall()]
+
+    def earlier_manifest_listing(self, topic_id: str, entries: Sequence[ManifestEntry]) -> Manifest | None:
+        """The newest manifest of the topic, before its latest and after its last tombstone or seal,
+        whose brick list is `entries` (for `next_manifest`: a return to it)."""
+        row = self.conn.execute(
+            """SELECT manifest_hash, previous_hash FROM manifests
+               WHERE topic_id = $topic AND NOT sealed AND tombstone_json IS NULL AND bricks_json = $listing
+                 AND seq > coalesce((SELECT max(seq) FROM manifests WHERE topic_id = $topic
+                                     AND (sealed OR tombstone_json IS NOT NULL)), -1)
+                 AND seq < (SELECT max(seq) FROM manifests WHERE topic_id = $topic)
+               ORDER BY seq DESC LIMIT 1""",
+            {"topic": topic_id, "listing": json.dumps([e.model_dump() for e in entries])},
+        ).fetchone()
+        if row is None:
+            return None
+        return Manifest(topic_id=topic_id, manifest_hash=row[0], previous_hash=row[1], bricks=tuple(entries))
 
     def brick_source_runs(self, topic_id: str) -> set[str]:
         """Every run some brick of the topic has a source in."""

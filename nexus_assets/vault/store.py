@@ -45,8 +45,9 @@ from nexus_assets.vault.migrations import STAGE_TABLES
 from nexus_assets.vault.recall import RecallRecords
 
 # Raised when resolution decides differently from the same inputs (2: the oldest version of a node
-# is the canonical source at its place), so each topic is resolved again once; "" is rules 1.
-RESOLUTION_RULES = "resolution-2|"
+# is the canonical source at its place; 3: a brick only an undone edit held is superseded history),
+# so each topic is resolved again once; "" is rules 1.
+RESOLUTION_RULES = "resolution-3|"
 
 # File contents whose every verdict found problems under an older reader than READER_VERSION
 # (bound as ?): they are read again.
