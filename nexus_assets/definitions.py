@@ -39,6 +39,7 @@ def build_resources(
     replay_only: bool = False,
     open_after: str | None = None,
     progress: bool = False,
+    llm: dict | None = None,
 ) -> dict:
     """Resources from arguments, else NEXUS_* environment variables, else the shipped defaults."""
     settings = NexusSettings(
@@ -52,8 +53,9 @@ def build_resources(
         "settings": settings,
         "duckdb": duckdb,
         "vault": VaultResource(duckdb=duckdb),
+        # `llm`: the CLI's LLM options (batch, max_cost_usd, concurrency, cost_since), as resource fields.
         "extractor": ExtractorResource(
-            backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded"), replay_only=replay_only
+            backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded"), replay_only=replay_only, **(llm or {})
         ),
     }
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from nexus_assets.core.extract_embedded import EXTRACTOR_VERSION, extract_embedded
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.core.scope import in_scope_nodes
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
-from nexus_assets.llm.client import CallRecord, CallStore, LLMConfig, PointerClient
-from nexus_assets.llm.prompt import PROMPT_VERSION
+from nexus_assets.llm.client import CallRecord, CallStore, CostBudget, ExtractionJob, LLMConfig, PointerClient, SendProgress
+from nexus_assets.llm.prompt import LEGACY_PROMPT_VERSIONS, PROMPT_VERSION
 
 if TYPE_CHECKING:
     from nexus_assets.vault.store import Vault
@@ -31,83 +29,137 @@ class Extractor(Protocol):
     def identity(self) -> str:
         """Everything that changes what this extractor returns (name, version, model, prompt)."""
 
-    def extract(self, topic: Topic, run: Run) -> Extraction: ...
+    @property
+    def legacy_identities(self) -> tuple[str, ...]:
+        """Earlier identities whose stored extractions still count as this extractor's answers."""
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        """Each run's pointers for `topic`, by run id. `companions` (by run id): other topics
+        an extractor that `shares_requests` may answer for in the same breath."""
 
 
 class EmbeddedExtractor:
     identity = EXTRACTOR_VERSION
+    legacy_identities: tuple[str, ...] = ()
+    shares_requests = False
 
     def extract(self, topic: Topic, run: Run) -> Extraction:
         return Extraction(extract_embedded(topic, run))
 
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        return {run.run_id: self.extract(topic, run) for run in runs}
 
-def extraction_key(extractor: Extractor, topic: Topic, version_id: str) -> str:
-    """Same extractor + same topic scope + same run content = same pointers; no need to ask again."""
+
+def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:
+    """Same extractor + same topic scope + same run content = same pointers; no need to ask again.
+    `extractor`: an extractor, or one of its identities."""
     scope = {"topic_id": topic.topic_id, "policy": topic.extraction_policy.model_dump(mode="json")}
     # Only a non-default node selection enters the key, so keys recorded before it existed still match.
     if topic.include_hidden:
         scope["include_hidden"] = True
     if topic.branches != "all":
         scope["branches"] = topic.branches
-    return sha256_hex(canonical_json([extractor.identity, scope, version_id]))
+    identity = extractor if isinstance(extractor, str) else extractor.identity
+    return sha256_hex(canonical_json([identity, scope, version_id]))
 
 
-class VaultCallStore:
-    """The LLM client's CallStore over the vault's `llm_calls` table."""
-
-    def __init__(self, vault: "Vault"):
-        self.vault = vault
-
-    def get(self, key: str) -> CallRecord | None:
-        row = self.vault.successful_llm_call(key)
-        if row is None:
-            return None
-        return CallRecord(
-            key=row["call_key"],
-            pointers=json.loads(row["pointers_json"]),
-            **{k: v for k, v in row.items() if k not in ("call_key", "pointers_json")},
-        )
-
-    def put(self, record: CallRecord) -> None:
-        row = record.model_dump(exclude={"key", "pointers", "cached"})
-        self.vault.record_llm_call({**row, "call_key": record.key}, record.pointers)
+def VaultCallStore(vault: "Vault") -> CallStore:
+    """The LLM client's CallStore over the vault's `llm_calls` / `llm_requests` / `llm_batches`."""
+    return vault.llm_call_records()
 
 
 class OpenAIExtractor:
-    """Pointers from an OpenAI-compatible Chat Completions endpoint, each call replayable from the vault."""
+    """Pointers from an OpenAI-compatible Chat Completions endpoint, each answer replayable from
+    the vault. `shares_requests`: a chunk is asked once for this topic and every companion topic
+    that lacks an answer for it (DESIGN §5 "At scale")."""
 
-    def __init__(self, config: LLMConfig, store: CallStore, *, replay_only: bool = False, token_budget: int = DEFAULT_TOKEN_BUDGET):
+    shares_requests = True
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        store: CallStore,
+        *,
+        replay_only: bool = False,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        batch: bool = False,
+        progress: Callable[[SendProgress], None] | None = None,
+    ):
         self.config = config
         self.store = store
         self.replay_only = replay_only
         self.token_budget = token_budget
+        self.batch = batch
+        self.progress = progress
         self.client = PointerClient(config)
+        priced = config.price_in_per_mtok is not None and config.price_out_per_mtok is not None
+        self.budget = (
+            CostBudget(config.max_cost_usd, config.price_in_per_mtok, config.price_out_per_mtok)
+            if config.max_cost_usd is not None and priced
+            else None
+        )
         self.failed: list[CallRecord] = []
-        self.requests_sent = 0
-        self.calls = 0
-        # Tokens of the calls sent in this run (replays cost nothing).
+        self.requests_sent = 0  # HTTP requests, retries included
+        self.requests = 0  # chunks asked (each once, for every topic that needed it)
+        self.calls = 0  # this topic's answers, replayed or asked
+        self.unsent = 0
+        self.peak_in_flight = 0
+        self.stopped_by_cost = False
+        self.batch_ids: list[str] = []
+        # Tokens of the requests sent in this run (replays cost nothing).
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
     @property
     def identity(self) -> str:
-        return f"openai:{self.config.model}:{PROMPT_VERSION}:{self.token_budget}"
+        return self._identity(PROMPT_VERSION)
+
+    @property
+    def legacy_identities(self) -> tuple[str, ...]:
+        """Identities of earlier prompts whose extractions are still replayed, not asked again."""
+        return tuple(self._identity(v) for v in LEGACY_PROMPT_VERSIONS)
+
+    def _identity(self, prompt_version: str) -> str:
+        return f"openai:{self.config.model}:{prompt_version}:{self.token_budget}"
 
     def extract(self, topic: Topic, run: Run) -> Extraction:
-        nodes = [node for node, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
-        if not nodes:
-            return Extraction([])
-        outcome = self.client.extract(
-            topic, run, nodes, store=self.store, replay_only=self.replay_only, token_budget=self.token_budget
+        return self.extract_runs(topic, [run])[run.run_id]
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        jobs = [ExtractionJob(run, topic, tuple((companions or {}).get(run.run_id, ()))) for run in runs]
+        batch = self.client.extract_runs(
+            jobs,
+            store=self.store,
+            replay_only=self.replay_only,
+            token_budget=self.token_budget,
+            budget=self.budget,
+            progress=self.progress,
+            batch=self.batch,
         )
-        self.failed += outcome.failed
-        self.requests_sent += outcome.requests_sent
-        self.calls += len(outcome.calls)
-        for r in outcome.calls:
-            if not r.cached:
-                self.prompt_tokens += r.prompt_tokens or 0
-                self.completion_tokens += r.completion_tokens or 0
-        return Extraction(outcome.pointers, complete=outcome.complete, notes=[r.error or "" for r in outcome.failed])
+        self.requests += batch.requests
+        self.requests_sent += batch.requests_sent
+        self.unsent += batch.unsent
+        self.peak_in_flight = max(self.peak_in_flight, batch.peak_in_flight)
+        self.stopped_by_cost |= batch.stopped_by_cost
+        self.batch_ids += batch.batch_ids
+        self.prompt_tokens += batch.prompt_tokens
+        self.completion_tokens += batch.completion_tokens
+        out = {}
+        for run in runs:
+            outcome = batch.outcomes[(topic.topic_id, run.run_id)]
+            self.failed += outcome.failed
+            self.calls += len(outcome.calls)
+            notes = [r.error or "" for r in outcome.failed]
+            if outcome.unsent:
+                notes.append(f"{outcome.unsent} chunks not sent (cost ceiling reached or batch still running)")
+            out[run.run_id] = Extraction(outcome.pointers, complete=outcome.complete, notes=notes)
+        return out
 
     @property
     def cost_usd(self) -> float | None:

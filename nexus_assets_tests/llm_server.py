@@ -39,6 +39,7 @@ class Reply:
     completion_tokens: int | None = None
     delay_s: float = 0.0  # answer late, to trip client timeouts
     usage: bool = True  # some servers omit usage
+    drip_s: float = 0.0  # send the body one byte every drip_s seconds (a hung, trickling endpoint)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class FakeOpenAIServer:
         models: tuple[str, ...] | None = (DEFAULT_MODEL,),
         reject_formats: tuple[str, ...] = (),
         handler: Handler | None = None,
+        latency_s: float = 0.0,
     ):
         self.api_key = api_key  # None: accept any key, like most local servers
         self.models = models  # None: accept any model name, like llama.cpp
@@ -95,6 +97,14 @@ class FakeOpenAIServer:
         self.paths: list[str] = []  # every request path, any endpoint
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.latency_s = latency_s  # every chat completion answers this late (a real model's think time)
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        # The Batch API: uploaded files (id -> bytes) and batches (id -> dict); `hold_batches` keeps
+        # new batches in_progress until released, like a provider that takes its time.
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.hold_batches = False
 
     def script(self, *items: Item) -> "FakeOpenAIServer":
         """Queue replies for the next chat completion requests (one item per request)."""
@@ -207,7 +217,68 @@ class FakeOpenAIServer:
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
             }
+        if item.drip_s:
+            payload["_drip_s"] = item.drip_s
         return 200, payload, {}, item.delay_s
+
+
+    # The Batch API (files + batches), answering each request line through `_chat`.
+
+    def _upload(self, content_type: str, raw: bytes) -> dict:
+        import email.parser
+        import email.policy
+
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
+        data = b""
+        for part in message.iter_parts():
+            if part.get_param("name", header="content-disposition") == "file":
+                data = part.get_payload(decode=True) or b""
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = data
+        return {"id": file_id, "object": "file", "bytes": len(data), "created_at": 1_700_000_000, "filename": "batch.jsonl", "purpose": "batch", "status": "processed"}
+
+    def _create_batch(self, body: dict) -> dict:
+        with self._lock:
+            batch_id = f"batch-{len(self.batches) + 1}"
+            self.batches[batch_id] = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body.get("endpoint"),
+                "input_file_id": body.get("input_file_id"),
+                "completion_window": body.get("completion_window", "24h"),
+                "status": "in_progress",
+                "created_at": 1_700_000_000,
+                "output_file_id": None,
+                "error_file_id": None,
+            }
+            return dict(self.batches[batch_id])
+
+    def release_batches(self) -> None:
+        self.hold_batches = False
+
+    def _batch_status(self, batch_id: str) -> dict | None:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return None
+            if batch["status"] != "in_progress" or self.hold_batches:
+                return dict(batch)
+            lines = self.files.get(batch["input_file_id"], b"").decode("utf-8").splitlines()
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            status, payload, _, _ = self._chat(request["body"], {"authorization": f"Bearer {self.api_key}"})
+            out.append({"id": f"resp-{len(out)}", "custom_id": request["custom_id"], "response": {"status_code": status, "body": payload}, "error": None})
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = "\n".join(json.dumps(o) for o in out).encode("utf-8")
+            batch.update(status="completed", output_file_id=file_id)
+            return dict(batch)
 
 
 def _error(item: ErrorReply) -> tuple[int, dict, dict[str, str], float]:
@@ -249,9 +320,48 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout test); nothing to answer
 
+        def _drip(self, status: int, body: dict, every_s: float) -> None:
+            data = json.dumps(body).encode("utf-8")
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(every_s)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _send_bytes(self, status: int, data: bytes, content_type: str = "application/octet-stream") -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
         def do_GET(self) -> None:
             with server._lock:
                 server.paths.append(self.path)
+            route = self.path.split("?", 1)[0].rstrip("/")
+            if route.startswith("/v1/batches/"):
+                batch = server._batch_status(route.rsplit("/", 1)[1])
+                if batch is None:
+                    self._send(404, {"error": {"message": "No such batch", "type": "invalid_request_error", "code": None}})
+                else:
+                    self._send(200, batch)
+                return
+            if route.startswith("/v1/files/") and route.endswith("/content"):
+                data = server.files.get(route.split("/")[3])
+                if data is None:
+                    self._send(404, {"error": {"message": "No such file", "type": "invalid_request_error", "code": None}})
+                else:
+                    self._send_bytes(200, data)
+                return
             if self.path.rstrip("/") == "/v1/models":
                 names = server.models or (DEFAULT_MODEL,)
                 data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in names]
@@ -264,6 +374,13 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server.paths.append(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            route = self.path.split("?", 1)[0].rstrip("/")
+            if route == "/v1/files":
+                self._send(200, server._upload(self.headers.get("Content-Type", ""), raw))
+                return
+            if route == "/v1/batches":
+                self._send(200, server._create_batch(json.loads(raw or b"{}")))
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._send(404, {"error": {"message": "File Not Found", "type": "not_found_error", "code": None}})
                 return
@@ -273,10 +390,21 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, payload, extra, delay = server._chat(body, headers)
-            if delay:
-                time.sleep(delay)
-            self._send(status, payload, extra)
+            with server._lock:
+                server.in_flight += 1
+                server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
+            try:
+                status, payload, extra, delay = server._chat(body, headers)
+                if delay or server.latency_s:
+                    time.sleep(delay + server.latency_s)
+                drip = payload.pop("_drip_s", 0.0) if isinstance(payload, dict) else 0.0
+                if drip:
+                    self._drip(status, payload, drip)
+                else:
+                    self._send(status, payload, extra)
+            finally:
+                with server._lock:
+                    server.in_flight -= 1
 
     return Handler
 
@@ -285,3 +413,29 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 def llm_server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as server:
         yield server
+
+
+def request_topics_and_fragment(body: dict) -> tuple[list[str], dict]:
+    """The topic ids and the source fragment of a pointer request (prompt v2)."""
+    user = body["messages"][-1]["content"].splitlines()
+    topics = [line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: ")]
+    marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
+    return topics, json.loads(user[marker + 1])
+
+
+def first_sentences(lies: Callable[[str, str, str], list] | None = None) -> Handler:
+    """A model that answers every node it is shown with its first sentence, for every topic the
+    node may be quoted for, plus `lies(topic_id, path, first)` (other pointers, true or not)."""
+    from nexus_assets.core.sentences import sentences
+
+    def model(body: dict) -> dict:
+        topics, fragment = request_topics_and_fragment(body)
+        pointers = []
+        for node in fragment["nodes"]:
+            path, first = node["json_path"], sentences(node["text"])[0]
+            for topic_id in node.get("topics", topics):
+                pointers.append({"topic_id": topic_id, "json_path": path, "verbatim_quote": first})
+                pointers += lies(topic_id, path, first) if lies else []
+        return {"extracted_pointers": pointers}
+
+    return model

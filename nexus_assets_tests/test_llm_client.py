@@ -26,9 +26,9 @@ from nexus_assets.llm.client import (
     ReplyNotJSON,
     call_key,
     parse_reply,
-    prepare_calls,
 )
-from nexus_assets.llm.plan import estimate_cost, plan_calls
+from nexus_assets.llm.plan import estimate_cost, plan_runs
+from nexus_assets.llm.requests import run_shares, share_key
 from nexus_assets.llm.prompt import (
     POINTER_SCHEMA,
     PROMPT_VERSION,
@@ -52,6 +52,8 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.records: list[CallRecord] = []
+        self.requests: list = []
+        self.batches: dict = {}
 
     def get(self, key: str) -> CallRecord | None:
         for record in reversed(self.records):
@@ -61,6 +63,15 @@ class MemoryStore:
 
     def put(self, record: CallRecord) -> None:
         self.records.append(record)
+
+    def put_request(self, record) -> None:
+        self.requests.append(record)
+
+    def open_batches(self, model):
+        return [b for b in self.batches.values() if b.model == model and b.status != "applied"]
+
+    def put_batch(self, record) -> None:
+        self.batches[record.batch_id] = record
 
 
 TOPIC = Topic(
@@ -100,21 +111,10 @@ def server(llm_server):
     return llm_server
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_http():
-    # One HTTP client for the module: building one per test loads the CA bundle (~80 ms) each time.
-    global HTTP
-    with openai.DefaultHttpxClient() as HTTP:
-        yield HTTP
-
-
-HTTP = None
-
-
 def make_client(server, **overrides):
     values = dict(base_url=server.base_url, api_key=server.api_key, model=DEFAULT_MODEL, max_retries=2, timeout_s=5)
     values.update(overrides)
-    return PointerClient(LLMConfig(**values), http_client=HTTP)
+    return PointerClient(LLMConfig(**values))
 
 
 def retry_counts(server):
@@ -124,7 +124,7 @@ def retry_counts(server):
 
 def extract(client, store=None, run=None, topic=TOPIC, **kwargs):
     run = run or make_run()
-    return client.extract(topic, run, list(run.nodes), store=store if store is not None else MemoryStore(), **kwargs)
+    return client.extract(topic, run, store=store if store is not None else MemoryStore(), **kwargs)
 
 
 # Replies
@@ -143,8 +143,10 @@ def test_scripted_pointers_come_back_raw(server):
     assert (call.prompt_tokens, call.completion_tokens) == (321, 45)
     assert call.topic_id == TOPIC.topic_id and call.run_id == "run-1"
     assert call.model == DEFAULT_MODEL and call.prompt_version == PROMPT_VERSION
-    assert call.messages == server.requests[0]["messages"]
-    assert json.loads(call.raw_response) == {"extracted_pointers": pointers}
+    (request,) = store.requests  # what was sent and what came back, kept once per request
+    assert json.loads(request.request_json) == server.requests[0]["messages"]
+    assert json.loads(request.raw_response) == {"extracted_pointers": pointers}
+    assert request.topic_ids == [TOPIC.topic_id] and call.request_key == request.key
     assert call.latency_ms is not None and call.latency_ms >= 0
     assert store.records == [call]
 
@@ -185,7 +187,7 @@ def test_non_json_reply_is_a_failed_call_not_a_crash_and_is_retried_next_time(se
     (failed,) = first.failed
     assert failed.status == "failed" and failed.pointers == []
     assert "no pointer JSON" in failed.error
-    assert failed.raw_response.startswith("I think the sync engine")
+    assert store.requests[0].raw_response.startswith("I think the sync engine")
     assert failed.prompt_tokens is not None
     assert store.records == [failed] and store.get(failed.key) is None
 
@@ -248,11 +250,13 @@ def test_500_storm_fails_after_max_retries_and_is_recorded(server):
     assert retry_counts(server) == [0, 1, 2, 3]
 
 
-def test_timeout_is_retried(server):
+def test_a_request_over_the_timeout_fails_its_call_and_is_asked_next_time(server):
     server.script(Reply('{"extracted_pointers": []}', delay_s=1.0), pointers_reply([ptr(1, "Bricks")]))
-    outcome = extract(make_client(server, timeout_s=0.2))
-    assert outcome.pointers == [ptr(1, "Bricks")]
-    assert outcome.calls[0].attempts == 2
+    store, client = MemoryStore(), make_client(server, timeout_s=0.2)
+    first = extract(client, store)
+    (failed,) = first.failed
+    assert failed.attempts == 1 and "no complete answer within 0.2s (NEXUS_LLM_TIMEOUT" in failed.error
+    assert extract(client, store).pointers == [ptr(1, "Bricks")]
 
 
 def test_connection_refused_fails_after_retries():
@@ -261,7 +265,7 @@ def test_connection_refused_fails_after_retries():
         port = sock.getsockname()[1]
     config = LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", max_retries=1)
     with PointerClient(config) as client:
-        outcome = client.extract(TOPIC, make_run(), list(make_run().nodes), store=MemoryStore())
+        outcome = client.extract(TOPIC, make_run(), store=MemoryStore())
     (failed,) = outcome.failed
     assert failed.attempts == 2 and "could not connect" in failed.error
 
@@ -378,28 +382,28 @@ def test_replay_sends_nothing_and_returns_identical_pointers(server):
     server.handler = lambda body: pointers_reply([ptr(1, "Bricks are verbatim.")])
     store = MemoryStore()
     client = make_client(server)
-    first = client.extract(TOPIC, run, list(run.nodes), store=store, token_budget=60)
+    first = client.extract(TOPIC, run, store=store, token_budget=60)
     assert len(first.calls) > 1  # several chunks, so replay covers each of them
     sent = server.request_count
 
-    second = client.extract(TOPIC, run, list(run.nodes), store=store, token_budget=60)
+    second = client.extract(TOPIC, run, store=store, token_budget=60)
     assert second.requests_sent == 0 and server.request_count == sent
     assert second.pointers == first.pointers
     assert [c.cached for c in second.calls] == [True] * len(first.calls)
     assert [c.key for c in second.calls] == [c.key for c in first.calls]
     assert all(not r.cached for r in store.records)  # the flag is never stored
 
-    third = make_client(server).extract(TOPIC, run, list(run.nodes), store=store, token_budget=60, replay_only=True)
+    third = make_client(server).extract(TOPIC, run, store=store, token_budget=60, replay_only=True)
     assert third.pointers == first.pointers and server.request_count == sent
 
 
 def test_replay_only_on_a_miss_raises_cache_miss(server):
     run = make_run()
     with pytest.raises(CacheMiss) as caught:
-        make_client(server).extract(TOPIC, run, list(run.nodes), store=MemoryStore(), replay_only=True)
+        make_client(server).extract(TOPIC, run, store=MemoryStore(), replay_only=True)
     assert server.request_count == 0
     assert caught.value.topic_id == TOPIC.topic_id and caught.value.run_id == "run-1"
-    assert caught.value.key == prepare_calls(TOPIC, run, list(run.nodes), model=DEFAULT_MODEL)[0].key
+    assert caught.value.key == run_shares(run, [TOPIC], model=DEFAULT_MODEL, token_budget=3000)[0].key
 
 
 def test_replay_only_does_not_replay_failed_calls(server):
@@ -412,9 +416,10 @@ def test_replay_only_does_not_replay_failed_calls(server):
 
 
 def _key(topic=TOPIC, run=None, model=DEFAULT_MODEL):
+    """The key a topic's answer for a run is stored and replayed by."""
     run = run or make_run()
-    (call,) = prepare_calls(topic, run, list(run.nodes), model=model)
-    return call.key
+    (share,) = run_shares(run, [topic], model=model, token_budget=3000)
+    return share.key
 
 
 def test_key_is_stable():
@@ -448,9 +453,8 @@ def test_key_changes_with_every_input(change):
         changed = _key(model="other-model")
     elif change == "prompt_version":
         run = make_run()
-        messages = render_messages(TOPIC, run.run_id, build_fragment(run, run.nodes))
-        assert call_key(DEFAULT_MODEL, PROMPT_VERSION, messages) == base
-        changed = call_key(DEFAULT_MODEL, "pointer-v2", messages)
+        assert share_key(DEFAULT_MODEL, TOPIC, run, run.nodes) == base
+        changed = share_key(DEFAULT_MODEL, TOPIC, run, run.nodes, prompt_version="pointer-v3")
     elif change in ("scope_description", "exclusion_criteria"):
         value = "Only the vault." if change == "scope_description" else ("Jokes",)
         topic = TOPIC.model_copy(update={"extraction_policy": policy.model_copy(update={change: value})})
@@ -626,7 +630,7 @@ def test_extract_sends_one_request_per_chunk_and_keeps_chunk_order(server):
         return pointers_reply([{"topic_id": TOPIC.topic_id, "json_path": node["json_path"], "verbatim_quote": node["text"][:2]}])
 
     server.handler = first_node_of_fragment
-    outcome = make_client(server).extract(TOPIC, run, list(run.nodes), store=MemoryStore(), token_budget=80)
+    outcome = make_client(server).extract(TOPIC, run, store=MemoryStore(), token_budget=80)
     chunks = chunk_nodes(run, list(run.nodes), token_budget=80)
     assert len(outcome.calls) == len(chunks) == server.request_count > 1
     assert [p["json_path"] for p in outcome.pointers] == [c[0].path for c in chunks]
@@ -645,13 +649,16 @@ def test_lone_surrogate_in_source_fails_the_call_without_crashing(server):
         document=document,
         nodes=(Node(steps=("messages", 0, "content"), node_type="user_message", timestamp=None),),
     )
-    outcome = make_client(server).extract(TOPIC, run, list(run.nodes), store=MemoryStore())
+    outcome = make_client(server).extract(TOPIC, run, store=MemoryStore())
     assert "invalid Unicode" in outcome.failed[0].error
     assert server.request_count == 0 == outcome.requests_sent
 
 
-def test_no_nodes_no_calls(server):
-    outcome = make_client(server).extract(TOPIC, make_run(), [], store=MemoryStore())
+def test_no_nodes_in_scope_no_calls(server):
+    keyword_topic = Topic.model_validate(
+        TOPIC.model_dump() | {"extraction_policy": TOPIC.extraction_policy.model_dump() | {"required_keywords": ["kubernetes"]}}
+    )
+    outcome = make_client(server).extract(keyword_topic, make_run(), store=MemoryStore())
     assert outcome.calls == [] and outcome.requests_sent == 0 and server.request_count == 0
 
 
@@ -661,28 +668,26 @@ def test_no_nodes_no_calls(server):
 def test_plan_sends_nothing_and_sees_the_store(server):
     run = _long_run([5, 40, 12, 60, 3, 25])
     store = MemoryStore()
-    planned = plan_calls(TOPIC, run, list(run.nodes), model=DEFAULT_MODEL, store=store, token_budget=80)
-    assert server.request_count == 0 and len(planned) > 1
-    assert not any(p.cached for p in planned)
-    assert all(p.input_tokens_est > estimate_tokens(SYSTEM_PROMPT) and p.output_tokens_est > 0 for p in planned)
+    config = LLMConfig(base_url=server.base_url, api_key="k", model=DEFAULT_MODEL)
+    answered = lambda key: store.get(key) is not None  # noqa: E731
+    planned = plan_runs([run], [TOPIC], config=config, token_budget=80, answered=answered)
+    assert server.request_count == 0 and len(planned.requests) > 1 and planned.cached_shares == 0
+    assert all(r.input_tokens_est > estimate_tokens(SYSTEM_PROMPT) and r.output_tokens_est > 0 for r in planned.requests)
 
-    outcome = make_client(server).extract(TOPIC, run, list(run.nodes), store=store, token_budget=80)
-    assert [p.key for p in planned] == [c.key for c in outcome.calls]
-    replanned = plan_calls(TOPIC, run, list(run.nodes), model=DEFAULT_MODEL, store=store, token_budget=80)
-    assert all(p.cached for p in replanned)
-    assert not any(p.cached for p in plan_calls(TOPIC, run, list(run.nodes), model="other", store=store, token_budget=80))
+    outcome = make_client(server).extract(TOPIC, run, store=store, token_budget=80)
+    assert [s.key for r in planned.requests for s in r.shares] == [c.key for c in outcome.calls]
+    assert [r.key for r in planned.requests] == [r.key for r in store.requests]  # the very requests a sync sends
+    replanned = plan_runs([run], [TOPIC], config=config, token_budget=80, answered=answered)
+    assert replanned.requests == [] and replanned.cached_shares == len(planned.requests)
+    other = config.model_copy(update={"model": "other"})
+    assert len(plan_runs([run], [TOPIC], config=other, token_budget=80, answered=answered).requests) == len(planned.requests)
 
 
 def test_estimate_cost():
-    run = make_run()
-    planned = plan_calls(TOPIC, run, list(run.nodes), model="m", store=MemoryStore())
     config = LLMConfig(base_url="http://x/v1", api_key="k", model="m")
-    assert estimate_cost(planned, config) is None  # unknown, not free
+    assert estimate_cost(1000, 100, config) is None  # unknown, not free
     priced = config.model_copy(update={"price_in_per_mtok": 2.0, "price_out_per_mtok": 8.0})
-    expected = sum(p.input_tokens_est * 2.0 + p.output_tokens_est * 8.0 for p in planned) / 1e6
-    assert estimate_cost(planned, priced) == pytest.approx(expected) and expected > 0
-    cached = [p.__class__(**{**p.__dict__, "cached": True}) for p in planned]
-    assert estimate_cost(cached, priced) == 0.0
+    assert estimate_cost(1000, 100, priced) == pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6)
 
 
 # Configuration
@@ -702,7 +707,8 @@ def test_config_from_env():
         0.15,
         None,
     )
-    assert (config.timeout_s, config.max_retries, config.seed, config.max_output_tokens) == (60, 2, 7, 2048)
+    assert (config.timeout_s, config.max_retries, config.seed, config.max_output_tokens) == (120, 2, 7, 2048)
+    assert (config.concurrency, config.max_reply_bytes, config.rpm, config.tpm, config.max_cost_usd) == (8, 1_000_000, None, None, None)
     assert "sk-secret" not in repr(config)
 
 
@@ -719,7 +725,7 @@ def test_config_names_the_missing_variable():
 
 
 def test_the_fake_server_lists_models(server):
-    client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0, http_client=HTTP)
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0)
     assert [m.id for m in client.models.list()] == [DEFAULT_MODEL]
 
 

@@ -31,7 +31,7 @@ HOSTILE_REASONS = [
 
 def fragment_of(body: dict) -> tuple[str, dict]:
     user = body["messages"][-1]["content"].splitlines()
-    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("Topic id: "))
+    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: "))
     marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
     return topic_id, json.loads(user[marker + 1])
 
@@ -141,6 +141,8 @@ def test_a_refused_key_is_one_clear_line_and_nothing_is_compiled(llm_project: Pr
 
 def test_failed_calls_are_recorded_never_cached_and_retried_next_sync(llm_project: Project, capsys, monkeypatch):
     p = llm_project
+    # The scripted replies are handed out in arrival order: one request at a time keeps that order run by run.
+    monkeypatch.setenv("NEXUS_LLM_CONCURRENCY", "1")
     with FakeOpenAIServer(handler=hostile_model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         # run-a: a 500 storm outlasting the retries; run-b: 429 then a prose-wrapped answer... then not JSON.

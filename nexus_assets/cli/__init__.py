@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 # Pydantic looks for plugins by scanning every installed distribution's entry points the first time
@@ -17,7 +19,7 @@ from typing import Sequence
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
-from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError
+from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError, VaultUnusable, storage_problem
 from nexus_assets.vault.migrations import VaultTooNew
 
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"
@@ -33,6 +35,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number of at least 0 (argparse exits 2 otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0, got {text}")
     return value
 
 
@@ -58,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
+    p.add_argument("--batch", action="store_true", help="openai: send through the Batch API (half price on OpenAI; resumes a recorded batch)")
+    p.add_argument(
+        "--max-cost",
+        type=non_negative_float,
+        default=None,
+        metavar="USD",
+        help="openai: stop sending before the estimated spend passes this (default $NEXUS_LLM_MAX_COST); a re-run resumes",
+    )
+    p.add_argument(
+        "--parallel", type=positive_int, default=None, metavar="N", help="openai: requests in flight at once (default $NEXUS_LLM_CONCURRENCY, else 8)"
+    )
     p.add_argument(
         "--open-after",
         default=os.environ.get("NEXUS_OPEN_AFTER"),
@@ -194,8 +218,26 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         resolve_dirs(args)
         code = command(args)
-    except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew) as exc:
+    except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
         print(f"nexus: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        # The vault's storage failing midway (damaged, read-only, a full disk) is one line, not a traceback.
+        problem = storage_problem(args.db, exc) if _about_storage(exc, args.db) else None
+        if problem is None:
+            raise
+        print(f"nexus: {problem}", file=sys.stderr)
         return 2
     sys.stdout.flush()
     return code
+
+
+def _about_storage(exc: BaseException, db: str) -> bool:
+    """Whether an error came from the vault's storage: DuckDB's I/O, or the OS about a file of the
+    vault (the file, its log, its indexes beside it); not about a run file or an --out path."""
+    import duckdb
+
+    if isinstance(exc, (duckdb.IOException, duckdb.TransactionException, duckdb.FatalException)) or type(exc) is duckdb.Error:
+        return True
+    vault = Path(db)
+    return isinstance(exc, OSError) and str(exc.filename or "").startswith(str(vault.parent / vault.stem))

@@ -11,7 +11,7 @@ from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
 from nexus_assets.topicfiles import read_topic_files
-from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache, plan_topic
+from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache, plan_topics
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -40,14 +40,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     db = Path(args.db)
-    plans = []
     if db.exists():
         with open_vault(args) as vault:
-            store = VaultCallStore(vault)
-            plans = [plan_topic(t, runs, config=config, store=store, token_budget=budget) for t in selected]
+            plans, summary = plan_topics(selected, runs, config=config, store=VaultCallStore(vault), token_budget=budget)
     else:
-        plans = [plan_topic(t, runs, config=config, store=_NoCalls(), token_budget=budget) for t in selected]
-    data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans]}
+        plans, summary = plan_topics(selected, runs, config=config, store=_NoCalls(), token_budget=budget)
+    data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
     if args.explain_cache:
         explained = []
         if db.exists():
@@ -72,6 +70,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"~{p.output_tokens_to_send} output tokens to send (~{p.input_tokens_without_prefilter} input without the "
             f"pre-filter); {cost}"
         )
+    total = f"${summary['cost_usd']:.4f} (${summary['batch_cost_usd']:.4f} with --batch)" if summary["cost_usd"] is not None else "cost unknown"
+    lines.append(
+        f"together: {summary['requests_to_send']} requests for {summary['chunks_to_send']} chunks "
+        f"({summary['topic_answers_to_ask']} topic answers asked, {summary['topic_answers_cached']} replayed; "
+        f"each chunk is sent once with every topic that needs it); ~{summary['input_tokens_to_send']} input + "
+        f"~{summary['output_tokens_to_send']} output tokens; {total}"
+    )
     for e in data.get("cache", []):
         lines.append(
             f"  {e['topic_id']} {e['run_id']}: {'cached' if e['status'] == 'cached' else 'will call'} "

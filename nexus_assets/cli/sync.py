@@ -86,16 +86,7 @@ def dagster_instance(db: str | Path, topics: list[str]):
 def cmd_sync(args: argparse.Namespace) -> int:
     topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
-    if args.extractor == "openai":
-        from nexus_assets.llm.chunking import token_budget_from_env
-        from nexus_assets.llm.client import LLMConfig
-
-        # Settings are checked before any step runs: a missing model is a usage error, as in `nexus plan`.
-        try:
-            token_budget_from_env()
-            LLMConfig.from_env()
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    llm = _llm_options(args)
     if args.open_after:
         if normalize_timestamp(args.open_after) is None:
             raise UsageError(f"--open-after {args.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")
@@ -141,6 +132,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         replay_only=args.replay_only,
         open_after=args.open_after,
         progress=not args.json,
+        llm=llm,
     )
     job = defs.resolve_job_def("compile_topic")
     instance = dagster_instance(args.db, selected)
@@ -148,6 +140,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     results, failed, interrupted, incomplete = [], False, False, False
     not_extracted: dict[str, int] = {}
+    cost_stop = False
     # Dagster turns Ctrl-C/SIGTERM during a step into a failed step and returns; between steps
     # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
@@ -187,6 +180,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
             incomplete |= bool(unextracted)
             if unextracted:
                 not_extracted[topic_id] = unextracted
+            cost_stop |= any(
+                m.metadata.get("llm_stopped_by_cost") is not None and m.metadata["llm_stopped_by_cost"].value
+                for m in result.asset_materializations_for_node("pointer_extractions")
+            )
             results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
             if stopped(result):
                 interrupted = True
@@ -241,6 +238,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
     if errors_total:
         lines.append(f"{errors_total} ingestion errors recorded; see `nexus errors`")
+    if cost_stop:
+        lines.append(
+            "stopped sending at the cost ceiling (--max-cost / NEXUS_LLM_MAX_COST); what was answered is kept: "
+            "run `nexus sync` again (with a higher ceiling) to continue from there"
+        )
     if not failed and not incomplete:
         # The next sync with exactly these inputs has nothing to do (see `sync_fingerprint`).
         # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
@@ -249,6 +251,39 @@ def cmd_sync(args: argparse.Namespace) -> int:
             vault.record_clean_sync(sha256_hex(canonical_json([inputs, vault.change_marks()])))
     emit(args, results, "\n".join(lines))
     return 1 if failed else 0
+
+
+def _llm_options(args: argparse.Namespace) -> dict:
+    """The LLM options of this sync as extractor resource fields, checked before any step runs:
+    a bad setting is a usage error (exit 2), as in `nexus plan`."""
+    wanted = {"--batch": args.batch, "--max-cost": args.max_cost is not None, "--parallel": args.parallel is not None}
+    if args.extractor != "openai":
+        given = [flag for flag, on in wanted.items() if on]
+        if given:
+            raise UsageError(f"{given[0]} applies to the openai extractor; add --extractor openai")
+        return {}
+    from datetime import datetime, timezone
+
+    from nexus_assets.llm.chunking import token_budget_from_env
+    from nexus_assets.llm.client import LLMConfig
+
+    overrides = {k: v for k, v in {"max_cost_usd": args.max_cost, "concurrency": args.parallel}.items() if v is not None}
+    try:
+        token_budget_from_env()
+        config = LLMConfig.from_env(**overrides)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if config.max_cost_usd is not None and (config.price_in_per_mtok is None or config.price_out_per_mtok is None):
+        raise UsageError(
+            "a cost ceiling (--max-cost or NEXUS_LLM_MAX_COST) needs the model's prices to estimate spend: "
+            "set NEXUS_PRICE_IN_PER_MTOK and NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens)"
+        )
+    return {
+        **overrides,
+        "batch": bool(args.batch),
+        # One ceiling for the whole sync: every topic's step counts what was sent since now.
+        "cost_since": datetime.now(timezone.utc).isoformat() if config.max_cost_usd is not None else None,
+    }
 
 
 def _gold_file(topic, topics_dir: Path) -> Path | None:
@@ -274,7 +309,7 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         # The extraction_quality check reads each topic's gold file.
         "gold": {t: [str(g), file_stat(g)] for t in sorted(defined) if (g := _gold_file(defined[t], Path(args.topics_dir)))},
         "selected": sorted(selected),
-        "extractor": [args.extractor, bool(args.replay_only), args.open_after],
+        "extractor": [args.extractor, bool(args.replay_only), args.open_after, bool(args.batch)],
         "settings": sorted((k, v) for k, v in os.environ.items() if k.startswith(("NEXUS_", "OPENAI_"))),
         "release": [release, LATEST],
     }

@@ -11,6 +11,7 @@ import dagster as dg
 from nexus_assets.core.models import Topic
 from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
 from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.extractors import OpenAIExtractor
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
@@ -155,7 +156,7 @@ def pointer_extractions(
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
             return dg.MaterializeResult(metadata={"topic_id": topic.topic_id, "skipped": "topic is LOCKED"})
-        backend = extractor.build(v)
+        backend = extractor.build(v, progress=LLMProgress(context, topic_id=topic.topic_id, echo=settings.progress))
         try:
             report = extract_phase(v, topic, backend, progress=lambda m: settings.say(context, m))
         except (LLMFatalError, CacheMiss) as exc:
@@ -183,14 +184,27 @@ def pointer_extractions(
         "runs_incomplete": len(report.incomplete),
     }
     if isinstance(backend, OpenAIExtractor):
+        if backend.stopped_by_cost:
+            settings.say(
+                context,
+                f"{topic.topic_id}: stopped sending at the cost ceiling (${backend.config.max_cost_usd:g}); "
+                "what was answered is kept, and the next sync resumes from there",
+            )
+        if backend.batch_ids:
+            settings.say(context, f"{topic.topic_id}: batches {', '.join(backend.batch_ids)}")
         metadata |= {
             "llm_calls": backend.calls,
+            "llm_requests": backend.requests,
             "llm_requests_sent": backend.requests_sent,
+            "llm_requests_not_sent": backend.unsent,
+            "llm_peak_in_flight": backend.peak_in_flight,
+            "llm_stopped_by_cost": backend.stopped_by_cost,
             "llm_calls_failed": len(backend.failed),
             "llm_prompt_tokens": backend.prompt_tokens,
             "llm_completion_tokens": backend.completion_tokens,
             **non_empty(
                 llm_cost_usd_estimated=backend.cost_usd,
+                llm_batches=", ".join(backend.batch_ids) or None,
                 failed_calls=table(
                     [{"run_id": r.run_id, "chunk": f"{r.chunk_index + 1}/{r.chunk_count}", "error": r.error or ""} for r in backend.failed],
                     [("run_id", "string"), ("chunk", "string"), ("error", "string")],

@@ -3,8 +3,9 @@
 
 import sys
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Callable, Iterator, Literal
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -12,7 +13,7 @@ from pydantic import Field
 
 from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtractor, VaultCallStore
 from nexus_assets.llm.chunking import token_budget_from_env
-from nexus_assets.llm.client import LLMConfig, LLMConfigError
+from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
 from nexus_assets.runfiles import Limits
 from nexus_assets.vault.store import Vault
 
@@ -55,22 +56,52 @@ class ExtractorResource(dg.ConfigurableResource):
     token_budget: int | None = Field(
         default=None, description="Source tokens per call (NEXUS_LLM_TOKEN_BUDGET, else 3000); larger runs are chunked."
     )
+    concurrency: int | None = Field(default=None, ge=1, description="Requests in flight at once (NEXUS_LLM_CONCURRENCY, else 8).")
+    max_cost_usd: float | None = Field(
+        default=None, ge=0, description="Stop sending before the estimated spend of this run passes it (NEXUS_LLM_MAX_COST)."
+    )
+    batch: bool = Field(default=False, description="Send through the OpenAI Batch API (half price, answered within a day).")
+    cost_since: str | None = Field(
+        default=None,
+        description="ISO time the spend counted against max_cost_usd starts (a CLI sync sets its start; default: this step's).",
+    )
 
     def llm_config(self) -> LLMConfig:
-        overrides = {k: v for k, v in {"model": self.model, "base_url": self.base_url}.items() if v not in (None, "")}
+        overrides = {
+            k: v
+            for k, v in {
+                "model": self.model,
+                "base_url": self.base_url,
+                "concurrency": self.concurrency,
+                "max_cost_usd": self.max_cost_usd,
+            }.items()
+            if v not in (None, "")
+        }
         try:
             return LLMConfig.from_env(**overrides)
         except LLMConfigError as exc:
             raise dg.Failure(str(exc)) from None
 
-    def build(self, vault: Vault) -> Extractor:
+    def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None) -> Extractor:
         if self.backend == "embedded":
             return EmbeddedExtractor()
         try:
             budget = token_budget_from_env() if self.token_budget is None else self.token_budget
         except ValueError as exc:
             raise dg.Failure(str(exc)) from None
-        return OpenAIExtractor(self.llm_config(), VaultCallStore(vault), replay_only=self.replay_only, token_budget=budget)
+        backend = OpenAIExtractor(
+            self.llm_config(),
+            VaultCallStore(vault),
+            replay_only=self.replay_only,
+            token_budget=budget,
+            batch=self.batch,
+            progress=progress,
+        )
+        if backend.budget is not None and self.cost_since:
+            # One ceiling for the whole sync: what earlier topics' steps sent counts against it.
+            spent_in, spent_out = vault.llm_call_records().tokens_since(datetime.fromisoformat(self.cost_since))
+            backend.budget.spent = backend.budget.cost(spent_in, spent_out)
+        return backend
 
 
 class VaultResource(dg.ConfigurableResource):

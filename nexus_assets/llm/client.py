@@ -7,22 +7,25 @@ through a `CallStore`, so a re-run replays from the store, sends nothing and cos
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
+from typing import Any, Callable, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, chunk_nodes
-from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, build_fragment, render_messages
+from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.models import Run, Topic
+from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, topic_block_of
+from nexus_assets.llm.requests import Request, Share, call_key, plan_requests, prompt_hash
+from nexus_assets.llm.transport import ChatReply, ChatTransport, Fatal, TransportError
 
-if TYPE_CHECKING:
-    import openai
+__all__ = ["call_key", "prompt_hash", "ChatReply"]  # re-exported: part of this module's interface
 
 
 class LLMError(Exception):
@@ -56,23 +59,45 @@ class CacheMiss(LLMError):
         )
 
 
+# Optional settings: (field, variable, type, what a valid value is).
+_TUNING = (
+    ("concurrency", "NEXUS_LLM_CONCURRENCY", int, "a whole number of requests of at least 1"),
+    ("timeout_s", "NEXUS_LLM_TIMEOUT", float, "a positive number of seconds"),
+    ("max_reply_bytes", "NEXUS_LLM_MAX_REPLY_BYTES", int, "a whole number of bytes of at least 1"),
+    ("rpm", "NEXUS_LLM_RPM", int, "a whole number of requests per minute of at least 1"),
+    ("tpm", "NEXUS_LLM_TPM", int, "a whole number of tokens per minute of at least 1"),
+    ("max_cost_usd", "NEXUS_LLM_MAX_COST", float, "a non-negative number of US dollars"),
+    ("batch_poll_s", "NEXUS_LLM_BATCH_POLL", float, "a positive number of seconds"),
+    ("batch_wait_s", "NEXUS_LLM_BATCH_WAIT", float, "a positive number of seconds"),
+)
+
+
 class LLMConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_url: str
     api_key: str = Field(repr=False)  # kept out of reprs and logs
     model: str
-    timeout_s: float = 60.0
-    max_retries: int = Field(default=4, ge=0)  # the SDK's: 408/409/429/5xx and timeouts, with backoff
+    timeout_s: float = Field(default=120.0, gt=0)  # each request as a whole, connect to last byte
+    max_retries: int = Field(default=4, ge=0)  # 408/409/429/5xx and refused connections, with backoff
     seed: int = 7
     max_output_tokens: int = Field(default=2048, ge=1)
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
+    concurrency: int = Field(default=8, ge=1)  # requests in flight at once
+    max_reply_bytes: int = Field(default=1_000_000, ge=1)  # a larger reply is cut off and the call fails
+    rpm: int | None = Field(default=None, ge=1)  # requests per minute, when the provider sets a ceiling
+    tpm: int | None = Field(default=None, ge=1)  # estimated tokens per minute, likewise
+    max_cost_usd: float | None = Field(default=None, ge=0)  # stop sending before the estimate passes it
+    batch_poll_s: float = Field(default=30.0, gt=0)  # how often `--batch` asks whether a batch is done
+    batch_wait_s: float = Field(default=86_400.0, gt=0)  # how long one sync waits for a batch
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LLMConfig":
-        """Read OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL (required) and
-        NEXUS_PRICE_IN_PER_MTOK / NEXUS_PRICE_OUT_PER_MTOK (optional, USD per million tokens)."""
+        """Read OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL (required) and the optional
+        NEXUS_PRICE_IN_PER_MTOK / NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens),
+        NEXUS_LLM_CONCURRENCY, NEXUS_LLM_TIMEOUT (s), NEXUS_LLM_MAX_REPLY_BYTES, NEXUS_LLM_RPM,
+        NEXUS_LLM_TPM, NEXUS_LLM_MAX_COST (USD), NEXUS_LLM_BATCH_POLL (s) and NEXUS_LLM_BATCH_WAIT (s)."""
         env = os.environ if env is None else env
         required = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "NEXUS_LLM_MODEL"}
         missing = [var for var in required.values() if not (env.get(var) or "").strip()]
@@ -96,22 +121,28 @@ class LLMConfig(BaseModel):
                 if not math.isfinite(price) or price < 0:
                     raise LLMConfigError(f"{var}={raw!r} must be a non-negative number (USD per million tokens)")
                 values[field_name] = price
+        for field_name, var, kind, what in _TUNING:
+            raw = (env.get(var) or "").strip()
+            if not raw:
+                continue
+            try:
+                value = kind(raw)
+            except ValueError:
+                value = None
+            if value is None or (isinstance(value, float) and not math.isfinite(value)) or value < (1 if kind is int else 0):
+                raise LLMConfigError(f"{var}={raw!r} is not {what}")
+            values[field_name] = value
         values.update(overrides)
         return cls(**values)
 
 
-def prompt_hash(messages: list[dict[str, Any]]) -> str:
-    # surrogatepass: JSON input may carry lone surrogates ("\\ud800"); hash them rather than crash.
-    return sha256_hex(canonical_json(messages).encode("utf-8", "surrogatepass"))
-
-
-def call_key(model: str, prompt_version: str, messages: list[dict[str, Any]]) -> str:
-    """The materialization key of one call: same model + prompt version + rendered prompt = same reply."""
-    return sha256_hex(canonical_json([model, prompt_version, prompt_hash(messages)]))
 
 
 class CallRecord(BaseModel):
-    """One chunk's LLM call, as kept in the audit trail. `pointers` are raw and untrusted."""
+    """One topic's answer for one chunk, as kept in the audit trail and replayed by `key`.
+    `pointers` are raw and untrusted. Since prompt v2 the request itself (sent once for every topic
+    that needed the chunk) is a RequestRecord named by `request_key`, and `request_json` holds only
+    this topic's part of the prompt."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -133,19 +164,64 @@ class CallRecord(BaseModel):
     chunk_index: int = 0
     chunk_count: int = 1
     response_format: str | None = None  # json_schema | json_object | none: what the server accepted
+    request_key: str | None = None
+    response_bytes: int | None = None
+    response_sha256: str | None = None
     cached: bool = False  # set on records replayed from the store, never stored as True
 
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return json.loads(self.request_json)
+
+class RequestRecord(BaseModel):
+    """One request as sent (possibly for several topics) and what came back; never replayed itself."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    run_id: str
+    topic_ids: list[str]
+    model: str
+    prompt_version: str
+    prompt_hash: str
+    request_json: str  # canonical JSON of the rendered messages
+    raw_response: str | None = None  # None, or only the start of a reply over the size limit
+    response_bytes: int | None = None
+    response_sha256: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: int | None = None
+    status: Literal["ok", "failed"]
+    error: str | None = None
+    attempts: int = 0
+    chunk_index: int = 0
+    chunk_count: int = 1
+    response_format: str | None = None
+    batch_id: str | None = None
+
+
+class BatchRecord(BaseModel):
+    """A Batch API job this vault paid for: its requests are answered by it, never sent twice."""
+
+    batch_id: str
+    input_file_id: str
+    model: str
+    request_keys: list[str]
+    status: str
 
 
 class CallStore(Protocol):
     def get(self, key: str) -> CallRecord | None:
-        """The stored *successful* call for `key`; failed calls are never returned."""
+        """The stored *successful* answer for `key`; failed calls are never returned."""
 
     def put(self, record: CallRecord) -> None:
         """Keep a record (ok or failed); append-only."""
+
+    def put_request(self, record: RequestRecord) -> None:
+        """Keep what one request sent and got back; append-only."""
+
+    def open_batches(self, model: str) -> list[BatchRecord]:
+        """Batches of `model` whose replies have not been applied yet."""
+
+    def put_batch(self, record: BatchRecord) -> None:
+        """Record a batch (or its new status)."""
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -229,14 +305,7 @@ def response_formats(schema: dict[str, Any], name: str) -> tuple[tuple[str, dict
 
 _RESPONSE_FORMATS = response_formats(POINTER_SCHEMA, "pointers")
 
-
-def _requests_sent(exc: openai.APIError) -> int:
-    """How many requests the SDK sent before raising `exc`: it numbers its retries in a header."""
-    request = getattr(exc, "request", None)
-    try:
-        return int(request.headers.get("x-stainless-retry-count", 0)) + 1 if request is not None else 1
-    except (TypeError, ValueError):
-        return 1
+POINTER_FORMATS = _RESPONSE_FORMATS
 
 
 class CallFailed(LLMError):
@@ -247,130 +316,148 @@ class CallFailed(LLMError):
         self.attempts = attempts
 
 
-@dataclass(frozen=True)
-class ChatReply:
-    """What one successful request returned; `latency_ms` is that request's round trip."""
-
-    text: str | None
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    latency_ms: int
-    attempts: int
-    response_format: str
-
-    def record_fields(self) -> dict[str, Any]:
-        """The reply's part of a CallRecord."""
-        return dict(
-            raw_response=self.text,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            latency_ms=self.latency_ms,
-            attempts=self.attempts,
-            response_format=self.response_format,
-        )
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and body.get("message"):
-        return _one_line(body["message"])
-    return _one_line(exc.message)
-
-
-@dataclass(frozen=True)
-class PreparedCall:
-    """One chunk rendered and keyed, before anything is sent."""
-
-    chunk_index: int
-    chunk_count: int
-    nodes: tuple[Node, ...]
-    messages: list[dict[str, Any]]
-    key: str
-    prompt_hash: str
-
-
-def prepare_calls(
-    topic: Topic,
-    run: Run,
-    nodes: list[Node],
-    *,
-    model: str,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    prompt_version: str = PROMPT_VERSION,
-) -> list[PreparedCall]:
-    """Chunk, render and key the calls one (topic, run) needs. Pure: sends nothing."""
-    chunks = chunk_nodes(run, list(nodes), token_budget=token_budget)
-    prepared = []
-    for i, chunk in enumerate(chunks):
-        messages = render_messages(topic, run.run_id, build_fragment(run, chunk))
-        prepared.append(
-            PreparedCall(
-                chunk_index=i,
-                chunk_count=len(chunks),
-                nodes=tuple(chunk),
-                messages=messages,
-                key=call_key(model, prompt_version, messages),
-                prompt_hash=prompt_hash(messages),
-            )
-        )
-    return prepared
-
-
 @dataclass
 class ExtractionOutcome:
-    pointers: list[Any] = field(default_factory=list)  # raw, from every successful chunk, in chunk order
+    """One topic's answers for one run."""
+
+    pointers: list[Any] = field(default_factory=list)  # raw, from every answered chunk, in chunk order
     calls: list[CallRecord] = field(default_factory=list)  # one per chunk; replayed ones have cached=True
     failed: list[CallRecord] = field(default_factory=list)
+    unsent: int = 0  # chunks not asked: the cost ceiling was reached, or the sync stopped
     requests_sent: int = 0
 
     @property
     def complete(self) -> bool:
         """Every chunk has an answer; otherwise some of the run was not looked at."""
-        return not self.failed
+        return not self.failed and not self.unsent
+
+
+@dataclass
+class SendProgress:
+    """What a sync's LLM requests have done so far (for a progress bar or a log line)."""
+
+    total: int
+    done: int = 0
+    in_flight: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def eta_s(self) -> float | None:
+        if not self.done or self.done >= self.total:
+            return None
+        elapsed = time.monotonic() - self.started
+        return elapsed / self.done * (self.total - self.done)
+
+    def line(self) -> str:
+        cost = f"~${self.cost_usd:.4f}" if self.cost_usd is not None else "cost unknown"
+        eta = self.eta_s
+        eta_text = f", ETA {int(eta) // 60}m{int(eta) % 60:02d}s" if eta is not None else ""
+        return (
+            f"LLM: {self.done}/{self.total} chunks, {self.in_flight} in flight, "
+            f"{self.prompt_tokens + self.completion_tokens:,} tokens, {cost}{eta_text}"
+        )
+
+
+class CostBudget:
+    """Stops sending before the estimated spend would pass `limit_usd`: each request reserves its
+    estimate before it is sent and settles at what its reply reports."""
+
+    def __init__(self, limit_usd: float, price_in_per_mtok: float, price_out_per_mtok: float):
+        self.limit_usd = limit_usd
+        self.price_in = price_in_per_mtok
+        self.price_out = price_out_per_mtok
+        self.spent = 0.0
+        self.reserved = 0.0
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        return (tokens_in * self.price_in + tokens_out * self.price_out) / 1_000_000
+
+    def reserve(self, request: Request) -> float | None:
+        estimate = self.cost(request.input_tokens_est, request.output_tokens_est)
+        if self.spent + self.reserved + estimate > self.limit_usd:
+            return None
+        self.reserved += estimate
+        return estimate
+
+    def settle(self, reserved: float, tokens_in: int | None, tokens_out: int | None) -> None:
+        self.reserved -= reserved
+        if tokens_in is None and tokens_out is None:
+            self.spent += reserved  # no usage reported: count what was estimated
+        else:
+            self.spent += self.cost(tokens_in or 0, tokens_out or 0)
+
+
+@dataclass(frozen=True)
+class ExtractionJob:
+    """One run to extract for `topic`; `companions` are other topics that also lack an answer for
+    it and are asked in the same requests (their answers are stored for their own steps)."""
+
+    run: Run
+    topic: Topic
+    companions: tuple[Topic, ...] = ()
+
+
+@dataclass
+class ExtractionBatch:
+    """What `extract_runs` did: each (topic_id, run_id) outcome, and what was sent for them."""
+
+    outcomes: dict[tuple[str, str], ExtractionOutcome] = field(default_factory=dict)
+    requests: int = 0  # requests asked (each sent once, possibly retried)
+    requests_sent: int = 0  # HTTP requests, retries included
+    unsent: int = 0  # requests not sent (cost ceiling, or a fatal error stopped the rest)
+    peak_in_flight: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stopped_by_cost: bool = False
+    batch_ids: list[str] = field(default_factory=list)
+    fatal: LLMFatalError | None = None  # raised once every request under way has been stored
+
+
+def split_pointers(pointers: list[Any], topic_ids: list[str]) -> dict[str, list[Any]]:
+    """A reply's pointers per topic of the request. With one topic every item is that topic's
+    (the gate judges each). With several, an item naming no topic of the request (malformed, or an
+    unknown topic) goes to the first topic, so it is judged, and rejected, exactly once."""
+    out: dict[str, list[Any]] = {t: [] for t in topic_ids}
+    if len(topic_ids) == 1:
+        out[topic_ids[0]] = list(pointers)
+        return out
+    for p in pointers:
+        named = p.get("topic_id") if isinstance(p, dict) else None
+        out[named if isinstance(named, str) and named in out else topic_ids[0]].append(p)
+    return out
 
 
 class PointerClient:
-    """Sends pointer requests to one OpenAI-compatible endpoint. What it adds to the SDK: the
-    response_format ladder, the max_completion_tokens switch, fatal statuses named, and a count of
-    the requests each call took."""
+    """Asks one OpenAI-compatible endpoint for pointers: concurrently (`config.concurrency`), each
+    chunk once for every topic that needs it, every answer stored as it arrives and applied in
+    chunk order, so the result does not depend on which reply came first."""
 
-    def __init__(self, config: LLMConfig, *, http_client: Any | None = None):
-        """`http_client`: an `openai.DefaultHttpxClient` for proxies or custom CAs (or to share one)."""
+    def __init__(self, config: LLMConfig):
         self.config = config
-        self._http_client = http_client
-        self._sdk: openai.OpenAI | None = None
-        self._format_index = 0  # first response_format the server accepted; kept across calls
-        self._token_param = "max_tokens"  # newer OpenAI models insist on max_completion_tokens
+        self._runner: asyncio.Runner | None = None
+        self._transport: ChatTransport | None = None
 
-    @property
-    def _client(self) -> openai.OpenAI:
-        # Built on first use: a pure replay never needs it (building one loads the CA bundle), and
-        # importing the SDK (a third of an embedded no-change sync's start-up) waits until then.
-        if self._sdk is None:
-            import openai
+    def _run(self, coro):
+        # One event loop for the client's life: the SDK's connections belong to it.
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner.run(coro)
 
-            # The SDK retries 408/409/429/5xx, timeouts and refused connections with exponential
-            # backoff and honours retry-after; this class adds only what it does not do.
-            self._sdk = openai.OpenAI(
-                base_url=self.config.base_url,
-                api_key=self.config.api_key,
-                timeout=self.config.timeout_s,
-                max_retries=self.config.max_retries,
-                http_client=self._http_client,
-            )
-        return self._sdk
+    async def _chat(self) -> ChatTransport:
+        if self._transport is None:
+            self._transport = ChatTransport(self.config)
+        return self._transport
 
     def close(self) -> None:
-        """Close the connections this client opened (a caller's `http_client` stays open)."""
-        if self._sdk is not None and self._http_client is None:
-            self._sdk.close()
-        self._sdk = None
+        """Close the connections this client opened."""
+        if self._runner is not None:
+            if self._transport is not None:
+                self._runner.run(self._transport.close())
+            self._runner.close()
+        self._runner, self._transport = None, None
 
     def __enter__(self) -> "PointerClient":
         return self
@@ -380,170 +467,240 @@ class PointerClient:
 
     @property
     def response_format_mode(self) -> str:
-        return _RESPONSE_FORMATS[self._format_index][0]
+        index = self._transport.format_index if self._transport is not None else 0
+        return _RESPONSE_FORMATS[index][0]
 
-    def _fatal(self, exc: openai.APIStatusError) -> LLMFatalError:
-        url = self.config.base_url
-        status = exc.status_code
-        if status == 401:
-            return LLMFatalError(f"OPENAI_API_KEY was refused by {url} (401)")
-        if status == 403:
-            return LLMFatalError(
-                f"OPENAI_API_KEY may not use model {self.config.model!r} at {url} (403): {_server_message(exc)}"
-            )
-        body = exc.body if isinstance(exc.body, dict) else {}
-        message = _server_message(exc)
-        if body.get("code") == "model_not_found" or "model" in message.lower():
-            return LLMFatalError(f"model {self.config.model!r} is unknown to {url} (404)")
-        return LLMFatalError(
-            f"{url} has no chat completions endpoint (404); OPENAI_BASE_URL usually ends in /v1"
-        )
-
-    def complete(
-        self, messages: list[dict[str, Any]], *, formats: tuple[tuple[str, dict[str, Any] | None], ...] = _RESPONSE_FORMATS
-    ) -> ChatReply:
-        """One chat completion (the SDK retries transient failures) with response_format fallback.
+    def complete(self, messages: list[dict[str, Any]], *, formats=_RESPONSE_FORMATS) -> ChatReply:
+        """One chat completion (retried where that can help) with response_format fallback.
         `formats`: another reply schema's ladder (see `response_formats`); pointers by default.
         Raises LLMFatalError (stop everything) or CallFailed (this call only)."""
-        import openai
 
-        cfg = self.config
-        url = cfg.base_url
-        format_index = self._format_index
-        token_param = self._token_param
-        attempts = 0
-        while True:
-            mode, response_format = formats[format_index]
-            kwargs: dict[str, Any] = {
-                "model": cfg.model,
-                "messages": messages,
-                "temperature": 0,
-                "seed": cfg.seed,
-                "stream": False,
-                token_param: cfg.max_output_tokens,
-            }
-            if response_format is not None:
-                kwargs["response_format"] = response_format
-            try:
-                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                attempts += raw.retries_taken + 1
-                completion = raw.parse()
-            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
-                fatal = self._fatal(exc)
-                fatal.attempts = attempts + _requests_sent(exc)
-                raise fatal from None
-            except openai.BadRequestError as exc:
-                attempts += _requests_sent(exc)
-                message = _server_message(exc)
-                if token_param == "max_tokens" and "max_completion_tokens" in message:
-                    token_param = "max_completion_tokens"
-                    continue
-                # Which 400 means "unsupported response_format" differs per server: try the
-                # next rung and only remember a rung once a request through it succeeded.
-                if format_index + 1 < len(formats):
-                    format_index += 1
-                    continue
-                raise CallFailed(f"{url} rejected the request (400): {message}", attempts=attempts) from None
-            except (openai.APIStatusError, openai.APIConnectionError) as exc:
-                attempts += _requests_sent(exc)
-                status = getattr(exc, "status_code", None)
-                if isinstance(exc, openai.APITimeoutError):
-                    what = f"no answer within {cfg.timeout_s:g}s"
-                elif isinstance(exc, openai.APIStatusError):
-                    what = f"{url} answered {status}: {_server_message(exc)}"
-                else:
-                    what = f"could not connect to {url}: {_one_line(exc)}"
-                if isinstance(exc, openai.APIStatusError) and status < 500 and status not in (408, 409, 429):
-                    raise CallFailed(what, attempts=attempts) from None  # the SDK does not retry these
-                raise CallFailed(f"gave up after {attempts} attempts; last: {what}", attempts=attempts) from None
-            except openai.OpenAIError as exc:
-                attempts += 1
-                raise CallFailed(f"{url} gave an unusable answer: {_one_line(exc)}", attempts=attempts) from None
-            except UnicodeEncodeError:
-                # Nothing was sent: the SDK cannot encode a lone surrogate that JSON input may carry.
-                raise CallFailed(
-                    "the source text holds invalid Unicode (a lone surrogate) and cannot be sent", attempts=attempts
-                ) from None
-            latency_ms = round(raw.elapsed.total_seconds() * 1000)  # the last request's, not the retries'
-            self._format_index, self._token_param = format_index, token_param
-            choices = getattr(completion, "choices", None) or []
-            if not choices:
-                raise CallFailed(f"{url} returned no choices", attempts=attempts)
-            choice = choices[0]
-            usage = getattr(completion, "usage", None)
-            return ChatReply(
-                text=getattr(choice.message, "content", None),
-                finish_reason=getattr(choice, "finish_reason", None),
-                prompt_tokens=getattr(usage, "prompt_tokens", None),
-                completion_tokens=getattr(usage, "completion_tokens", None),
-                latency_ms=latency_ms,
-                attempts=attempts,
-                response_format=mode,
-            )
+        async def one() -> ChatReply:
+            chat = await self._chat()
+            return await chat.complete(messages, formats)
+
+        try:
+            return self._run(one())
+        except Fatal as exc:
+            fatal = LLMFatalError(str(exc))
+            fatal.attempts = exc.attempts
+            raise fatal from None
+        except TransportError as exc:
+            raise CallFailed(str(exc), attempts=exc.attempts) from None
 
     def extract(
         self,
         topic: Topic,
         run: Run,
-        nodes: list[Node],
         *,
         store: CallStore,
         replay_only: bool = False,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
+        companions: tuple[Topic, ...] = (),
     ) -> ExtractionOutcome:
-        """Pointers for one topic in one run: replayed from `store` where possible, else asked for.
-
-        A failed chunk (server errors after every retry, a reply with no pointer JSON) is stored
-        as failed and reported in `failed`; it is asked again next time. LLMFatalError and
-        CacheMiss stop the extraction."""
-        cfg = self.config
-        outcome = ExtractionOutcome()
-        prepared = prepare_calls(topic, run, nodes, model=cfg.model, token_budget=token_budget)
-        for call in prepared:
-            stored = store.get(call.key)
-            if stored is not None and stored.status == "ok":
-                replayed = stored.model_copy(update={"cached": True})
-                outcome.calls.append(replayed)
-                outcome.pointers.extend(replayed.pointers)
-                continue
-            if replay_only:
-                raise CacheMiss(call.key, topic, run)
-            base = dict(
-                key=call.key,
-                topic_id=topic.topic_id,
-                run_id=run.run_id,
-                model=cfg.model,
-                prompt_version=PROMPT_VERSION,
-                prompt_hash=call.prompt_hash,
-                request_json=canonical_json(call.messages),
-                chunk_index=call.chunk_index,
-                chunk_count=call.chunk_count,
-            )
-            try:
-                reply = self.complete(call.messages)
-            except CallFailed as exc:
-                record = CallRecord(**base, status="failed", error=str(exc), attempts=exc.attempts)
-                outcome.requests_sent += exc.attempts
-            except LLMFatalError as exc:
-                # Kept for the audit trail, then stop: every other chunk would be refused too.
-                store.put(CallRecord(**base, status="failed", error=str(exc), attempts=exc.attempts))
-                raise
-            else:
-                outcome.requests_sent += reply.attempts
-                reply_fields = reply.record_fields()
-                try:
-                    pointers = parse_reply(reply.text)
-                except ReplyNotJSON as exc:
-                    error = str(exc)
-                    if reply.finish_reason == "length":
-                        error += f" (the reply was cut off at max_output_tokens={cfg.max_output_tokens})"
-                    record = CallRecord(**base, **reply_fields, status="failed", error=error)
-                else:
-                    record = CallRecord(**base, **reply_fields, status="ok", pointers=pointers)
-            store.put(record)
-            outcome.calls.append(record)
-            if record.status == "ok":
-                outcome.pointers.extend(record.pointers)
-            else:
-                outcome.failed.append(record)
+        """Pointers for one topic in one run (see `extract_runs`)."""
+        batch = self.extract_runs(
+            [ExtractionJob(run, topic, companions)], store=store, replay_only=replay_only, token_budget=token_budget
+        )
+        outcome = batch.outcomes[(topic.topic_id, run.run_id)]
+        outcome.requests_sent = batch.requests_sent
         return outcome
+
+    def extract_runs(
+        self,
+        jobs: list[ExtractionJob],
+        *,
+        store: CallStore,
+        replay_only: bool = False,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        budget: CostBudget | None = None,
+        progress: Callable[[SendProgress], None] | None = None,
+        batch: bool = False,
+    ) -> ExtractionBatch:
+        """Pointers for each job's topic (and its companions) in each job's run: replayed from
+        `store` where an answer is stored, else asked for, each chunk once for all of them.
+
+        A failed request (server errors after every retry, a reply too large, late or with no
+        pointer JSON) is stored as failed for each of its topics and asked again next time.
+        LLMFatalError and CacheMiss stop the extraction; answers already stored are kept."""
+        cfg = self.config
+        result = ExtractionBatch()
+        runs: dict[str, Run] = {}
+        requests: list[Request] = []
+        for job in jobs:
+            runs[job.run.run_id] = job.run
+            topics = [job.topic, *job.companions]
+            for t in topics:
+                result.outcomes[(t.topic_id, job.run.run_id)] = ExtractionOutcome()
+            stored, asked = plan_requests(
+                job.run,
+                topics,
+                model=cfg.model,
+                token_budget=token_budget,
+                max_output_tokens=cfg.max_output_tokens,
+                answered=lambda key: (r := store.get(key)) is not None and r.status == "ok",
+            )
+            if replay_only:
+                missing = [s for r in asked for s in r.shares if s.topic.topic_id == job.topic.topic_id]
+                if missing:
+                    raise CacheMiss(missing[0].key, job.topic, job.run)
+                asked = []  # companions are asked by their own step
+            for share in stored:
+                record = store.get(share.key).model_copy(update={"cached": True})
+                result.outcomes[(share.topic.topic_id, share.run_id)].calls.append(record)
+            requests += asked
+        result.requests = len(requests)
+        if requests:
+            if batch:
+                self._run(self._send_batch(requests, runs, store, result, progress))
+            else:
+                self._run(self._send_all(requests, runs, store, result, budget, progress))
+        # Answers in chunk order, whatever order they arrived in: the result is a sequential run's.
+        for outcome in result.outcomes.values():
+            outcome.calls.sort(key=lambda r: r.chunk_index)
+            for record in outcome.calls:
+                if record.status == "ok":
+                    outcome.pointers.extend(record.pointers)
+                else:
+                    outcome.failed.append(record)
+        if result.fatal is not None:
+            raise result.fatal
+        return result
+
+    def _apply(
+        self, request: Request, store: CallStore, result: ExtractionBatch, *, reply: ChatReply | None = None,
+        error: TransportError | None = None, batch_id: str | None = None,
+    ) -> None:
+        """Store one request's outcome (the request once, an answer per topic) and note it."""
+        cfg = self.config
+        ids = request.topic_ids
+        base = dict(
+            run_id=request.run_id,
+            model=cfg.model,
+            prompt_version=PROMPT_VERSION,
+            prompt_hash=request.prompt_hash,
+            chunk_index=request.window_index,
+            chunk_count=request.window_count,
+        )
+        answers: dict[str, list[Any]] = {t: [] for t in ids}
+        if reply is not None:
+            status, problem, fields = "ok", None, reply.record_fields()
+            try:
+                answers = split_pointers(parse_reply(reply.text), ids)
+            except ReplyNotJSON as exc:
+                status, problem = "failed", str(exc)
+                if reply.finish_reason == "length":
+                    problem += f" (the reply was cut off at max_output_tokens={cfg.max_output_tokens})"
+            result.prompt_tokens += reply.prompt_tokens or 0
+            result.completion_tokens += reply.completion_tokens or 0
+            attempts = reply.attempts
+        else:
+            assert error is not None
+            status, problem, attempts = "failed", str(error), error.attempts
+            fields = dict(attempts=attempts, response_bytes=error.response_bytes, raw_response=error.kept)
+        result.requests_sent += attempts
+        store.put_request(
+            RequestRecord(
+                key=request.key, topic_ids=ids, request_json=canonical_json(request.messages),
+                status=status, error=problem, batch_id=batch_id, **base, **fields,
+            )
+        )
+        # A request for one topic is that topic's alone: its answer carries the tokens it cost.
+        own = {k: fields.get(k) for k in ("prompt_tokens", "completion_tokens", "latency_ms", "response_bytes", "response_sha256")} if len(ids) == 1 else {}
+        for share in request.shares:
+            record = CallRecord(
+                key=share.key,
+                topic_id=share.topic.topic_id,
+                request_json=canonical_json({"request_key": request.key, "topic": topic_block_of(share.topic)}),
+                pointers=answers[share.topic.topic_id] if status == "ok" else [],
+                status=status,
+                error=problem,
+                attempts=attempts,
+                response_format=fields.get("response_format"),
+                request_key=request.key,
+                **own,
+                **base,
+            )
+            store.put(record)
+            result.outcomes[(share.topic.topic_id, share.run_id)].calls.append(record)
+
+    def _unsent(self, request: Request, result: ExtractionBatch) -> None:
+        result.unsent += 1
+        for share in request.shares:
+            result.outcomes[(share.topic.topic_id, share.run_id)].unsent += 1
+
+    async def _send_all(
+        self, requests: list[Request], runs: dict[str, Run], store: CallStore, result: ExtractionBatch,
+        budget: CostBudget | None, progress: Callable[[SendProgress], None] | None,
+    ) -> None:
+        chat = await self._chat()
+        tracker = SendProgress(total=len(requests), cost_usd=0.0 if budget is not None or self._priced else None)
+        stop = asyncio.Event()
+
+        async def one(request: Request) -> None:
+            async with chat.slots:
+                if stop.is_set():
+                    self._unsent(request, result)
+                    return
+                reserved = 0.0
+                if budget is not None:
+                    estimate = budget.reserve(request)
+                    if estimate is None:
+                        result.stopped_by_cost = True
+                        self._unsent(request, result)
+                        return
+                    reserved = estimate
+                tracker.in_flight += 1
+                try:
+                    reply = await chat.send(
+                        request.messages, _RESPONSE_FORMATS, tokens=request.input_tokens_est + request.output_tokens_est
+                    )
+                except Fatal as exc:
+                    stop.set()
+                    self._apply(request, store, result, error=exc)
+                    fatal = LLMFatalError(str(exc))
+                    fatal.attempts = exc.attempts
+                    result.fatal = result.fatal or fatal
+                    reply = None
+                except TransportError as exc:
+                    self._apply(request, store, result, error=exc)
+                    reply = None
+                else:
+                    self._apply(request, store, result, reply=reply)
+                finally:
+                    tracker.in_flight -= 1
+                    tracker.done += 1
+                if budget is not None:
+                    usage = (reply.prompt_tokens, reply.completion_tokens) if reply is not None else (None, None)
+                    budget.settle(reserved, *usage)
+                self._account(tracker, reply, budget)
+                if progress is not None:
+                    progress(tracker)
+
+        try:
+            await asyncio.gather(*(one(r) for r in requests))
+        finally:
+            result.peak_in_flight = max(result.peak_in_flight, chat.peak_in_flight)
+
+    @property
+    def _priced(self) -> bool:
+        return self.config.price_in_per_mtok is not None and self.config.price_out_per_mtok is not None
+
+    def _account(self, tracker: SendProgress, reply: ChatReply | None, budget: CostBudget | None) -> None:
+        if reply is not None:
+            tracker.prompt_tokens += reply.prompt_tokens or 0
+            tracker.completion_tokens += reply.completion_tokens or 0
+        if budget is not None:
+            tracker.cost_usd = budget.spent
+        elif self._priced:
+            c = self.config
+            tracker.cost_usd = (tracker.prompt_tokens * c.price_in_per_mtok + tracker.completion_tokens * c.price_out_per_mtok) / 1_000_000
+
+    async def _send_batch(
+        self, requests: list[Request], runs: dict[str, Run], store: CallStore, result: ExtractionBatch,
+        progress: Callable[[SendProgress], None] | None,
+    ) -> None:
+        from nexus_assets.llm.batches import run_batches
+
+        chat = await self._chat()
+        await run_batches(self, chat, requests, store, result, progress)

@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Iterator
 
 from nexus_assets.core.gate import NeedsDocument, named_paths, validate_pointers
 from nexus_assets.core.manifest import next_manifest
-from nexus_assets.core.models import Brick, Manifest, Topic
+from nexus_assets.core.models import COMPILED_STATES, Brick, Manifest, Topic
 from nexus_assets.core.resolution import resolve_lazily
 from nexus_assets.core.scope import Scope
 from nexus_assets.extractors import Extractor, extraction_key
@@ -34,22 +34,28 @@ def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress:
     """Ask the extractor about every latest run version it has not answered for yet.
 
     Not one transaction: each answer (and each paid LLM call) is kept as soon as it exists, so a
-    failure later in the topic never costs what was already extracted.
+    failure later in the topic never costs what was already extracted. An extractor that
+    `shares_requests` is also given, per run, the other compiled topics that lack an answer for it
+    (DESIGN §5): their answers are stored now and replayed by their own steps.
     """
     report = ExtractReport()
     versions = [RunVersion(r, v) for r, v in sorted(vault.latest_versions().items())]
     report.candidates = len(versions)
-    keys = {rv: extraction_key(extractor, topic, rv.version_id) for rv in versions}
-    done = vault.extraction_keys_present(keys.values())
-    todo = [rv for rv in versions if keys[rv] not in done]
+    done = _answered(vault, extractor, topic, versions)
+    todo = [rv for rv in versions if rv not in done]
     report.reused = len(versions) - len(todo)
+    companions = _companion_topics(vault, topic) if getattr(extractor, "shares_requests", False) else []
+    keys = {rv: extraction_key(extractor, topic, rv.version_id) for rv in todo}
     step = max(25, len(todo) // 10)
     for start in range(0, len(todo), 200):
         chunk = todo[start : start + 200]
         runs = vault.load_run_nodes(chunk)
+        lacking = {t.topic_id: _answered(vault, extractor, t, chunk) for t in companions}
+        asked_with = {rv.run_id: tuple(t for t in companions if rv not in lacking[t.topic_id]) for rv in chunk}
+        results = extractor.extract_runs(topic, [runs[rv] for rv in chunk], asked_with)
         answers = []
         for i, rv in enumerate(chunk, start):
-            result = extractor.extract(topic, runs[rv])
+            result = results[rv.run_id]
             if not result.complete:
                 report.incomplete.append(rv.run_id)
                 report.notes += [f"{rv.run_id}: {n}" for n in result.notes]
@@ -61,6 +67,19 @@ def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress:
                 progress(f"{topic.topic_id}: extracted {i + 1}/{len(todo)} runs")
         vault.store_extractions(topic.topic_id, extractor.identity, answers)
     return report
+
+
+def _answered(vault: Vault, extractor: Extractor, topic: Topic, versions: list[RunVersion]) -> set[RunVersion]:
+    """The run versions the extractor (under its identity or an earlier one) has answered for the topic."""
+    identities = (extractor.identity, *getattr(extractor, "legacy_identities", ()))
+    keys = {(identity, rv): extraction_key(identity, topic, rv.version_id) for identity in identities for rv in versions}
+    present = vault.extraction_keys_present(keys.values())
+    return {rv for (_, rv), key in keys.items() if key in present}
+
+
+def _companion_topics(vault: Vault, topic: Topic) -> list[Topic]:
+    """The other topics a sync compiles (their answers can ride along with this topic's requests)."""
+    return [t for t in vault.topics() if t.topic_id != topic.topic_id and t.state in COMPILED_STATES]
 
 
 @dataclass

@@ -6,13 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.core.scope import in_scope_nodes
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
-from nexus_assets.llm.client import CallRecord, LLMConfig, prepare_calls
-from nexus_assets.llm.plan import estimate_cost, plan_calls
-from nexus_assets.llm.prompt import PROMPT_VERSION
+from nexus_assets.llm.client import CallRecord, LLMConfig
+from nexus_assets.llm.plan import estimate_cost, plan_runs
+from nexus_assets.llm.prompt import PROMPT_VERSION, topic_block_of
+from nexus_assets.llm.requests import run_shares
 from nexus_assets.runfiles import iter_run_file, scan_run_files
-from nexus_assets.vault.history import FRAGMENT_MARKER
 
 
 class _NoCalls:
@@ -53,35 +52,53 @@ def current_runs(runs_dir: Path, open_after: str | None = None) -> list[Run]:
     return [latest[k] for k in sorted(latest)]
 
 
-def plan_topic(topic: Topic, runs: list[Run], *, config: LLMConfig, store, token_budget: int = DEFAULT_TOKEN_BUDGET) -> TopicPlan:
-    plan = TopicPlan(topic.topic_id, runs_total=len(runs))
-    everything = topic.extraction_policy.model_copy(update={"target_node_types": None, "required_keywords": None})
-    for run in runs:
-        nodes = [n for n, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
-        all_nodes = [n for n, _ in in_scope_nodes(everything, run, topic)]
-        if all_nodes:
-            unfiltered = plan_calls(topic, run, all_nodes, model=config.model, store=_NoCalls(), token_budget=token_budget)
-            plan.input_tokens_without_prefilter += sum(c.input_tokens_est for c in unfiltered)
-        if not nodes:
-            continue
-        plan.runs_in_scope += 1
-        calls = plan_calls(
-            topic, run, nodes, model=config.model, store=store, token_budget=token_budget, max_output_tokens=config.max_output_tokens
+def plan_topics(
+    topics: list[Topic], runs: list[Run], *, config: LLMConfig, store, token_budget: int = DEFAULT_TOKEN_BUDGET
+) -> tuple[list[TopicPlan], dict]:
+    """Per topic, and for the requests a sync would send for all of them together (each chunk
+    once with every topic that needs it). A request's tokens are shared out among its topics."""
+    answered = lambda key: (r := store.get(key)) is not None and r.status == "ok"  # noqa: E731
+    compiled = [t for t in topics if t.state != "LOCKED"]
+    plan = plan_runs(runs, compiled, config=config, token_budget=token_budget, answered=answered)
+    plans = {t.topic_id: TopicPlan(t.topic_id, runs_total=len(runs)) for t in topics}
+    in_scope_runs: dict[str, set[str]] = {t.topic_id: set() for t in topics}
+    for request in plan.requests:
+        n = len(request.shares)
+        for i, share in enumerate(request.shares):
+            tp = plans[share.topic.topic_id]
+            # An even split, remainders to the first topics: the per-topic figures add up to the request's.
+            tp.input_tokens_to_send += request.input_tokens_est // n + (i < request.input_tokens_est % n)
+            tp.output_tokens_to_send += request.output_tokens_est // n + (i < request.output_tokens_est % n)
+            tp.uncached_calls += 1
+            in_scope_runs[share.topic.topic_id].add(share.run_id)
+    for t in compiled:
+        tp = plans[t.topic_id]
+        alone = plan_runs(runs, [t], config=config, token_budget=token_budget, answered=lambda key: False)
+        tp.calls = len(alone.requests)
+        tp.cached_calls = tp.calls - tp.uncached_calls
+        tp.input_tokens_est, tp.output_tokens_est = alone.input_tokens, alone.output_tokens
+        tp.runs_in_scope = len({r.run_id for r in alone.requests})
+        unfiltered = t.model_copy(
+            update={"extraction_policy": t.extraction_policy.model_copy(update={"target_node_types": None, "required_keywords": None})}
         )
-        plan.calls += len(calls)
-        plan.cached_calls += sum(c.cached for c in calls)
-        plan.input_tokens_est += sum(c.input_tokens_est for c in calls)
-        plan.output_tokens_est += sum(c.output_tokens_est for c in calls)
-        to_send = [c for c in calls if not c.cached]
-        plan.input_tokens_to_send += sum(c.input_tokens_est for c in to_send)
-        plan.output_tokens_to_send += sum(c.output_tokens_est for c in to_send)
-        cost = estimate_cost(calls, config)
-        if cost is not None:
-            plan.cost_usd = (plan.cost_usd or 0.0) + cost
-    plan.uncached_calls = plan.calls - plan.cached_calls
-    if topic.state == "LOCKED":
-        plan.notes.append("topic is LOCKED: a sync compiles nothing for it")
-    return plan
+        tp.input_tokens_without_prefilter = plan_runs(
+            runs, [unfiltered], config=config, token_budget=token_budget, answered=lambda key: False
+        ).input_tokens
+        tp.cost_usd = estimate_cost(tp.input_tokens_to_send, tp.output_tokens_to_send, config)
+    for t in topics:
+        if t.state == "LOCKED":
+            plans[t.topic_id].notes.append("topic is LOCKED: a sync compiles nothing for it")
+    summary = {
+        "requests_to_send": len(plan.requests),
+        "chunks_to_send": plan.chunks,
+        "topic_answers_to_ask": plan.asked_shares,
+        "topic_answers_cached": plan.cached_shares,
+        "input_tokens_to_send": plan.input_tokens,
+        "output_tokens_to_send": plan.output_tokens,
+        "cost_usd": estimate_cost(plan.input_tokens, plan.output_tokens, config),
+        "batch_cost_usd": None if (c := estimate_cost(plan.input_tokens, plan.output_tokens, config)) is None else c / 2,
+    }
+    return [plans[t.topic_id] for t in topics], summary
 
 
 def explain_cache(
@@ -95,17 +112,17 @@ def explain_cache(
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     prompt_version: str = PROMPT_VERSION,
 ) -> list[dict]:
-    """For each run in the topic's scope: are its calls' replies stored (replayed, free), and if
-    not, why not. The reasons are read off the newest stored call of the same topic and run."""
+    """For each run in the topic's scope: are its answers stored (replayed, free), and if not,
+    why not. The reasons are read off the newest stored call of the same topic and run."""
     out = []
+    block = topic_block_of(topic)
     for run in runs:
-        nodes = [n for n, _ in in_scope_nodes(topic.extraction_policy, run, topic)]
-        if not nodes:
+        shares = run_shares(run, [topic], model=config.model, token_budget=token_budget)
+        if not shares:
             continue
-        calls = prepare_calls(topic, run, nodes, model=config.model, token_budget=token_budget, prompt_version=prompt_version)
-        cached = [c for c in calls if (r := store.get(c.key)) is not None and r.status == "ok"]
-        entry = {"topic_id": topic.topic_id, "run_id": run.run_id, "calls": len(calls), "cached_calls": len(cached)}
-        if len(cached) == len(calls):
+        cached = [s for s in shares if (r := store.get(s.key)) is not None and r.status == "ok"]
+        entry = {"topic_id": topic.topic_id, "run_id": run.run_id, "calls": len(shares), "cached_calls": len(cached)}
+        if len(cached) == len(shares):
             entry |= {"status": "cached", "reasons": ["every call's reply is stored: it is replayed and sends nothing"]}
             out.append(entry)
             continue
@@ -118,8 +135,7 @@ def explain_cache(
                 reasons.append(f"model changed: {last['model']} → {config.model}")
             if last["prompt_version"] != prompt_version:
                 reasons.append(f"prompt version changed: {last['prompt_version']} → {prompt_version}")
-            topic_part = calls[0].messages[-1]["content"].split(FRAGMENT_MARKER, 1)[0]
-            if last["topic_part"] is not None and last["topic_part"] != topic_part:
+            elif last["topic_part"] is not None and last["topic_part"] != block:
                 reasons.append("topic definition changed (its name, scope or exclusions are part of the prompt)")
             seen = versions_seen.get(run.run_id, {})
             if run.version_id not in seen or (last["recorded_at"] is not None and seen[run.version_id] > last["recorded_at"]):

@@ -17,7 +17,10 @@ import duckdb
 from nexus_assets.vault.migrations import STAGE_TABLES
 
 # Every table that holds a run's text or what was derived from it, keyed by run_id.
-RUN_TABLES = ("runs", "nodes", "occurrences", "rejections", "extractions", "llm_calls", "run_closures", "source_status", "source_status_history")
+RUN_TABLES = (
+    "runs", "nodes", "occurrences", "rejections", "extractions", "llm_calls", "llm_requests",
+    "run_closures", "source_status", "source_status_history",
+)
 
 
 class ForgettingRecords:

@@ -209,8 +209,10 @@ class HistoryQueries:
         out = {}
         for run_id, model, version, request, at in rows:
             try:
-                topic_part = str(json.loads(request)[-1].get("content")).split(FRAGMENT_MARKER, 1)[0]
-            except (ValueError, IndexError, AttributeError, TypeError):
+                stored = json.loads(request)
+                # Since prompt v2 a topic's answer keeps only its own part of the prompt.
+                topic_part = stored["topic"] if isinstance(stored, dict) else str(stored[-1].get("content")).split(FRAGMENT_MARKER, 1)[0]
+            except (ValueError, IndexError, AttributeError, TypeError, KeyError):
                 topic_part = None
             out[run_id] = {"model": model, "prompt_version": version, "topic_part": topic_part, "recorded_at": at}
         return out

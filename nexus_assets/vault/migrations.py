@@ -2,7 +2,8 @@
 
 A vault written by any earlier release is upgraded in place when it is opened for writing: each
 pending migration runs in its own transaction and is recorded in `schema_version`. Migrations only
-add (tables, columns with defaults, indexes); stored rows, ids and hashes never change.
+add (tables, columns with defaults, indexes); stored rows, ids and hashes never change, with one
+exception: migration 16 trims LLM replies over the size limit to their start (keeping size and hash).
 """
 
 from __future__ import annotations
@@ -22,6 +23,28 @@ class Migration:
     sql: str
     # Rows a new table needs from what is already stored (runs in the same transaction).
     backfill: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+
+
+# What migration 16 keeps of a stored reply over OLD_REPLY_LIMIT bytes (the default
+# NEXUS_LLM_MAX_REPLY_BYTES): its first characters, its size and its sha256. One 50 MB reply made
+# every later openai sync run out of memory and `nexus calls` crash.
+OLD_REPLY_LIMIT = 1_000_000
+TRIMMED_REPLY_CHARS = 4096
+
+
+def _trim_oversized_replies(conn: duckdb.DuckDBPyConnection) -> None:
+    # SET expressions all read the row as it was, so size and hash are the whole reply's.
+    conn.execute(
+        f"""UPDATE llm_calls SET
+               response_bytes = strlen(raw_response),
+               response_sha256 = sha256(raw_response),
+               raw_response = left(raw_response, {TRIMMED_REPLY_CHARS}) || ' [trimmed]',
+               pointers_json = '[]',
+               status = 'failed',
+               error = format('the reply was {{}} bytes, over the {OLD_REPLY_LIMIT:,}-byte limit '
+                              '(NEXUS_LLM_MAX_REPLY_BYTES); trimmed to its start by migration 16', strlen(raw_response))
+            WHERE strlen(raw_response) > {OLD_REPLY_LIMIT}"""
+    )
 
 
 # Version 1 is the schema of the first release (0.1), exactly as it shipped; such vaults have
@@ -435,6 +458,69 @@ MIGRATIONS: tuple[Migration, ...] = (
         "each run file's verdict says which reader gave it, so a file with problems is read again by a reader that reads more",
         # NULL: read by a release before this column, i.e. reader version 1.
         "ALTER TABLE run_files ADD COLUMN IF NOT EXISTS reader_version INTEGER;",
+    ),
+    Migration(
+        16,
+        "LLM requests are kept once each (one request may ask for several topics), batches are recorded "
+        "so a backfill resumes, and a reply over the size limit is trimmed to its start, keeping its hash",
+        """
+        ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS request_key TEXT;
+        ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS response_bytes BIGINT;
+        ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS response_sha256 TEXT;
+        CREATE TABLE IF NOT EXISTS llm_requests (
+            request_key TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            topic_ids_json TEXT NOT NULL,
+            model TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            prompt_hash TEXT NOT NULL,
+            request_json TEXT NOT NULL,
+            raw_response TEXT,
+            response_bytes BIGINT,
+            response_sha256 TEXT,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            latency_ms INTEGER,
+            status TEXT NOT NULL,
+            error TEXT,
+            attempts INTEGER NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            chunk_count INTEGER NOT NULL,
+            response_format TEXT,
+            batch_id TEXT,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS llm_batches (
+            batch_id TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            input_file_id TEXT NOT NULL,
+            request_keys_json TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ
+        );
+        """,
+        backfill=lambda conn: _trim_oversized_replies(conn),
+    ),
+    Migration(
+        17,
+        "an audited answer keeps the sha256 of the answer given or refused (never its text)",
+        # NULL: audited by a release before this column, or nothing was generated.
+        "ALTER TABLE audit ADD COLUMN IF NOT EXISTS answer_sha256 TEXT;",
+    ),
+    Migration(
+        18,
+        "a DRAFT topic whose file was deleted (a rejected proposal) leaves the topic list; its definition is kept here",
+        # No key: a topic id may be proposed, rejected, written again and rejected again.
+        """
+        CREATE TABLE IF NOT EXISTS dropped_topics (
+            topic_id TEXT NOT NULL,
+            definition_json TEXT NOT NULL,
+            source_file TEXT,
+            actor TEXT NOT NULL,
+            dropped_at TIMESTAMPTZ NOT NULL
+        );
+        """,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -57,6 +57,8 @@ _OUTDATED_VERDICTS = (
 
 # Bricks staged per insert: a slice of a large topic costs a few MB of frames, not hundreds.
 STAGE_SLICE = 20_000
+# Text nodes stored per insert, for the same reason.
+NODE_SLICE = 20_000
 # In NodeRecord's field order, so a row becomes a record positionally.
 NODE_COLUMNS = ", ".join(f"n.{f.name}" for f in fields(NodeRecord))
 
@@ -137,10 +139,11 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         import pandas as pd  # only writers need it; read commands start faster without it
 
         frame = pd.DataFrame(rows)
-        with self._registered(_rows=frame):
-            cols = ", ".join(frame.columns)
-            on_conflict = f" ON CONFLICT {conflict}" if conflict else ""
-            self.conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows{on_conflict}")
+        cols = ", ".join(frame.columns)
+        on_conflict = f" ON CONFLICT {conflict}" if conflict else ""
+        # Through a relation, not `register`: a registered frame stays alive until the transaction
+        # commits, so a run's node slices all stayed in memory at once (invariant 12).
+        self.conn.from_df(frame).query("_rows", f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows{on_conflict}")
 
     @contextmanager
     def _registered(self, **frames) -> Iterator[None]:
@@ -386,8 +389,11 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         return fresh, changed
 
     def store_nodes(self, records: Iterable[NodeRecord]) -> None:
-        # vars(), not asdict(): a record holds only scalars, and asdict deep-copies each one.
-        self._insert_df("nodes", [vars(r) for r in records])
+        # A slice at a time: a run of a million one-line messages as one frame took ~500 MB
+        # more than its text (invariant 12). vars(), not asdict(): asdict deep-copies each scalar.
+        records = iter(records)
+        while chunk := [vars(r) for r in islice(records, NODE_SLICE)]:
+            self._insert_df("nodes", chunk)
 
     def load_run_nodes(
         self, keys: Iterable[RunVersion], *, only: Mapping[RunVersion, Iterable[str]] | None = None
@@ -745,41 +751,15 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             ).fetchall()
         )
 
-    # LLM calls: the audit trail and the replay cache (only successful calls are replayed)
+    # LLM calls: the audit trail and the replay cache (their records: `vault.llm_calls`)
 
-    LLM_CALL_COLUMNS = (
-        "call_key, topic_id, run_id, model, prompt_version, prompt_hash, request_json, raw_response, pointers_json, "
-        "prompt_tokens, completion_tokens, latency_ms, status, error, attempts, chunk_index, chunk_count, response_format"
-    )
+    def llm_call_records(self):
+        from nexus_assets.vault.llm_calls import LLMCallRecords
 
-    def successful_llm_call(self, key: str) -> dict | None:
-        cur = self.conn.execute(
-            f"SELECT {self.LLM_CALL_COLUMNS} FROM llm_calls WHERE call_key = ? AND status = 'ok' ORDER BY recorded_at LIMIT 1",
-            [key],
-        )
-        rows = cur.fetchall()
-        return dict(zip([c[0] for c in cur.description], rows[0])) if rows else None
-
-    def record_llm_call(self, row: dict, pointers: list) -> None:
-        """Append one call; committed at once, so a paid-for answer survives a later failure."""
-        row = {**row, "pointers_json": storable_json(pointers)}
-        cols = self.LLM_CALL_COLUMNS.split(", ")
-        self.conn.execute(
-            f"INSERT INTO llm_calls ({self.LLM_CALL_COLUMNS}, recorded_at) VALUES ({', '.join('?' * (len(cols) + 1))})",
-            [storable_text(row[c]) if isinstance(row[c], str) else row[c] for c in cols] + [now()],
-        )
+        return LLMCallRecords(self.conn)
 
     def llm_calls(self, topic_id: str | None = None) -> list[dict]:
-        where = "WHERE topic_id = ?" if topic_id else ""
-        cur = self.conn.execute(
-            f"""SELECT call_key, topic_id, run_id, model, prompt_version, prompt_hash, status, error, attempts,
-                       prompt_tokens, completion_tokens, latency_ms, chunk_index, chunk_count, response_format,
-                       recorded_at, raw_response
-                FROM llm_calls {where} ORDER BY recorded_at, call_key""",
-            [topic_id] if topic_id else [],
-        )
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
+        return self.llm_call_records().calls(topic_id)
 
     # Bricks and manifests
 
