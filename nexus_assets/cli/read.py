@@ -97,7 +97,8 @@ def cmd_calls(args: argparse.Namespace) -> int:
     text = "\n".join(
         f"{str(r['recorded_at'])[:19]} {r['status']:<6} {r['topic_id']} {r['run_id']} chunk {r['chunk_index'] + 1}/{r['chunk_count']} "
         f"{r['model']} {r['prompt_version']} in={r['prompt_tokens']} out={r['completion_tokens']} {r['latency_ms']}ms "
-        f"key {r['call_key'][:12]}{' — ' + r['error'] if r['error'] else ''}"
+        f"key {r['call_key'][:12]}{f' (one request for {n} topics)' if (n := r.get('topics_in_request') or 1) > 1 else ''}"
+        f"{' — ' + r['error'] if r['error'] else ''}"
         for r in rows
     )
     emit(args, rows, text or "no LLM calls recorded")

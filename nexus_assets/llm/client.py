@@ -646,7 +646,9 @@ class PointerClient:
                 if budget is not None:
                     estimate = budget.reserve(request)
                     if estimate is None:
+                        # Stop here, not just skip: a smaller request later must not slip in.
                         result.stopped_by_cost = True
+                        stop.set()
                         self._unsent(request, result)
                         return
                     reserved = estimate
