@@ -92,6 +92,25 @@ def require_folder(path: Path, what: str, flag: str) -> Path:
     return path
 
 
+# DuckDB's errors that can be the vault's storage failing under a step (its class names, as
+# Dagster records a step's error).
+_STORAGE_ERRORS = {"IOException", "TransactionException", "FatalException", "Error"}
+
+
+def storage_failure(db: str, result) -> Exception | None:
+    """The vault's storage problem (damaged, read-only, a full disk) that failed a step of a Dagster
+    run, as the one line to exit with; None when no step failed that way."""
+    from nexus_assets.vault.connection import storage_problem
+
+    for event in result.all_events:
+        error = event.event_specific_data.error if event.is_step_failure and event.event_specific_data else None
+        while error is not None:
+            if error.cls_name in _STORAGE_ERRORS and (problem := storage_problem(db, error.message)):
+                return problem
+            error = error.cause
+    return None
+
+
 def require_topic(vault: Catalog, topic_id: str) -> None:
     if vault.topic_state(topic_id) is None:
         known = ", ".join(t["topic_id"] for t in vault.topic_summaries()) or "none"

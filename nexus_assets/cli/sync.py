@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder
+from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder, storage_failure
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.runfiles import file_stat, scan_run_files
@@ -136,7 +136,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     job = defs.resolve_job_def("compile_topic")
     instance = dagster_instance(args.db, selected)
-    quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+    # Each failed step is reported below in one line; Dagster's own log would add its traceback.
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
     results, failed, interrupted, incomplete = [], False, False, False
     not_extracted: dict[str, int] = {}
@@ -158,6 +159,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"ingesting {runs_dir}", file=sys.stderr, flush=True)
         ingested = defs.resolve_job_def("ingest_run_files").execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
         interrupted = stopped(ingested)
+        if problem := storage_failure(args.db, ingested):
+            raise problem
         ingest_errors = step_errors(ingested)
         for n, topic_id in enumerate([] if interrupted else selected, 1):
             if not ingested.success:
@@ -167,6 +170,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"[{n}/{len(selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
             result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=quiet)
+            if problem := storage_failure(args.db, result):
+                raise problem  # the next topic would fail the same way: one line, exit 2
             checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
             errors = step_errors(result)
             ok = result.success and all(checks.values())

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL
+from nexus_assets.vault.connection import derived_path
 from nexus_assets.vault.store import Vault
 
 
 def vector_index_dir(db_path: str | Path, topic_id: str) -> Path:
-    db = Path(db_path)
-    return db.parent / f"{db.stem}.vectors" / topic_id
+    return derived_path(db_path, ".vectors") / topic_id
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from nexus_assets.vault.connection import derived_path
 from nexus_assets.vault.store import Vault
 
 STATE_FILE = "nexus-index.json"
@@ -25,8 +26,7 @@ DEFAULT_LIMIT = 20
 
 
 def index_dir(db_path: str | Path) -> Path:
-    db = Path(db_path)
-    return db.parent / f"{db.stem}.search"
+    return derived_path(db_path, ".search")
 
 
 def forget_index(db_path: str | Path) -> None:

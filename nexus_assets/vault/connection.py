@@ -3,7 +3,10 @@ connection settings every handle gets."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
+import tempfile
 import threading
 import time
 from contextlib import contextmanager, suppress
@@ -31,6 +34,68 @@ class VaultPathError(ValueError):
 _PATH_PROBLEMS = ("Cannot open file", "Is a directory", "Not a directory")
 
 
+class VaultUnusable(RuntimeError):
+    """The vault's storage refuses the command: the file is damaged or read-only, or its disk is
+    full. The message is one line: the file, what is wrong, what to do."""
+
+
+# What the errors of DuckDB and of the OS say, as text (DuckDB gives no errno).
+_FULL = {errno.ENOSPC: "No space left on device", errno.EFBIG: "File too large", errno.EDQUOT: "Disk quota exceeded"}
+_DENIED = {errno.EACCES: "Permission denied", errno.EPERM: "Operation not permitted", errno.EROFS: "Read-only file system"}
+_DAMAGE = {
+    "Could not read enough bytes": "part of the file is missing: it was truncated",
+    "Corrupt database file": "a block of the file fails its checksum",
+    "does not match stored checksum": "a block of the file fails its checksum",
+}
+READ_ONLY_COMMANDS = "topics, bricks, manifest, trace, search, export"
+
+
+def damaged(db_path: str | Path, detail: str) -> VaultUnusable:
+    return VaultUnusable(f"vault {db_path} is damaged ({detail}); restore it from a backup copy, or sync into a new vault with --db NEW_PATH")
+
+
+def read_only(db_path: str | Path) -> VaultUnusable:
+    """The one line for a write refused by permissions: the file's own, else its folder's."""
+    db_path = Path(db_path)
+    if db_path.exists() and not os.access(db_path, os.W_OK):
+        return VaultUnusable(
+            f"vault {db_path} is read-only: this command writes to it; make the file writable (chmod u+w {db_path}), "
+            f"or use a command that only reads ({READ_ONLY_COMMANDS})"
+        )
+    return VaultUnusable(
+        f"vault folder {db_path.parent} is read-only: this command writes beside the vault file {db_path.name}; "
+        f"make the folder writable, or use a command that only reads ({READ_ONLY_COMMANDS})"
+    )
+
+
+def storage_problem(db_path: str | Path, error: BaseException | str) -> VaultUnusable | None:
+    """The vault's storage problem behind an error (DuckDB's, the OS's, or its text as a step
+    reported it), or None when the error is about something else."""
+    text = str(error)
+    code = getattr(error, "errno", None)
+    full = _FULL.get(code) or next((t for t in _FULL.values() if t in text), None)
+    if full:
+        return VaultUnusable(
+            f"cannot write the vault {db_path}: the disk that holds it is full ({full}); free space there and run "
+            "the command again (what was committed before is kept)"
+        )
+    if code in _DENIED or any(t in text for t in _DENIED.values()):
+        return read_only(db_path)
+    detail = next((d for marker, d in _DAMAGE.items() if marker in text), None)
+    return damaged(db_path, detail) if detail else None
+
+
+def check_intact(conn: duckdb.DuckDBPyConnection, db_path: Path) -> None:
+    """Refuse a vault file shorter than the blocks it says it uses: it was truncated, and a read
+    would otherwise answer from the part that is left (`nexus errors`: "none") or fail midway.
+    Only where no write-ahead log is pending: its blocks are not in the file yet."""
+    if Path(f"{db_path}.wal").exists():
+        return
+    block, used = conn.execute("SELECT block_size, used_blocks FROM pragma_database_size()").fetchone()
+    if db_path.stat().st_size < block * used:
+        raise damaged(db_path, "the file is shorter than the data it holds: it was truncated")
+
+
 def check_vault_path(db_path: Path) -> None:
     """Refuse, before anything is created beside it, a path that cannot be a vault file."""
     if db_path.is_dir():
@@ -39,10 +104,24 @@ def check_vault_path(db_path: Path) -> None:
         raise VaultPathError(f"vault path {db_path} is not a regular file")
 
 
+def derived_path(db_path: str | Path, suffix: str) -> Path:
+    """Where data derived from the vault (a search or vector index) is kept: beside the vault file,
+    or, when its folder is read-only, in a folder of the temp directory named after the vault, so
+    commands that only read still work on a read-only vault (rebuilt there from the vault)."""
+    db = Path(db_path)
+    beside = db.parent / f"{db.stem}{suffix}"
+    if os.access(beside, os.W_OK) if beside.exists() else os.access(db.parent, os.W_OK):
+        return beside
+    key = hashlib.sha256(str(db.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"nexus-{os.getuid()}-{key}" / beside.name
+
+
 def _make_folder(folder: Path, db_path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in _DENIED and folder.parent.is_dir():
+            raise read_only(db_path) from None
         verb = "open" if db_path.exists() else "create"
         raise VaultPathError(f"cannot {verb} the vault {db_path}: cannot make the folder {exc.filename or folder} ({exc.strerror or exc})") from None
 
@@ -64,7 +143,10 @@ def writer_intent(db_path: str | Path) -> Iterator[None]:
     created = not folder.exists()
     _make_folder(folder, db_path)
     mark = folder / f"{os.getpid()}-{threading.get_ident()}"
-    mark.touch()
+    try:
+        mark.touch()
+    except OSError as exc:
+        raise (storage_problem(db_path, exc) or exc) from None
     try:
         yield
     except VaultPathError:
@@ -116,7 +198,13 @@ def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(str(db_path), read_only=read_only)
+            conn = duckdb.connect(str(db_path), read_only=read_only)
+            try:
+                check_intact(conn, db_path)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
         except duckdb.ConnectionException:
             # A writer in this same process (a test, a notebook, the viewer beside a sync): DuckDB
             # refuses a handle of another configuration rather than waiting on a lock.
@@ -125,6 +213,9 @@ def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120
             time.sleep(0.05)
         except duckdb.IOException as exc:
             message = str(exc)
+            problem = None if "lock" in message.lower() else storage_problem(db_path, exc)
+            if problem is not None:
+                raise problem from None
             if "Could not set lock" not in message:
                 if "not a valid DuckDB database file" in message:
                     raise VaultPathError(f"{db_path} is not a vault: the file exists, but it is not a DuckDB database") from None
