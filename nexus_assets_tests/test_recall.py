@@ -1,6 +1,7 @@
 """DESIGN §8 and invariant 16: embeddings and the vector index as assets, read-only recall with
 tiered reranking, grounded answers with the CCC gate, MODE-1 and the append-only audit trail."""
 
+import hashlib
 import json
 import shutil
 import socket
@@ -11,7 +12,7 @@ import pytest
 from nexus_assets.core.citations import ccc, extractive_answer, split_answer
 from nexus_assets.recall.index import load, vector_index_dir
 from nexus_assets.vault.store import Vault
-from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.cli_helpers import run_json, run_nexus
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.llm_server import FakeOpenAIServer
 from nexus_assets_tests.project import Project
@@ -229,3 +230,94 @@ def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(
     expected = [i for i in reversed(range(n)) if i not in (5, 7)]  # 5 has no vector, 7 is not visible
     assert ids == [f"b{i}" for i in expected] and vectors.shape == (n - 2, 384) and vectors.dtype == np.float32
     assert (vectors[:, 0] == np.array(expected, dtype="float32")).all() and (vectors[:, 383] == vectors[:, 0] + 383).all()
+
+
+def test_a_sentence_citing_one_recalled_brick_and_one_unknown_id_is_not_cited():
+    ids = ["a" * 64, "b" * 64]
+    (part,) = split_answer(f"The vault is DuckDB [{'a' * 12}] [{'d' * 12}].", ids)
+    assert part.brick_ids == ("a" * 64,) and part.unknown == ("d" * 12,) and not part.cited
+    # An ambiguous prefix names no one brick: it is unknown too.
+    (part,) = split_answer("It is fast [abcdef01].", ["abcdef01" + "0" * 56, "abcdef01" + "1" * 56])
+    assert part.unknown == ("abcdef01",) and not part.cited
+
+
+def _ask_with_model(project: Project, capsys, monkeypatch, answer, *extra: str, expect: int = 1):
+    """`nexus ask` against a real HTTP model that answers every request with `answer(request body)`."""
+    with FakeOpenAIServer(api_key=None, models=None, handler=answer) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("NEXUS_LLM_MODEL", "gpt-test")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        out = run_json(capsys, *project.cli_args(), "ask", QUESTION, *extra, expect=expect)
+    return out, server
+
+
+@pytest.mark.parametrize("stranger", ["made-up", "another-topic"])
+def test_an_answer_citing_an_id_that_was_not_recalled_is_refused_and_its_text_is_not_audited(synced: Project, capsys, monkeypatch, stranger):
+    if stranger == "made-up":
+        other = "deadbeefcafe"
+    else:  # a real brick, but of a topic the question was not asked about: not recalled for it
+        other = run_json(capsys, *synced.cli_args(), "bricks", "nexus-server-sync")[0]["brick_id"][:12]
+    said = []
+
+    def answer(body: dict) -> str:
+        listing = body["messages"][1]["content"]
+        recalled = listing.split("[", 1)[1].split("]", 1)[0]
+        said.append(f"The vault is one DuckDB file [{recalled}] [{other}].")
+        return said[-1]
+
+    out, server = _ask_with_model(synced, capsys, monkeypatch, answer, "--topic", TOPIC)
+    assert server.request_count == 4, "the first answer and three revisions"
+    assert f"[{other}]" in server.requests[-1]["messages"][-1]["content"] and "not among the bricks" in server.requests[-1]["messages"][-1]["content"]
+    assert out["refused"] and out["answer"] is None and out["ccc"] == 0.0
+    assert out["reason"] == (
+        "claim-citation coverage 0.00 < 0.95 after 3 revisions: 1 of 1 sentences cite an id that was not recalled for this question"
+    )
+    (row,) = run_json(capsys, *synced.cli_args(), "audit")
+    assert row["outcome"] == "refused" and row["reason"] == out["reason"]
+    assert row["answer_sha256"] == hashlib.sha256(said[-1].encode("utf-8")).hexdigest()
+    assert "DuckDB file" not in json.dumps(row) and other not in json.dumps(row), "the refused answer's hash, never its text"
+
+
+def test_a_refusal_for_uncited_sentences_audits_their_count_not_their_text(synced: Project, capsys, monkeypatch):
+    out, _ = _ask_with_model(synced, capsys, monkeypatch, lambda body: "The vault lives somewhere. It is nice.")
+    assert out["reason"] == "claim-citation coverage 0.00 < 0.95 after 3 revisions: 2 of 2 sentences cite no brick"
+    (row,) = run_json(capsys, *synced.cli_args(), "audit")
+    assert "lives somewhere" not in json.dumps(row) and row["answer_sha256"] == hashlib.sha256(b"The vault lives somewhere. It is nice.").hexdigest()
+
+
+def test_an_answered_question_audits_the_hash_of_the_answer(synced: Project, capsys):
+    out = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC)
+    (row,) = run_json(capsys, *synced.cli_args(), "audit")
+    assert row["outcome"] == "answered" and row["answer_sha256"] == hashlib.sha256(out["answer"].encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("command, what", [("ask", "question"), ("recall", "query"), ("search", "search text")])
+def test_a_question_that_is_not_utf8_is_bad_usage_in_one_line(synced: Project, command, what):
+    # What Python makes of a raw 0xff byte in argv (`nexus ask $'vault \xff'` in a shell).
+    before = table_bytes(synced)
+    done = run_nexus(*synced.cli_args(), command, "where is the vault \udcff kept")
+    assert done.returncode == 2
+    assert done.stderr == f"nexus: the {what} is not valid UTF-8 at byte 19 (0xff); pass it as UTF-8 text\n"
+    assert table_bytes(synced) == before, "refused before anything is audited"
+
+
+def test_an_audit_trail_from_before_answer_hashes_opens_and_keeps_its_rows(synced: Project, capsys):
+    """The migration that adds `audit.answer_sha256`: rows audited before it keep everything and
+    read as having no hash; answers after it carry one."""
+    import duckdb
+
+    from nexus_assets.vault.migrations import MIGRATIONS, schema_version
+
+    (version,) = [m.version for m in MIGRATIONS if "answer_sha256" in m.sql]
+    run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC)
+    with duckdb.connect(str(synced.db)) as con:
+        con.execute("ALTER TABLE audit DROP COLUMN answer_sha256")
+        con.execute("DELETE FROM schema_version WHERE version >= ?", [version])
+        assert schema_version(con) == version - 1
+        before = con.execute("SELECT * FROM audit").fetchall()
+    (old,) = run_json(capsys, *synced.cli_args(), "audit")
+    assert old["answer_sha256"] is None and old["outcome"] == "answered"
+    with Vault.open(synced.db, read_only=True) as v:
+        assert v.conn.execute("SELECT * EXCLUDE (answer_sha256) FROM audit").fetchall() == before
+    out = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC)
+    assert run_json(capsys, *synced.cli_args(), "audit")[1]["answer_sha256"] == hashlib.sha256(out["answer"].encode("utf-8")).hexdigest()

@@ -7,6 +7,15 @@ import getpass
 import os
 
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
+from nexus_assets.core.utf8 import utf8_problem
+
+
+def require_utf8(text: str, what: str) -> str:
+    """The text as given; exit 2 with one line when a shell passed bytes that are not UTF-8."""
+    problem = utf8_problem(text)
+    if problem:
+        raise UsageError(f"the {what} is {problem}; pass it as UTF-8 text")
+    return text
 
 
 def _topics(args: argparse.Namespace) -> list[str] | None:
@@ -20,7 +29,7 @@ def _topics(args: argparse.Namespace) -> list[str] | None:
 def cmd_recall(args: argparse.Namespace) -> int:
     from nexus_assets.recall.service import recall
 
-    if not args.query.strip():
+    if not require_utf8(args.query, "query").strip():
         raise UsageError("give a query")
     if args.k < 1:
         raise UsageError("--k must be at least 1")
@@ -37,7 +46,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     from nexus_assets.recall.service import ask
 
-    if not args.question.strip():
+    if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
     user = args.user or os.environ.get("USER") or getpass.getuser()
     out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent)

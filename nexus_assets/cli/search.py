@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
+from nexus_assets.cli.recall import require_utf8
 from nexus_assets.usecases.search import refresh, search
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    text = args.text.strip()
+    text = require_utf8(args.text, "search text").strip()
     if not text:
         raise UsageError("give some words to search for")
     if args.limit < 1:

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nexus_assets.core.citations import CCC_THRESHOLD, MAX_REVISIONS, ccc, extractive_answer, split_answer
+from nexus_assets.core.citations import (
+    CCC_THRESHOLD,
+    MAX_REVISIONS,
+    ccc,
+    coverage_refusal,
+    extractive_answer,
+    revision_request,
+    split_answer,
+)
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
@@ -155,13 +163,8 @@ def _generate(endpoint: Endpoint, question: str, bricks: list[dict], allowed: li
         parts = split_answer(answer, allowed)
         if ccc(parts) >= CCC_THRESHOLD or revisions >= MAX_REVISIONS:
             return answer, revisions, tokens_in, tokens_out
-        uncited = [p.text for p in parts if not p.cited]
         revisions += 1
-        messages += [
-            {"role": "assistant", "content": answer},
-            {"role": "user", "content": "These sentences cite no brick; revise the answer so every sentence cites the bricks "
-             "it rests on, or leave the sentence out:\n" + "\n".join(f"- {u}" for u in uncited)},
-        ]
+        messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": revision_request(parts)}]
 
 
 def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
@@ -210,8 +213,7 @@ def ask(
     score = ccc(parts)
     cited = list(dict.fromkeys(b for p in parts for b in p.brick_ids))
     if reason is None and score < CCC_THRESHOLD:
-        uncited = [p.text for p in parts if not p.cited]
-        reason = f"claim-citation coverage {score:.2f} < {CCC_THRESHOLD} after {revisions} revisions; uncited: " + " | ".join(uncited[:5])
+        reason = coverage_refusal(parts, revisions)
     with Vault.open(db_path) as vault:
         if reason is None:
             problems = _mode1(vault, cited)
@@ -236,6 +238,8 @@ def ask(
                 "brick_ids": cited or allowed, "model": model, "prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                 "cost_usd": cost, "ccc": score if parts else None, "revisions": revisions,
                 "outcome": "refused" if reason else "answered", "reason": reason,
+                # The answer given or refused is kept as its hash only: the trail holds no text.
+                "answer_sha256": hashlib.sha256(answer.encode("utf-8")).hexdigest() if answer else None,
             }
         )
     grounding = [

@@ -94,13 +94,13 @@ class RecallRecords:
     def append_audit(self, row: dict) -> None:
         self.conn.execute(
             """INSERT INTO audit (audit_id, recorded_at, user_name, agent, question_sha256, topic_ids, brick_ids, model,
-                                  prompt_tokens, completion_tokens, cost_usd, ccc, revisions, outcome, reason)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                  prompt_tokens, completion_tokens, cost_usd, ccc, revisions, outcome, reason, answer_sha256)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [
                 row["audit_id"], row["recorded_at"], row["user"], row["agent"], row["question_sha256"],
                 json.dumps(sorted(row["topic_ids"])), json.dumps(row["brick_ids"]), row["model"],
                 row["prompt_tokens"], row["completion_tokens"], row["cost_usd"], row["ccc"], row["revisions"],
-                row["outcome"], row["reason"],
+                row["outcome"], row["reason"], row.get("answer_sha256"),
             ],
         )
 
