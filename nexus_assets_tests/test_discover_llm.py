@@ -25,11 +25,14 @@ GOOD = {
     "topic_id": "Drift Detection",
     "display_name": "Drift detection",
     "scope_description": "How changed sources are noticed: checksums, stale bricks, verify.",
-    "required_keywords": ["stale", "drift", "teleportation"],
+    "required_keywords": ["stale", "drift", "offsets", "teleportation"],
     "exclusion_criteria": ["Vendor talk"],
 }
+# Real words of one conversation only: an episode, not a subject people return to.
+RARE = {"topic_id": "analysts", "display_name": "Analysts", "scope_description": "Who reads the exports.", "required_keywords": ["analyst"]}
 SUGGESTIONS = [
     GOOD,
+    RARE,
     {"topic_id": "nexus-server-sync", "display_name": "Sync", "scope_description": "Again.", "required_keywords": ["hash"]},
     {"topic_id": "storage-again", "display_name": "Storage", "scope_description": "Where data lives.", "required_keywords": ["DuckDB", "vault"]},
     {"topic_id": "no-scope", "display_name": "No scope", "required_keywords": ["sealing"]},
@@ -63,13 +66,15 @@ def test_the_model_suggests_and_only_valid_new_topics_are_written(project: Proje
     topic = read_topic_file(project.topics / "drift-detection.yaml").topic
     assert topic.state == "DRAFT" and topic.display_name == "Drift detection"
     # A keyword that occurs in no run is dropped; the rest are kept as the model gave them.
-    assert topic.extraction_policy.required_keywords == ("stale", "drift")
+    assert topic.extraction_policy.required_keywords == ("stale", "drift", "offsets")
+    assert len(written["evidence"]) == 3
     assert topic.extraction_policy.exclusion_criteria == ("Vendor talk",)
     reasons = {s["topic_id"]: s["reason"] for s in report["skipped"]}
     assert reasons["nexus-server-sync"] == "topic 'nexus-server-sync' already exists"
     assert reasons["storage-again"] == "repeats the keywords of topic 'storage-decisions'"
     assert reasons["no-scope"] == "no scope_description"
     assert "occur in the recent runs" in reasons["invented"]
+    assert reasons["analysts"] == "its keywords occur in 1 of 8 recent conversations; a topic needs at least 3"
     assert any(r.startswith("not an object") for r in reasons.values())
 
     (request,) = server.requests
@@ -136,3 +141,23 @@ def test_parse_topics_reply_accepts(text, count):
 def test_parse_topics_reply_rejects(text):
     with pytest.raises(ReplyNotJSON):
         parse_topics_reply(text)
+
+
+def test_the_model_gets_a_handful_written_however_many_it_suggests(tmp_path, capsys, server: FakeOpenAIServer):
+    """A model that suggests eight topics, all with evidence, gets five files, in its order."""
+    from nexus_assets_tests.generated_export import FILLER, THEMES, generate_export
+    from nexus_assets_tests.project import sample_project
+
+    project = sample_project(tmp_path / "proj")
+    generate_export(project.runs)
+    suggestions = [
+        {"topic_id": name, "display_name": name.title(), "scope_description": f"All about {name}.", "required_keywords": list(vocab[:2])}
+        for name, vocab in THEMES.items()
+    ] + [
+        {"topic_id": f"everyday-{w}", "display_name": w, "scope_description": "Everyday words.", "required_keywords": [w]}
+        for w in FILLER[:3]
+    ]
+    server.script(json.dumps({"topics": suggestions}))
+    report = discover(capsys, project)
+    assert [w["topic_id"] for w in report["written"]] == list(THEMES)
+    assert all(len(w["evidence"]) >= 6 for w in report["written"])

@@ -15,6 +15,7 @@ from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
 from nexus_assets.usecases.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
 from nexus_assets.usecases.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
+from nexus_assets.vault.proposals import dropped_topics
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -36,8 +37,9 @@ def cmd_discover(args: argparse.Namespace) -> int:
     if not runs:
         raise UsageError(f"no readable runs in {runs_dir}; nothing to discover topics from")
     with open_vault(args, write=True, create=True) as vault:
-        # Topics the vault knows (a rejected proposal whose file was deleted too) are never proposed again.
-        recorded = vault.topics()
+        # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
+        # a sync or not yet), are never proposed again.
+        recorded = [*vault.topics(), *dropped_topics(vault)]
         if args.extractor == "openai":
             try:
                 config = LLMConfig.from_env()
@@ -60,7 +62,10 @@ def cmd_discover(args: argparse.Namespace) -> int:
             vault.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
     lines = [f"looked at {report.runs_considered} recent runs ({report.extractor})"]
     for w in report.written:
-        lines.append(f"wrote DRAFT {w['path']}: {w['display_name']} [{', '.join(w['required_keywords'])}]")
+        lines.append(
+            f"wrote DRAFT {w['path']}: {w['display_name']} [{', '.join(w['required_keywords'])}]; "
+            f"seen in {len(w['evidence'])} of {report.runs_considered} conversations"
+        )
     for s in report.skipped:
         lines.append(f"skipped {s['topic_id']}: {s['reason']}")
     if report.written:

@@ -1,8 +1,11 @@
 """Topic discovery by keyword clusters: the offline, deterministic proposer behind `nexus discover`.
 
-Terms are scored by how many runs use them, terms used together in the same messages are
-clustered, and each cluster becomes a DRAFT topic for a person to review. Pure: no I/O, no clock,
-no randomness; the same runs and existing topics give the same proposals.
+A conversation is *about* a term when the person says it and it comes up in at least two of its
+messages; boilerplate an assistant adds to every reply ("feel free to ask") never is. Terms that
+the same conversations are about are clustered, and a cluster that enough conversations are about
+becomes a DRAFT topic for a person to review, with those conversations as its evidence. At most
+a handful are proposed, best supported first. Pure: no I/O, no clock, no randomness; the same
+runs and existing topics give the same proposals.
 
 Terms that are already keywords of an existing topic are left out, so a proposal never repeats
 an existing topic's keywords, and a second run over the same runs proposes nothing new.
@@ -47,9 +50,18 @@ _WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
 MIN_TERM_LEN, MAX_TERM_LEN = 3, 24
 # A keyword found in most runs matches everything: it cannot tell one topic from another.
 MAX_RUN_SHARE = 0.5
-# Two terms belong together when most messages using either use both (Jaccard over messages).
+# Two terms belong together when many conversations that mention either mention both (Jaccard),
+# at least MIN_LIFT times as often as if they were independent.
 MIN_COOCCURRENCE = 0.3
+MIN_LIFT = 3.0
 MAX_TERMS = 4
+# A handful: a person reads every proposal, and a real export once gave 100 of them.
+MAX_PROPOSALS = 5
+# A subject is proposed once this many conversations are about it (of the runs looked at).
+MIN_EVIDENCE_RUNS = 3
+MIN_EVIDENCE_SHARE = 0.03
+# Two clusters whose evidence is this much the same conversations are one subject.
+SAME_SUBJECT = 0.5
 
 
 def stem(word: str) -> str:
@@ -106,45 +118,76 @@ def slug(words: Iterable[str]) -> str:
     return re.sub(r"-{2,}", "-", text).strip("-")[:64].rstrip("-")
 
 
-def _run_messages(run: Run) -> list[str]:
-    texts = (node_text(run, node) for node in run.nodes if node.node_type in TEXT_NODE_TYPES)
-    return [t for t in texts if t and t.strip()]
+def _run_messages(run: Run) -> list[tuple[bool, str]]:
+    """(said by the person?, text) of the run's messages."""
+    out = []
+    for node in run.nodes:
+        if node.node_type in TEXT_NODE_TYPES:
+            text = node_text(run, node)
+            if text and text.strip():
+                out.append((node.node_type == "user_message", text))
+    return out
+
+
+def min_evidence(runs: int) -> int:
+    """Conversations a subject must be the subject of before it is proposed as a topic."""
+    return max(MIN_EVIDENCE_RUNS, math.ceil(MIN_EVIDENCE_SHARE * runs))
+
+
+def _focal_terms(messages: list[tuple[bool, str]]) -> tuple[set[str], dict[str, str]]:
+    """The stems a conversation is about: the person says them, and they come up in at least two
+    of its messages. Boilerplate an assistant adds to every reply never qualifies."""
+    said_by_person: set[str] = set()
+    in_messages: Counter = Counter()
+    form: dict[str, str] = {}
+    for by_person, text in messages:
+        stems = set()
+        for w in terms(text):
+            s = stem(w)
+            stems.add(s)
+            form.setdefault(s, w)
+        in_messages.update(stems)
+        if by_person:
+            said_by_person |= stems
+    return {s for s in said_by_person if in_messages[s] >= 2}, form
 
 
 def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_proposals: int | None = None) -> list[Proposal]:
-    """DRAFT topics for clusters of co-occurring terms that no existing topic covers yet."""
+    """At most `max_proposals` (default MAX_PROPOSALS) DRAFT topics: subjects that several
+    conversations are about and that no existing topic covers, best supported first."""
+    limit = MAX_PROPOSALS if max_proposals is None else max_proposals
     runs = sorted(runs, key=lambda r: r.run_id)
     claimed = set()
     for t in existing:
         claimed |= keyword_stems(t.extraction_policy.required_keywords or ())
     taken_ids = {t.topic_id for t in existing}
 
-    messages: list[tuple[int, set[str]]] = []
+    focal: list[set[str]] = []  # per run
     forms: dict[str, Counter] = defaultdict(Counter)
-    in_messages: dict[str, set[int]] = defaultdict(set)
-    in_runs: dict[str, set[int]] = defaultdict(set)
+    in_runs: dict[str, set[int]] = defaultdict(set)  # runs that mention the stem at all
+    about: dict[str, set[int]] = defaultdict(set)  # runs that are about it (focal)
     for ri, run in enumerate(runs):
-        for text in _run_messages(run):
-            words = terms(text)
-            mi = len(messages)
-            messages.append((ri, {stem(w) for w in words}))
-            for w in words:
-                s = stem(w)
-                forms[s][w] += 1
-                in_messages[s].add(mi)
-                in_runs[s].add(ri)
+        messages = _run_messages(run)
+        mine, form = _focal_terms(messages)
+        focal.append(mine)
+        for _, text in messages:
+            for w in terms(text):
+                forms[stem(w)][w] += 1
+                in_runs[stem(w)].add(ri)
+        for s_ in mine:
+            about[s_].add(ri)
 
     n = len(runs)
-    min_runs = max(2, math.ceil(0.02 * n))
-    max_runs = max(min_runs, int(n * MAX_RUN_SHARE))
-    candidates = [s for s, rs in in_runs.items() if min_runs <= len(rs) <= max_runs and s not in claimed]
-    candidates.sort(key=lambda s: (-len(in_runs[s]), -len(in_messages[s]), s))
+    need = min_evidence(n)
+    max_runs = max(need, int(n * MAX_RUN_SHARE))
+    candidates = [s for s, rs in about.items() if len(rs) >= need and len(in_runs[s]) <= max_runs and s not in claimed]
+    candidates.sort(key=lambda s: (-len(about[s]), -len(in_runs[s]), s))
 
-    def together(a: str, b: str) -> set[int]:
-        return in_messages[a] & in_messages[b]
+    def jaccard(a: set[int], b: set[int]) -> float:
+        return len(a & b) / len(a | b)
 
     used: set[str] = set()
-    proposals: list[tuple[tuple, Proposal]] = []
+    clusters: list[tuple[list[str], set[int]]] = []
     for seed in candidates:
         if seed in used:
             continue
@@ -152,20 +195,31 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
         for other in candidates:
             if other in used or other == seed:
                 continue
-            both = together(seed, other)
-            if len(both) / len(in_messages[seed] | in_messages[other]) < MIN_COOCCURRENCE:
-                continue
-            if len({messages[m][0] for m in both}) < min_runs:
-                continue
-            cluster.append(other)
-            if len(cluster) >= MAX_TERMS:
-                break
+            # Terms of one subject come up in the same conversations, far more often than chance
+            # would put two everyday words together.
+            a, b = in_runs[seed], in_runs[other]
+            if jaccard(a, b) >= MIN_COOCCURRENCE and len(a & b) * n >= MIN_LIFT * len(a) * len(b):
+                cluster.append(other)
+                if len(cluster) >= MAX_TERMS:
+                    break
         if len(cluster) < 2:
             continue
         used.update(cluster)
-        evidence = sorted({messages[m][0] for m in in_messages[seed] if sum(s in messages[m][1] for s in cluster) >= 2})
-        keywords = sorted({w for s in cluster for w in forms[s]}, key=lambda w: (cluster.index(stem(w)), w))
-        display = [forms[s].most_common(1)[0][0] for s in cluster]
+        # Evidence: conversations about one of its terms that mention another.
+        evidence = {
+            ri for s_ in cluster for ri in about[s_] if sum(ri in in_runs[t] for t in cluster) >= 2
+        }
+        if len(evidence) < need:
+            continue
+        # Two clusters about the same conversations are one subject seen twice: keep the first.
+        if any(len(evidence & seen) >= SAME_SUBJECT * min(len(evidence), len(seen)) for _, seen in clusters):
+            continue
+        clusters.append((cluster, evidence))
+
+    proposals: list[tuple[tuple, Proposal]] = []
+    for cluster, evidence in clusters:
+        keywords = sorted({w for s_ in cluster for w in forms[s_]}, key=lambda w: (cluster.index(stem(w)), w))
+        display = [forms[s_].most_common(1)[0][0] for s_ in cluster]
         topic_id = next((c for c in (slug(display[:2]), slug(display[:3])) if c and c not in taken_ids), None)
         if topic_id is None or duplicate_of(keywords, existing):
             continue
@@ -177,7 +231,7 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
             extraction_policy=ExtractionPolicy(
                 scope_description=(
                     f"What the conversations say about {', '.join(display[:-1])} and {display[-1]} "
-                    f"(these terms meet in {len(evidence)} of {n} recent runs)."
+                    f"({len(evidence)} of {n} recent conversations are about them)."
                 ),
                 target_node_types=TEXT_NODE_TYPES,
                 required_keywords=tuple(keywords),
@@ -185,8 +239,7 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
             ordering_rule="chronological",
             state="DRAFT",
         )
-        rank = (-len(evidence), -sum(len(in_runs[s]) for s in cluster), topic_id)
-        proposals.append((rank, Proposal(topic, tuple(runs[i].run_id for i in evidence), n)))
+        rank = (-len(evidence), topic_id)
+        proposals.append((rank, Proposal(topic, tuple(runs[i].run_id for i in sorted(evidence)), n)))
     proposals.sort(key=lambda p: p[0])
-    chosen = [p for _, p in proposals]
-    return chosen[:max_proposals] if max_proposals is not None else chosen
+    return [p for _, p in proposals][:limit]

@@ -102,3 +102,20 @@ def definition_problems(
             f"set `state: ACTIVE` in the file, sync, then run `nexus seal {tid}`"
         )
     return problems
+
+
+def drafts_to_drop(recorded: Iterable[RecordedTopic], defined: set[str], files_present: set[str]) -> list[str]:
+    """Topic ids a sync drops from the vault: DRAFT topics that were never compiled, that no topic
+    file defines now, and whose own file is gone (a person deleted the proposal: rejected it).
+
+    `defined` are the topic_ids of the current topic files; `files_present` which recorded source
+    files still exist. A topic that has been ACTIVE is never dropped: its bricks are history."""
+    return sorted(
+        r.topic.topic_id
+        for r in recorded
+        if r.topic.state == "DRAFT"
+        and not r.was_active
+        and r.topic.topic_id not in defined
+        and r.source_file is not None
+        and r.source_file not in files_present
+    )

@@ -1,8 +1,10 @@
 """`nexus discover`: propose topics from recent runs and write them as DRAFT topic files.
 
 A proposal is only a file for a person to read, edit and activate (`nexus activate`); nothing is
-compiled until then. A file is never overwritten, and a proposal that repeats an existing
-topic's id or keywords is not written, so running discover again over the same runs writes nothing.
+compiled until then. At most a handful are written (MAX_PROPOSALS unless `--max` says), each
+with the conversations it was seen in, and only subjects that several conversations share. A file
+is never overwritten, and a proposal that repeats an existing topic's id or keywords (or one a
+person rejected by deleting its file) is not written, so running discover again writes nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import yaml
 from pydantic import ValidationError
 
 from nexus_assets.core.discovery import (
+    MAX_PROPOSALS,
     TEXT_NODE_TYPES,
     Proposal,
     duplicate_of,
+    min_evidence,
     propose_topics,
     slug,
 )
@@ -280,8 +284,10 @@ def discover_llm(
     taken_ids = {t.topic_id for t in existing}
     accepted: list[Topic] = []
     written = []
+    limit = MAX_PROPOSALS if max_proposals is None else max_proposals
+    need = min_evidence(len(runs))
     for item in suggestions:
-        if max_proposals is not None and len(written) >= max_proposals:
+        if len(written) >= limit:
             break
         topic, reason, label = suggestion_topic(item, corpus)
         if topic is None:
@@ -294,9 +300,16 @@ def discover_llm(
         if twin is not None:
             report.skipped.append({"topic_id": topic.topic_id, "reason": f"repeats the keywords of topic {twin!r}"})
             continue
+        evidence = _evidence(runs, topic)
+        if len(evidence) < need:
+            # One conversation is an episode, not a subject people return to.
+            report.skipped.append(
+                {"topic_id": topic.topic_id, "reason": f"its keywords occur in {len(evidence)} of {len(runs)} recent conversations; "
+                 f"a topic needs at least {need}"}
+            )
+            continue
         taken_ids.add(topic.topic_id)
         accepted.append(topic)
-        evidence = _evidence(runs, topic)
         written_topic = _write(report, topics_dir, taken_files, Proposal(topic, evidence, len(runs)), f"model {config.model}")
         if written_topic is not None:
             written.append(written_topic)

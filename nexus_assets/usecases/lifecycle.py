@@ -22,6 +22,7 @@ from nexus_assets.core.lifecycle import (
     RecordedTopic,
     StateLineError,
     definition_problems,
+    drafts_to_drop,
     set_state_line,
 )
 from nexus_assets.core.manifest import chain_problems, hash_problems, link_problems
@@ -36,6 +37,7 @@ from nexus_assets.topicfiles import TopicFile, find_topic, read_topic_files
 from nexus_assets.usecases.compiler import publish_phase, resolve_phase, stage_resolution
 from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
 from nexus_assets.vault.connection import now
+from nexus_assets.vault.proposals import drop_draft_topic
 from nexus_assets.vault.store import Vault
 
 
@@ -136,11 +138,23 @@ def topic_file_problems(vault: Vault, files: Sequence[TopicFile]) -> list[str]:
 
 
 def record_topic_files(vault: Vault, files: Sequence[TopicFile], *, actor: str = "topic file") -> list[Topic]:
-    """Record valid topic files in the vault, all or none: any identity problem raises TopicFileError."""
+    """Record valid topic files in the vault, all or none: any identity problem raises TopicFileError.
+
+    A DRAFT topic whose file was deleted is dropped from the vault here (see `drafts_to_drop`)."""
     problems = topic_file_problems(vault, files)
     if problems:
         raise TopicFileError("\n".join(problems))
-    return [vault.record_topic(tf.topic, _file_key(tf.path), actor=actor) for tf in files if tf.topic is not None]
+    stored = [vault.record_topic(tf.topic, _file_key(tf.path), actor=actor) for tf in files if tf.topic is not None]
+    drop_deleted_drafts(vault, {tf.topic.topic_id for tf in files if tf.topic is not None}, actor=actor)
+    return stored
+
+
+def drop_deleted_drafts(vault: Vault, defined: set[str], *, actor: str = "topic file") -> list[str]:
+    """Drop the DRAFT topics whose files are gone; returns their ids."""
+    recorded = [r for r in recorded_topics(vault).values() if r.topic.state == "DRAFT" and r.source_file]
+    present = {r.source_file for r in recorded if Path(r.source_file).is_file()}
+    gone = drafts_to_drop(recorded, defined, present)
+    return [t for t in gone if drop_draft_topic(vault, t, actor=f"{actor}: its file was deleted")]
 
 
 def rewrite_state(path: Path, state: TopicState) -> None:
