@@ -10,7 +10,7 @@ import pytest
 
 from nexus_assets.core.sentences import sentences
 from nexus_assets.vault.store import Vault
-from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import REPO, Project
 
 TOPIC = "nexus-server-sync"
@@ -193,3 +193,42 @@ def test_forget_a_run_quoted_in_the_manifest_preview_clears_dagsters_cached_even
         check = dg.AssetCheckKey(manifest_key, "checksum_drift")
         executions = instance.event_log_storage.get_asset_check_execution_history(check, limit=100)
         assert executions and {e.run_id for e in executions} <= kept_runs
+
+
+@pytest.mark.parametrize("point", ["committed", "compacted"])
+def test_a_forget_killed_after_its_commit_is_finished_by_a_rerun_and_reported_by_verify(project: Project, home: Path, capsys, point):
+    """kill -9 after the commit (before the vault file is rewritten, or with the rewritten copy not yet
+    in place) leaves the text in the vault's bytes: `verify` says so, and the same command finishes it."""
+    p = project
+    run_json(capsys, *p.sync_args())
+    texts = own_sentences(p)
+    forget = ["--db", str(p.db), "forget", "--run", RUN_ID, "--reason", "the author asked", "--yes"]
+    killed = run_nexus(*forget, env={"NEXUS_TEST_KILL_FORGET_AT": point})
+    assert killed.returncode == -9, killed.stderr
+    compact = p.db.with_name(p.db.name + ".compact")
+    assert bytes_containing([p.db], texts) or compact.exists(), "the erasure is unfinished"
+
+    line = (
+        f"forgetting {RUN_ID} (tombstone {{}}) was interrupted after its commit: its text may still be in the vault's "
+        "bytes and indexes; run `nexus forget` for it with --yes again to finish erasing it"
+    )
+    report = run_json(capsys, *p.cli_args(), "verify", expect=1)
+    (tombstone,) = [t["tombstone_id"] for t in tombstones_of(p)]
+    assert report["unfinished_forget"] == line.format(tombstone)
+    code, out, err = run_cli(capsys, *p.cli_args(), "verify")
+    assert code == 1 and f"FORGET {line.format(tombstone)}" in out.splitlines()
+
+    again = run_nexus(*forget, "--json")
+    assert again.returncode == 0, again.stderr
+    done = json.loads(again.stdout)
+    assert (done["resumed"], done["tombstone_id"], done["proof"]["text_gone"]) == (True, tombstone, True)
+    assert bytes_containing([p.db, home], texts) == []
+    assert not compact.exists() and not p.db.with_name(p.db.name + ".forgetting").exists()
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
+    code, _, err = run_cli(capsys, *forget)
+    assert (code, err.strip()) == (2, f"nexus: run {RUN_ID!r} was already forgotten (tombstone {tombstone})")
+
+
+def tombstones_of(p: Project) -> list[dict]:
+    with Vault.open(p.db, read_only=True) as v:
+        return v.tombstones()

@@ -6,7 +6,9 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.core.manifest import chain_problems
+from nexus_assets.cli.forget import unfinished_line
 from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
+from nexus_assets.usecases.forgetting import pending_erasure
 from nexus_assets.usecases.lifecycle import immutability_problems
 
 
@@ -18,12 +20,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         drifts = list(check.drifts)
         # Stale as recorded now, so verify, bricks, trace, the viewer and the check say the same.
         stale = vault.stale_brick_ids()
+        unfinished = pending_erasure(vault, args.db)
         chain, final = [], []
         for t in vault.topics():
             chain += chain_problems(vault.manifests(t.topic_id))
             final += immutability_problems(vault, t.topic_id, with_chain=False)
     data = {
-        "ok": not stale and not chain and not final,  # a brick is stale by its canonical source (invariant 14)
+        # A brick is stale by its canonical source (invariant 14); an unfinished forget may leave text behind (15).
+        "ok": not stale and not chain and not final and unfinished is None,
         "bricks_checked": len(bricks),
         "sources_checked": sum(len(b.sources) for b in bricks),
         "drift": [
@@ -32,15 +36,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         "stale_bricks": stale,
         "chain_problems": chain,
         "immutability_problems": final,
+        "unfinished_forget": unfinished_line(unfinished) if unfinished else None,
     }
     lines = [f"checked {data['sources_checked']} source addresses of {len(bricks)} bricks"]
     lines += [f"DRIFT {d.brick_id[:12]} ({d.topic_id}): {d.problem}" for d in drifts]
     lines += [f"CHAIN {p}" for p in chain]
     lines += [f"FINAL {p}" for p in final]
+    lines += [f"FORGET {unfinished_line(unfinished)}"] if unfinished else []
     lines.append(
         "ok"
         if data["ok"]
         else f"{len(data['stale_bricks'])} stale bricks, {len(chain)} manifest chain problems, {len(final)} FINAL brick problems"
+        + (", 1 unfinished forget" if unfinished else "")
     )
     emit(args, data, "\n".join(lines))
     return 0 if data["ok"] else 1

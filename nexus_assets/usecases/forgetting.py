@@ -7,6 +7,10 @@ immutability), keeps the source out of later syncs, rewrites the vault file so f
 not keep the text, clears Dagster's copies (run records, event logs with metadata previews, the
 latest materialization each asset key caches, check results, pickled outputs) and the search
 index, and ends by searching every byte it cleaned for the text.
+
+Everything after the commit is resumable: before it, a journal beside the vault records what the
+physical erasure needs (the pieces of text to look for among them); a re-run, or `nexus forget`
+for anything, finishes an interrupted one first, and `nexus verify` reports it until then.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from nexus_assets.core.manifest import tombstone_manifest
@@ -25,7 +31,7 @@ from nexus_assets.core.sentences import sentences
 from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.usecases.compiler import resolve_phase
 from nexus_assets.usecases.search import forget_index, index_dir
-from nexus_assets.vault.connection import connect, now, writer_intent
+from nexus_assets.vault.connection import connect, derived_path, now, writer_intent
 from nexus_assets.vault.store import Vault
 
 # Shorter texts (a greeting, "Yes.") are too common to prove anything by their absence.
@@ -106,6 +112,47 @@ def _resolve_after(vault: Vault, topic_id: str, tombstone: Tombstone) -> tuple[s
     return manifest.manifest_hash, len(manifest.bricks)
 
 
+def journal_path(db_path: str | Path) -> Path:
+    db = Path(db_path)
+    return db.with_name(db.name + ".forgetting")
+
+
+def _write_journal(db: Path, journal: dict) -> None:
+    """Durably, before the commit it describes. It holds the forgotten text (to search for it), so
+    it is readable by its owner only and is removed as soon as the erasure is proven."""
+    path = journal_path(db)
+    partial = path.with_name(path.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(journal, f, ensure_ascii=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+def pending_erasure(vault: Vault, db_path: str | Path) -> dict | None:
+    """The erasure an interrupted `forget` committed but did not finish, or None. A journal whose
+    tombstone the vault does not hold describes a forget that never committed: it is dropped."""
+    path = journal_path(db_path)
+    try:
+        journal = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        journal = {}
+    if journal.get("tombstone_id") not in {t["tombstone_id"] for t in vault.tombstones()}:
+        if os.access(path.parent, os.W_OK):
+            path.unlink(missing_ok=True)
+        return None
+    return journal
+
+
+def _crash_point(name: str) -> None:
+    # Tests stop a forget with a real SIGKILL at a named point, to prove a re-run finishes it.
+    if os.environ.get("NEXUS_TEST_KILL_FORGET_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _compact(db_path: Path) -> None:
     """Rewrite the vault file: DuckDB keeps deleted rows in freed blocks until they are reused."""
     fresh = db_path.with_name(db_path.name + ".compact")
@@ -119,6 +166,7 @@ def _compact(db_path: Path) -> None:
             conn.execute(f"ATTACH '{str(fresh).replace(chr(39), chr(39) * 2)}' AS compacted")
             conn.execute(f'COPY FROM DATABASE "{name}" TO compacted')
             conn.execute("DETACH compacted")
+            _crash_point("compacted")
         finally:
             conn.close()
         os.replace(fresh, db_path)
@@ -275,54 +323,88 @@ def forget(
         kept = {fp for (fp,) in vault.conn.execute(
             "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [alone]).fetchall()}
         tombstone_id = hashlib.sha256(f"{sorted(target.run_ids)}{sorted(target.file_shas)}{at.isoformat()}".encode()).hexdigest()[:16]
+        journal = {
+            "tombstone_id": tombstone_id, "run_ids": target.run_ids, "file_sha256s": target.file_shas, "files": target.files,
+            "delete_file": delete_file, "topics": before["topics"], "reason": reason, "actor": actor,
+            "forgotten_at": at.isoformat(), "bricks_removed": alone,
+            "bricks_kept_with_other_sources": [b["brick_id"] for b in before["bricks_shared"]], "pieces": pieces,
+        }
+        _write_journal(db, journal)
         manifests = {}
-        with vault.transaction():
-            removed = vault.erase_runs(
-                target.run_ids, target.file_shas, alone, [f for f in fingerprints if f not in kept], files=target.files
+        try:
+            _erase(vault, target, journal, before, alone, [f for f in fingerprints if f not in kept], manifests)
+        except BaseException:
+            journal_path(db).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
+            raise
+        removed = journal.pop("rows_removed")
+    _crash_point("committed")
+    return finish_erasure(db, journal, removed=removed, manifests=manifests)
+
+
+def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: list[str], fingerprints: list[str], manifests: dict) -> None:
+    """The logical half of a forget, one transaction: rows, tombstone, tombstone manifests."""
+    tombstone_id, reason, actor, at = journal["tombstone_id"], journal["reason"], journal["actor"], journal["forgotten_at"]
+    with vault.transaction():
+        journal["rows_removed"] = vault.erase_runs(target.run_ids, target.file_shas, alone, fingerprints, files=target.files)
+        vault.record_tombstone(
+            tombstone_id, run_ids=target.run_ids, file_shas=target.file_shas, brick_ids=alone,
+            topic_ids=before["topics"], reason=reason, actor=actor, at=datetime.fromisoformat(at),
+        )
+        for topic_id in before["topics"]:
+            stone = Tombstone(
+                tombstone_id=tombstone_id,
+                run_ids=tuple(sorted(target.run_ids)),
+                file_sha256s=tuple(sorted(target.file_shas)),
+                brick_ids=tuple(b["brick_id"] for b in before["bricks_alone"] if b["topic_id"] == topic_id),
+                reason=reason,
+                actor=actor,
+                forgotten_at=at,
             )
-            vault.record_tombstone(
-                tombstone_id, run_ids=target.run_ids, file_shas=target.file_shas, brick_ids=alone,
-                topic_ids=before["topics"], reason=reason, actor=actor, at=at,
-            )
-            for topic_id in before["topics"]:
-                stone = Tombstone(
-                    tombstone_id=tombstone_id,
-                    run_ids=tuple(sorted(target.run_ids)),
-                    file_sha256s=tuple(sorted(target.file_shas)),
-                    brick_ids=tuple(b["brick_id"] for b in before["bricks_alone"] if b["topic_id"] == topic_id),
-                    reason=reason,
-                    actor=actor,
-                    forgotten_at=at.isoformat(),
-                )
-                manifests[topic_id] = _resolve_after(vault, topic_id, stone)
+            manifests[topic_id] = _resolve_after(vault, topic_id, stone)
+
+
+def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None = None, manifests: dict | None = None) -> dict:
+    """The physical half of a forget, after its commit: compact the vault file, drop the indexes
+    and Dagster's copies, delete the file if asked, and prove the text gone. Safe to run again
+    after a kill at any point: each step redoes what it finds undone."""
+    db = Path(db_path)
+    resumed = manifests is None
+    if resumed:
+        with Vault.open(db) as vault:
+            manifests = {t: (m.manifest_hash, len(m.bricks)) for t in journal["topics"] if (m := vault.latest_manifest(t))}
+    pieces, topics = journal["pieces"], journal["topics"]
     _compact(db)
     forget_index(db)
-    for topic_id in before["topics"]:
-        shutil.rmtree(db.parent / f"{db.stem}.vectors" / topic_id, ignore_errors=True)
+    for topic_id in topics:
+        shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)
     home = project_dagster_home(db)
     dagster = (
-        _clean_dagster(home, before["topics"], pieces)
+        _clean_dagster(home, topics, pieces)
         if home is not None
         else {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
     )
     deleted_files = []
-    if delete_file:
-        for f in target.files:
+    if journal["delete_file"]:
+        for f in journal["files"]:
             if Path(f).is_file():
                 Path(f).unlink()
                 deleted_files.append(f)
-    checked = [db, Path(str(db) + ".wal"), index_dir(db), db.parent / f"{db.stem}.vectors"] + ([home] if home else [])
+    compact_file = db.with_name(db.name + ".compact")
+    checked = [db, Path(str(db) + ".wal"), compact_file, index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
     remaining = leftovers(checked, pieces)
+    if not remaining:
+        journal_path(db).unlink(missing_ok=True)  # it held the text; until the proof passes, a re-run needs it
     return {
-        "tombstone_id": tombstone_id,
-        "run_ids": target.run_ids,
-        "file_sha256s": target.file_shas,
-        "reason": reason,
-        "actor": actor,
-        "forgotten_at": at.isoformat(),
-        "rows_removed": removed,
-        "bricks_removed": alone,
-        "bricks_kept_with_other_sources": [b["brick_id"] for b in before["bricks_shared"]],
+        "tombstone_id": journal["tombstone_id"],
+        "run_ids": journal["run_ids"],
+        "file_sha256s": journal["file_sha256s"],
+        "reason": journal["reason"],
+        "actor": journal["actor"],
+        "forgotten_at": journal["forgotten_at"],
+        "resumed": resumed,
+        "rows_removed": removed or {},
+        "bricks_removed": journal["bricks_removed"],
+        "bricks_kept_with_other_sources": journal["bricks_kept_with_other_sources"],
         "tombstone_manifests": {t: {"manifest_hash": h, "bricks": n} for t, (h, n) in manifests.items()},
         "dagster": dagster,
         "files_deleted": deleted_files,
