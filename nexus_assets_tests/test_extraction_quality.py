@@ -205,7 +205,7 @@ def test_init_gold_writes_every_source_address_and_never_overwrites(synced: Proj
 def last_sentences(body: dict) -> dict:
     """A model that points at each node's last sentence, and paraphrases its first one."""
     user = body["messages"][-1]["content"].splitlines()
-    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("Topic id: "))
+    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: "))
     fragment = json.loads(user[next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment")) + 1])
     pointers = []
     for node in fragment["nodes"]:

@@ -174,7 +174,7 @@ def test_an_altered_manifest_history_refuses_the_seal(empty_project: Project, ca
 def honest_model(body: dict) -> dict:
     """Points at every node it is shown, verbatim."""
     user = body["messages"][-1]["content"].splitlines()
-    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("Topic id: "))
+    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: "))
     marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
     nodes = json.loads(user[marker + 1])["nodes"]
     return {"extracted_pointers": [{"topic_id": topic_id, "json_path": n["json_path"], "verbatim_quote": n["text"]} for n in nodes]}
@@ -189,6 +189,7 @@ def test_runs_the_extractor_never_answered_for_refuse_the_seal(empty_project: Pr
     p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB.")]))
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    monkeypatch.setenv("NEXUS_LLM_CONCURRENCY", "1")  # the scripted replies go to requests in arrival order
     with FakeOpenAIServer(handler=honest_model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         server.script(*[ErrorReply(500)] * 5)  # run-a's call outlasts every retry; the sync still succeeds
