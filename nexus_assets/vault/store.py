@@ -34,7 +34,7 @@ from nexus_assets.core.models import (
     Topic,
     trusted,
 )
-from nexus_assets.core.nodes import NodeRecord, node_records, run_from_records
+from nexus_assets.core.nodes import NodeRecord, StepsCache, node_from_record, node_records, run_from_nodes
 from nexus_assets.core.resolution import PriorState
 from nexus_assets.vault.catalog import Catalog
 from nexus_assets.vault.connection import now
@@ -299,6 +299,16 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
             "reader_version = excluded.reader_version",
         )
 
+    def record_errors_once(self, errors: Sequence[IngestionError]) -> None:
+        """Record the errors not already recorded with the same file and problem: a path a sync
+        skips without reading it (a link out of the runs folder) is named once, not per sync."""
+        known = set(
+            self.conn.execute(
+                "SELECT file, problem FROM ingestion_errors WHERE file IN (SELECT unnest(?))", [sorted({e.file for e in errors})]
+            ).fetchall()
+        )
+        self.record_errors([e for e in errors if (e.file, e.problem) not in known])
+
     def record_errors(self, errors: Sequence[IngestionError]) -> None:
         self._insert_df(
             "ingestion_errors",
@@ -416,7 +426,7 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         # Callers pass chunks sorted by run id: the id range is a cheap first test, and it skips
         # whole row groups where runs were ingested in id order.
         test, params = _node_filter(keys, only)
-        rows = self.conn.execute(
+        cursor = self.conn.execute(
             f"""SELECT {NODE_COLUMNS} FROM nodes n
                WHERE run_id BETWEEN $first AND $last AND version_id = ANY($versions) AND {test}""",
             {
@@ -425,20 +435,25 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
                 "last": max(k.run_id for k in keys),
                 "versions": sorted({k.version_id for k in keys}),
             },
-        ).fetchall()
-        by_version: dict[RunVersion, list[NodeRecord]] = {}
-        for row in rows:
-            record = NodeRecord(*row)
-            by_version.setdefault(RunVersion(record.run_id, record.version_id), []).append(record)
+        )
+        # Each row becomes its Node as it is fetched, a slice at a time: a run of a million
+        # messages never exists as rows, records and nodes at once (invariant 12).
+        by_version: dict[RunVersion, list] = {}
+        steps = StepsCache()
+        while rows := cursor.fetchmany(NODE_SLICE):
+            for row in rows:
+                record = NodeRecord(*row)
+                by_version.setdefault(RunVersion(record.run_id, record.version_id), []).append(node_from_record(record, steps))
+            del rows
         status = self.run_status({h[0] for h in heads})
         return {
-            RunVersion(run_id, version_id): run_from_records(
+            RunVersion(run_id, version_id): run_from_nodes(
                 run_id=run_id,
                 version_id=version_id,
                 status=status.get(run_id, "OPEN"),
                 started_at=started_at,
                 format=fmt,
-                records=by_version.get(RunVersion(run_id, version_id), ()),
+                nodes=by_version.pop(RunVersion(run_id, version_id), []),
             )
             for run_id, version_id, fmt, started_at in heads
         }
