@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,16 +45,105 @@ class RetryableError(IngestionError):
     """A file that vanished or changed while it was read: named now, read again at the next sync."""
 
 
-def scan_run_files(runs_dir: Path) -> list[Path]:
-    """Every `.json` and `.zip` below `runs_dir`, in a stable order."""
+@dataclass(frozen=True)
+class RunsScan:
+    """What a walk of the runs folder found: the run files to read, and each path it would not
+    follow or could not read, with what is wrong and what to do (shown by `nexus errors`)."""
+
+    files: list[Path]
+    side_files: list[Path]  # of unzipped exports (user.json, chat.html, ...): no conversations
+    skipped: list[tuple[Path, str]]
+
+
+def scan_runs_dir(runs_dir: Path) -> RunsScan:
+    """Every `.json` and `.zip` below `runs_dir`, in a stable order, and what was skipped.
+
+    Never followed: a link that leads outside the folder (a sync reads only what is in it) and
+    a directory link (it could loop). A name that is not UTF-8 cannot be recorded as a source,
+    so it is skipped and named (escaped); an unreadable folder is named, not a traceback.
+    """
     if not runs_dir.is_dir():
-        return []
-    found = [
-        p
-        for p in runs_dir.rglob("*")
-        if p.is_file() and p.suffix.lower() in RUN_FILE_SUFFIXES and p.name.lower() not in SIDE_FILES
-    ]
-    return sorted(found, key=lambda p: p.relative_to(runs_dir).as_posix())
+        return RunsScan([], [], [])
+    root = os.path.realpath(runs_dir)
+    files: list[Path] = []
+    side_files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    todo = [runs_dir]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            skipped.append((folder, _unreadable_folder(exc)))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    target = os.path.realpath(path)
+                    inside = os.path.commonpath([root, target]) == root
+                    if not inside and (os.path.isdir(target) or _is_run_file(entry.name)):
+                        skipped.append((path, f"is a link to {escaped(target)}, outside the runs folder; not followed; copy it into the runs folder to sync it"))
+                    elif inside and _is_run_file(entry.name) and os.path.isfile(target) and _utf8(entry.name):
+                        files.append(path)  # a link to another file in the folder; a folder link could loop
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if not is_dir and entry.name.lower() in SIDE_FILES:
+                    side_files.append(path)
+                    continue
+                if not (is_dir or _is_run_file(entry.name)):
+                    continue
+                if not _utf8(entry.name):
+                    what = "folder" if is_dir else "file"
+                    skipped.append((path, f"{what} name is not valid UTF-8, so the vault cannot record it as a source; skipped; rename it to a UTF-8 name and sync again"))
+                elif is_dir:
+                    todo.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(path)
+            except OSError as exc:
+                skipped.append((path, f"could not be looked at ({exc.strerror or exc}); skipped; check its permissions and sync again"))
+    files.sort(key=lambda p: p.relative_to(runs_dir).as_posix())
+    skipped.sort(key=lambda item: escaped(str(item[0])))
+    return RunsScan(files, sorted(side_files), skipped)
+
+
+def scan_run_files(runs_dir: Path) -> list[Path]:
+    """Every run file below `runs_dir` that a sync reads, in a stable order (see `scan_runs_dir`)."""
+    return scan_runs_dir(runs_dir).files
+
+
+def _is_run_file(name: str) -> bool:
+    return Path(name).suffix.lower() in RUN_FILE_SUFFIXES and name.lower() not in SIDE_FILES
+
+
+def _unreadable_folder(exc: OSError) -> str:
+    return f"folder could not be read ({exc.strerror or exc}); the run files in it were not synced; make it readable (chmod u+rx) and sync again"
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escaped(path: str) -> str:
+    """A path as text the vault can store and a person can read: bytes that are not UTF-8 are
+    shown as \\xNN escapes (`bad\\xff.json`)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def source_problem(path: Path) -> str | None:
+    """None when the source file can be read; else what is wrong with it, said for a person."""
+    try:
+        with path.open("rb"):
+            return None
+    except FileNotFoundError:
+        return "is gone"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc}); make it readable and run this again"
 
 
 def file_stat(path: Path) -> tuple[int, int, int, int] | None:
@@ -67,9 +157,7 @@ def file_stat(path: Path) -> tuple[int, int, int, int] | None:
 
 def scan_side_files(runs_dir: Path) -> list[Path]:
     """The side files of unzipped exports below `runs_dir` (user.json, chat.html, ...), skipped by a sync."""
-    if not runs_dir.is_dir():
-        return []
-    return sorted(p for p in runs_dir.rglob("*") if p.is_file() and p.name.lower() in SIDE_FILES)
+    return scan_runs_dir(runs_dir).side_files
 
 
 def file_sha256(path: Path) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nexus_assets.core.drift import NodeCache, address_problem, slice_problem
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
-from nexus_assets.runfiles import file_stat, iter_run_file
+from nexus_assets.runfiles import file_stat, iter_run_file, source_problem
 from nexus_assets.vault.store import RunVersion, Vault
 
 
@@ -90,10 +90,9 @@ def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
     for file, run_ids in sorted(by_file.items()):
         # Each run is checked as it streams past and then dropped: an export is never held whole.
         checked: set[str] = set()
-        problem = None
-        if not Path(file).exists():
-            problem = f"source file {file} is gone"
-        else:
+        # Gone, or unreadable (a folder made private): drift named as such, not a traceback.
+        problem = f"source file {file} {unread}" if (unread := source_problem(Path(file))) else None
+        if problem is None:
             wanted = set(run_ids)
             for item in iter_run_file(Path(file), file):
                 if isinstance(item, IngestionError):
@@ -145,7 +144,7 @@ def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
     moved = {
         run_id
         for run_id, (file, _) in sources.items()
-        if not Path(file).exists() or file_stat(Path(file)) != recorded.get(file)
+        if (stat := file_stat(Path(file))) is None or stat != recorded.get(file)
     }
     # A file the sync read (its new stat is recorded) that gave no newer version of the run: it no
     # longer reads, or holds other runs. Its bytes are not the ones the run came from.

@@ -10,7 +10,7 @@ from typing import Callable
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.formats.limits import max_errors_per_file
 from nexus_assets.core.models import IngestionError, Run
-from nexus_assets.runfiles import Limits, RetryableError, file_sha256, file_stat, iter_run_file, scan_run_files, scan_side_files
+from nexus_assets.runfiles import Limits, RetryableError, escaped, file_sha256, file_stat, iter_run_file, scan_runs_dir, source_problem
 from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.vault.store import Vault
 
@@ -46,8 +46,8 @@ def display_name(path: Path) -> str:
     try:
         relative = os.path.relpath(path)
     except ValueError:
-        return str(path.resolve())
-    return str(path.resolve()) if relative.startswith("..") else relative
+        return escaped(str(path.resolve()))
+    return escaped(str(path.resolve()) if relative.startswith("..") else relative)
 
 
 @collector_paused
@@ -67,9 +67,19 @@ def ingest_runs(
     `run_files` row always commit together, so an interrupted sync re-reads exactly what was lost.
     """
     report = IngestReport()
-    files = scan_run_files(runs_dir)
-    report.side_files = [str(p) for p in scan_side_files(runs_dir)]
+    scan = scan_runs_dir(runs_dir)
+    files = scan.files
+    report.side_files = [escaped(str(p)) for p in scan.side_files]
     report.files_scanned = len(files)
+    if scan.skipped:
+        # Named at every sync (they are never read), recorded once in `nexus errors`.
+        skipped = [IngestionError(display_name(path), problem) for path, problem in scan.skipped]
+        report.errors.extend(skipped)
+        with vault.transaction():
+            vault.record_errors_once(skipped)
+        if progress:
+            for e in skipped:
+                progress(f"skipped {e.file}: {e.problem}")
     batch: list[tuple[Run, str, str]] = []
     finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
     # The first of finished_files with each content hash: a batch may hold hundreds of files.
@@ -278,7 +288,7 @@ def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], c
             keep.append(item)
             continue
         other = claimed.get(run.run_id) or stored.get(run.run_id)
-        rival = other[0] if other and other[0] != source and other[1] != run.version_id and Path(other[0]).exists() else None
+        rival = other[0] if other and other[0] != source and other[1] != run.version_id and source_problem(Path(other[0])) is None else None
         if rival is None:
             claimed[run.run_id] = (source, run.version_id)
             keep.append(item)
