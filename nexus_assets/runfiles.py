@@ -18,6 +18,7 @@ from typing import BinaryIO, Iterator
 from nexus_assets.core.formats import FormatError
 from nexus_assets.core.formats import limits as L
 from nexus_assets.core.formats.dispatch import parse_document
+from nexus_assets.core.formats.values import ValueGuard, bad_value_message
 from nexus_assets.core.formats.exports import SIDE_FILES, BrokenExportError, ConversationProblem, iter_export, open_export_members
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.core.paths import depth_of, value_at
@@ -234,14 +235,18 @@ def _stream_export(
             f"inflates past {max_bytes} bytes (NEXUS_MAX_ZIP_INFLATED_BYTES); unzip it and check it, or raise the limit"
         ),
     )
+    # Then numbers and escapes no reader keeps exactly are cut out: one bad value costs its
+    # conversation, not the rest of the file.
+    values = ValueGuard(guarded)  # type: ignore[arg-type]
     count = 0
     try:
         items = iter_export(
-            guarded,
+            values,  # type: ignore[arg-type]
             open_after=open_after,
             seen=seen,
             too_deep=guarded.too_deep,
             too_deep_problem=L.conversation_depth_message(limits.max_depth),
+            bad_value=lambda item: bad_value_message(values.bad_value(item)),
         )
         for item in items:
             count += 1

@@ -167,6 +167,7 @@ def iter_export(
     seen: dict[str, int] | None = None,
     too_deep: Callable[[Any], bool] | None = None,
     too_deep_problem: str = "",
+    bad_value: Callable[[Any], str | None] | None = None,
 ) -> Iterator[Run | ConversationProblem]:
     """Each conversation of a ChatGPT or Claude export as a `Run`, or the problem that stopped it.
 
@@ -174,7 +175,8 @@ def iter_export(
     problem for the later copy: the first run with that id was already yielded. A JSON stream
     that breaks part-way raises `BrokenExportError` after every conversation before the break.
     An item for which `too_deep` holds (a depth guard cut part of it out) is `too_deep_problem`,
-    whatever is left of it.
+    whatever is left of it; one for which `bad_value` says what is wrong (a value guard cut out a
+    number or escape no reader can keep) is that problem.
     """
     normalize_open_after(open_after)  # a bad setting fails before anything is read
     source = _open_array(stream)
@@ -206,6 +208,12 @@ def iter_export(
         if too_deep is not None and too_deep(item):
             # Not read at all: what is left might even parse, but it is not the conversation.
             yield ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
+            index += 1
+            continue
+        problem = bad_value(item) if bad_value is not None else None
+        if problem is not None:
+            conversation = _plain_id(item) if isinstance(item, dict) else None
+            yield ConversationProblem(index, None if conversation is None or problem in conversation else conversation, problem)
             index += 1
             continue
         result = _convert(item, index, open_after)
