@@ -17,6 +17,8 @@ class TopicFile:
     path: Path
     topic: Topic | None
     problem: str | None = None
+    # (topic_id, the earlier file that defines it too): ambiguous configuration, see `topic_id_conflicts`.
+    duplicate_of: tuple[str, Path] | None = None
 
 
 def read_topic_file(path: Path) -> TopicFile:
@@ -35,7 +37,8 @@ def read_topic_file(path: Path) -> TopicFile:
 
 
 def read_topic_files(topics_dir: Path) -> list[TopicFile]:
-    """Every topic file in the folder; two files defining one topic_id is an error for the second."""
+    """Every topic file in the folder; two files defining one topic_id is an error for the second
+    (and a sync refuses to run: `topic_id_conflicts`)."""
     if not topics_dir.is_dir():
         return []
     files = sorted(p for p in topics_dir.iterdir() if p.suffix.lower() in (".yaml", ".yml") and p.is_file())
@@ -44,11 +47,27 @@ def read_topic_files(topics_dir: Path) -> list[TopicFile]:
     for path in files:
         tf = read_topic_file(path)
         if tf.topic is not None and tf.topic.topic_id in seen:
-            tf = TopicFile(path, None, f"topic file {path}: topic_id {tf.topic.topic_id!r} is already defined in {seen[tf.topic.topic_id]}")
+            tid = tf.topic.topic_id
+            tf = TopicFile(path, None, f"topic file {path}: topic_id {tid!r} is already defined in {seen[tid]}", duplicate_of=(tid, seen[tid]))
         elif tf.topic is not None:
             seen[tf.topic.topic_id] = path
         out.append(tf)
     return out
+
+
+def topic_id_conflicts(files: list[TopicFile]) -> list[str]:
+    """One line per topic_id that more than one file defines. Which file is meant cannot be
+    guessed (a file name decides nothing), so a sync refuses to start until one is left."""
+    claimed: dict[str, list[Path]] = {}
+    for tf in files:
+        if tf.duplicate_of is not None:
+            tid, first = tf.duplicate_of
+            claimed.setdefault(tid, [first]).append(tf.path)
+    return [
+        f"topic_id {tid!r} is defined by {len(paths)} topic files: {', '.join(str(p) for p in paths)}; "
+        "keep it in one of them (give the others their own topic_id, or remove them) and sync again"
+        for tid, paths in sorted(claimed.items())
+    ]
 
 
 def find_topic(topics_dir: Path, topic_id: str) -> TopicFile | None:

@@ -15,7 +15,7 @@ from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vaul
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
 from nexus_assets.runfiles import file_stat, scan_run_files
-from nexus_assets.topicfiles import read_topic_files
+from nexus_assets.topicfiles import read_topic_files, topic_id_conflicts
 from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files
 from nexus_assets.vault.migrations import LATEST
 
@@ -91,6 +91,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if normalize_timestamp(args.open_after) is None:
             raise UsageError(f"--open-after {args.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")
     files = read_topic_files(topics_dir)
+    if conflicts := topic_id_conflicts(files):  # ambiguous configuration: nothing is touched
+        raise UsageError("\n".join(conflicts))
     for tf in files:
         if tf.problem:
             print(f"warning: {tf.problem}", file=sys.stderr)
