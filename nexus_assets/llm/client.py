@@ -138,23 +138,20 @@ class LLMConfig(BaseModel):
 
 
 
-class CallRecord(BaseModel):
-    """One topic's answer for one chunk, as kept in the audit trail and replayed by `key`.
-    `pointers` are raw and untrusted. Since prompt v2 the request itself (sent once for every topic
-    that needed the chunk) is a RequestRecord named by `request_key`, and `request_json` holds only
-    this topic's part of the prompt."""
+class _Exchange(BaseModel):
+    """What one LLM exchange records, whether kept per request or per topic answer."""
 
     model_config = ConfigDict(frozen=True)
 
     key: str
-    topic_id: str
     run_id: str
     model: str
     prompt_version: str
     prompt_hash: str
-    request_json: str  # canonical JSON of the rendered messages
-    raw_response: str | None = None
-    pointers: list[Any] = Field(default_factory=list)
+    request_json: str
+    raw_response: str | None = None  # for a reply over the size limit, only its start
+    response_bytes: int | None = None
+    response_sha256: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_ms: int | None = None
@@ -164,36 +161,25 @@ class CallRecord(BaseModel):
     chunk_index: int = 0
     chunk_count: int = 1
     response_format: str | None = None  # json_schema | json_object | none: what the server accepted
+
+
+class CallRecord(_Exchange):
+    """One topic's answer for one chunk, as kept in the audit trail and replayed by `key`.
+    `pointers` are raw and untrusted. Since prompt v2 the request itself (sent once for every topic
+    that needed the chunk) is a RequestRecord named by `request_key`, and `request_json` holds only
+    this topic's part of the prompt."""
+
+    topic_id: str
+    pointers: list[Any] = Field(default_factory=list)
     request_key: str | None = None
-    response_bytes: int | None = None
-    response_sha256: str | None = None
     cached: bool = False  # set on records replayed from the store, never stored as True
 
 
-class RequestRecord(BaseModel):
-    """One request as sent (possibly for several topics) and what came back; never replayed itself."""
+class RequestRecord(_Exchange):
+    """One request as sent (possibly for several topics; `request_json` is its canonical JSON) and
+    what came back; never replayed itself."""
 
-    model_config = ConfigDict(frozen=True)
-
-    key: str
-    run_id: str
     topic_ids: list[str]
-    model: str
-    prompt_version: str
-    prompt_hash: str
-    request_json: str  # canonical JSON of the rendered messages
-    raw_response: str | None = None  # None, or only the start of a reply over the size limit
-    response_bytes: int | None = None
-    response_sha256: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: int | None = None
-    status: Literal["ok", "failed"]
-    error: str | None = None
-    attempts: int = 0
-    chunk_index: int = 0
-    chunk_count: int = 1
-    response_format: str | None = None
     batch_id: str | None = None
 
 
