@@ -15,7 +15,7 @@ from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.extractors import OpenAIExtractor
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
-from nexus_assets.topicfiles import find_topic
+from nexus_assets.topicfiles import find_topic, read_topic_files, topic_id_conflicts
 from nexus_assets.usecases.compiler import (
     Resolution,
     StageMissing,
@@ -110,6 +110,11 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
 )
 def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
     topic_id = context.partition_key
+    files = read_topic_files(settings.path("topics_dir"))
+    # Which of two files defining one topic_id is meant cannot be guessed: as `nexus sync`, refuse.
+    conflicts = [line for line in topic_id_conflicts(files) if line.startswith(f"topic_id {topic_id!r} ")]
+    if conflicts:
+        raise dg.Failure(f"{conflicts[0]}. Nothing was compiled.")
     topic_file = find_topic(settings.path("topics_dir"), topic_id)
     if topic_file is None or topic_file.topic is None:
         raise dg.Failure(
