@@ -61,8 +61,11 @@ def find_target(vault: Vault, *, run_id: str | None = None, file: str | None = N
     runs, shas = vault.runs_of_file(file)
     if not runs and not shas:
         raise ForgetError(f"the vault holds nothing read from {file}; give the path a sync read it from (`nexus lineage --file`)")
-    if Path(file).is_file():
-        shas = sorted(set(shas) | {hashlib.sha256(Path(file).read_bytes()).hexdigest()})
+    try:
+        if Path(file).is_file():
+            shas = sorted(set(shas) | {hashlib.sha256(Path(file).read_bytes()).hexdigest()})
+    except OSError:
+        pass  # unreadable now (a folder without permission): what the vault recorded of it is enough
     return Target(runs, shas, [str(Path(file).resolve())])
 
 

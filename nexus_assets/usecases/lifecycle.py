@@ -149,10 +149,19 @@ def record_topic_files(vault: Vault, files: Sequence[TopicFile], *, actor: str =
     return stored
 
 
+def _maybe_present(path: Path) -> bool:
+    """Whether a topic file may still be there: one in a folder we cannot read counts as present,
+    as a draft is dropped only when its file is surely gone."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
+
+
 def drop_deleted_drafts(vault: Vault, defined: set[str], *, actor: str = "topic file") -> list[str]:
     """Drop the DRAFT topics whose files are gone; returns their ids."""
     recorded = [r for r in recorded_topics(vault).values() if r.topic.state == "DRAFT" and r.source_file]
-    present = {r.source_file for r in recorded if Path(r.source_file).is_file()}
+    present = {r.source_file for r in recorded if _maybe_present(Path(r.source_file))}
     gone = drafts_to_drop(recorded, defined, present)
     return [t for t in gone if drop_draft_topic(vault, t, actor=f"{actor}: its file was deleted")]
 
