@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -21,9 +19,9 @@ from nexus_assets.defs.lifecycle import seal_topic
 from nexus_assets.defs.recall import brick_embeddings, vector_index, vector_index_in_step
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
+from nexus_assets.settings import DEFAULT_DB, DEFAULT_RUNS_DIR, DEFAULT_TOPICS_DIR, Basics  # noqa: F401 (DEFAULT_DB: imported from here)
 from nexus_assets.defs.sensors import nexus_files_sensor
 
-DEFAULT_DB = "data/nexus.duckdb"
 
 
 ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
@@ -41,21 +39,22 @@ def build_resources(
     progress: bool = False,
     llm: dict | None = None,
 ) -> dict:
-    """Resources from arguments, else NEXUS_* environment variables, else the shipped defaults."""
+    """Resources from arguments, else the settings (NEXUS_* environment variables), else the shipped defaults."""
+    basics = Basics.from_env()
     settings = NexusSettings(
-        runs_dir=runs_dir or os.environ.get("NEXUS_RUNS_DIR", "data/runs"),
-        topics_dir=topics_dir or os.environ.get("NEXUS_TOPICS_DIR", "data/topics"),
-        open_after=open_after or os.environ.get("NEXUS_OPEN_AFTER") or None,
+        runs_dir=runs_dir or basics.runs_dir or DEFAULT_RUNS_DIR,
+        topics_dir=topics_dir or basics.topics_dir or DEFAULT_TOPICS_DIR,
+        open_after=open_after or basics.open_after or None,
         progress=progress,
     )
-    duckdb = DuckDBResource(database=db_path or os.environ.get("NEXUS_DB", DEFAULT_DB))
+    duckdb = DuckDBResource(database=db_path or basics.db)
     return {
         "settings": settings,
         "duckdb": duckdb,
         "vault": VaultResource(duckdb=duckdb),
         # `llm`: the CLI's LLM options (batch, max_cost_usd, concurrency, cost_since), as resource fields.
         "extractor": ExtractorResource(
-            backend=extractor or os.environ.get("NEXUS_EXTRACTOR", "embedded"), replay_only=replay_only, **(llm or {})
+            backend=extractor or basics.extractor, replay_only=replay_only, **(llm or {})
         ),
     }
 

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Sequence
 
 # Pydantic looks for plugins by scanning every installed distribution's entry points the first time
-# a model validates (~15 ms of a 0.4 s `nexus topics`); Nexus uses none.
+# a model validates (~15 ms of a 0.4 s `nexus topics`); Nexus uses none. A setting for pydantic,
+# not a read of Nexus's configuration (that is nexus_assets/settings.py).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
+from nexus_assets.settings import Basics
 from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError, VaultUnusable, storage_problem
 from nexus_assets.vault.migrations import VaultTooNew
 
@@ -53,9 +55,11 @@ def _handler(p: argparse.ArgumentParser, target: str) -> None:
     p.set_defaults(handler=target)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
+    """The parser, its defaults from `basics` (default: the environment now)."""
+    basics = Basics.from_env() if basics is None else basics
     parser = argparse.ArgumentParser(prog="nexus", description="Compile conversations into verbatim, traceable bricks.")
-    parser.add_argument("--db", default=os.environ.get("NEXUS_DB", DEFAULT_DB), help=f"vault file (default {DEFAULT_DB})")
+    parser.add_argument("--db", default=basics.db, help=f"vault file (default {DEFAULT_DB})")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
@@ -63,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     # None: filled by resolve_dirs (the environment, else the vault's recorded directory, else ./data).
     runs_default = None
     topics_default = None
-    extractor_default = os.environ.get("NEXUS_EXTRACTOR", "embedded")
+    extractor_default = basics.extractor
 
     p = sub.add_parser("sync", parents=[common], help="compile topics through the Dagster asset graph")
     p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
@@ -84,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--open-after",
-        default=os.environ.get("NEXUS_OPEN_AFTER"),
+        default=basics.open_after,
         help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
     )
     _handler(p, "sync:cmd_sync")
@@ -212,11 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    basics = Basics.from_env()  # read afresh by every command: nothing is cached between them
+    args = build_parser(basics).parse_args(argv)
     module, function = args.handler.split(":")
     command = getattr(importlib.import_module(f"nexus_assets.cli.{module}"), function)
     try:
-        resolve_dirs(args)
+        resolve_dirs(args, basics)
         code = command(args)
     except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
         print(f"nexus: {exc}", file=sys.stderr)

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
+from nexus_assets.settings import DEFAULT_DB, DEFAULT_RUNS_DIR, DEFAULT_TOPICS_DIR, Basics
 from nexus_assets.vault.catalog import Catalog
 
 if TYPE_CHECKING:
     from nexus_assets.core.models import Brick
 
-DEFAULT_DB = "data/nexus.duckdb"
 COMPILED_STATES = ("ACTIVE", "SEALING")
 
 
@@ -60,15 +59,15 @@ def open_catalog(args: argparse.Namespace):
     return Catalog.open(_existing(args, False), read_only=True)
 
 
-DEFAULT_DIRS = {"runs_dir": ("NEXUS_RUNS_DIR", "data/runs"), "topics_dir": ("NEXUS_TOPICS_DIR", "data/topics")}
+DEFAULT_DIRS = {"runs_dir": DEFAULT_RUNS_DIR, "topics_dir": DEFAULT_TOPICS_DIR}
 
 
-def resolve_dirs(args: argparse.Namespace) -> None:
+def resolve_dirs(args: argparse.Namespace, basics: Basics) -> None:
     """Fill --runs-dir/--topics-dir not given: the environment, else the directories the vault
     was last synced from (invariant 13), else ./data. An explicit flag always wins."""
     wanted = [name for name in DEFAULT_DIRS if hasattr(args, name) and getattr(args, name) is None]
     recorded: dict[str, str] = {}
-    pending = [n for n in wanted if not os.environ.get(DEFAULT_DIRS[n][0])]
+    pending = [n for n in wanted if not getattr(basics, n)]
     if pending and Path(args.db).exists():
         try:
             with Catalog.open(args.db, read_only=True) as vault:
@@ -78,8 +77,7 @@ def resolve_dirs(args: argparse.Namespace) -> None:
             with Catalog.open(args.db) as vault:
                 recorded = vault.recorded_sources()
     for name in wanted:
-        env, default = DEFAULT_DIRS[name]
-        setattr(args, name, os.environ.get(env) or recorded.get(name) or default)
+        setattr(args, name, getattr(basics, name) or recorded.get(name) or DEFAULT_DIRS[name])
 
 
 def require_folder(path: Path, what: str, flag: str) -> Path:

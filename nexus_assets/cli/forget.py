@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.usecases.forgetting import ForgetError, find_target, finish_erasure, forget, pending_erasure, plan
 from nexus_assets.usecases.lifecycle import user_actor
@@ -57,7 +58,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(f"finished the interrupted forget {pending['tombstone_id']} first", file=sys.stderr)
     if args.delete_file and args.run and len(target.files) != 1:
         raise UsageError("--delete-file with --run needs the run to come from exactly one file")
-    report = forget(args.db, target, reason=args.reason.strip(), actor=user_actor("nexus forget"), delete_file=args.delete_file)
+    report = forget(args.db, target, reason=args.reason.strip(), actor=user_actor("nexus forget", settings.user()), delete_file=args.delete_file)
     return _report(args, report)
 
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home, require_folder
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
@@ -42,7 +43,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
         recorded = [*vault.topics(), *dropped_topics(vault)]
         if args.extractor == "openai":
             try:
-                config = LLMConfig.from_env()
+                config = LLMConfig.from_env(settings.load().as_env())
             except LLMConfigError as exc:
                 raise UsageError(str(exc)) from None
             try:
@@ -56,7 +57,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
                 return 1
         else:
             report, written = discover_embedded(runs, topics_dir, recorded=recorded, max_proposals=args.max)
-        actor = user_actor("nexus discover")
+        actor = user_actor("nexus discover", settings.user())
         by_id = {t.topic_id: t for t in written}
         for row in report.written:
             vault.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
@@ -80,12 +81,12 @@ def cmd_activate(args: argparse.Namespace) -> int:
     topics_dir, _ = _dirs(args)
     with open_vault(args, write=True, create=True) as vault:
         try:
-            done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate"))
+            done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate", settings.user()))
         except LifecycleError as exc:
             raise UsageError(str(exc)) from None
         history = _history(vault, args.topic)
     # Activation makes the topic compilable, so it becomes a partition of the shared instance now.
-    if project_dagster_home(args.db) is not None:
+    if project_dagster_home(args.db, settings.dagster_home()) is not None:
         from nexus_assets.cli.sync import dagster_instance  # Dagster only when there is an instance to tell
 
         dagster_instance(args.db, [done.topic_id])
@@ -115,7 +116,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     with open_vault(args, write=True) as vault:
         try:
-            result = seal(vault, args.topic, actor=user_actor("nexus seal"), topics_dir=topics_dir, runs_dir=runs_dir)
+            result = seal(vault, args.topic, actor=user_actor("nexus seal", settings.user()), topics_dir=topics_dir, runs_dir=runs_dir)
         except SealRefused as exc:
             emit(args, {"topic_id": exc.topic_id, "sealed": False, "failed_gates": [f.as_dict() for f in exc.failures]})
             print(f"nexus: {exc}", file=sys.stderr)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from nexus_assets import settings
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, require_folder
 from nexus_assets.extractors import VaultCallStore
 from nexus_assets.llm.chunking import token_budget_from_env
@@ -15,7 +15,7 @@ from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    env = dict(os.environ)
+    env = settings.load().as_env()
     # Planning sends nothing, so only the model (part of every call key) and prices matter.
     env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
     env.setdefault("OPENAI_API_KEY", "unused")
@@ -36,7 +36,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     runs = current_runs(runs_dir)
     try:
         # As a sync would chunk: the option, else NEXUS_LLM_TOKEN_BUDGET, else 3000.
-        budget = token_budget_from_env() if args.token_budget is None else args.token_budget
+        budget = token_budget_from_env(env) if args.token_budget is None else args.token_budget
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     db = Path(args.db)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
 
+from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
 from nexus_assets.core.utf8 import utf8_problem
 
@@ -33,7 +32,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise UsageError("give a query")
     if args.k < 1:
         raise UsageError("--k must be at least 1")
-    out = recall(args.db, args.query, _topics(args), k=args.k)
+    out = recall(args.db, args.query, _topics(args), k=args.k, env=settings.load().as_env())
     lines = [
         f"{i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  {one_line(r['content'], 110)}"
         for i, r in enumerate(out["results"], 1)
@@ -48,8 +47,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
-    user = args.user or os.environ.get("USER") or getpass.getuser()
-    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent)
+    config = settings.load()
+    user = args.user or config.current_user()
+    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env())
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
     else:

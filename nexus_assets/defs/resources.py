@@ -11,6 +11,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from nexus_assets import settings
 from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtractor, VaultCallStore
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
@@ -78,7 +79,7 @@ class ExtractorResource(dg.ConfigurableResource):
             if v not in (None, "")
         }
         try:
-            return LLMConfig.from_env(**overrides)
+            return LLMConfig.from_env(settings.load().as_env(), **overrides)
         except LLMConfigError as exc:
             raise dg.Failure(str(exc)) from None
 
@@ -86,7 +87,7 @@ class ExtractorResource(dg.ConfigurableResource):
         if self.backend == "embedded":
             return EmbeddedExtractor()
         try:
-            budget = token_budget_from_env() if self.token_budget is None else self.token_budget
+            budget = token_budget_from_env(settings.load().as_env()) if self.token_budget is None else self.token_budget
         except ValueError as exc:
             raise dg.Failure(str(exc)) from None
         backend = OpenAIExtractor(

@@ -10,7 +10,6 @@ therefore call keys) never depend on which tokenizer happens to be installed.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 
 from nexus_assets.core.fingerprint import canonical_json
@@ -22,9 +21,10 @@ from nexus_assets.llm.prompt import node_entry
 DEFAULT_TOKEN_BUDGET = 3000
 
 
-def token_budget_from_env(environ: Mapping[str, str] | None = None) -> int:
-    """NEXUS_LLM_TOKEN_BUDGET, else DEFAULT_TOKEN_BUDGET; ValueError unless a whole number of at least 1."""
-    text = (os.environ if environ is None else environ).get("NEXUS_LLM_TOKEN_BUDGET", "").strip()
+def token_budget_from_env(environ: Mapping[str, str]) -> int:
+    """NEXUS_LLM_TOKEN_BUDGET of `environ` (`Settings.as_env()`), else DEFAULT_TOKEN_BUDGET;
+    ValueError unless a whole number of at least 1."""
+    text = environ.get("NEXUS_LLM_TOKEN_BUDGET", "").strip()
     if not text:
         return DEFAULT_TOKEN_BUDGET
     try:

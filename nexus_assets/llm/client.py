@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -93,12 +92,12 @@ class LLMConfig(BaseModel):
     batch_wait_s: float = Field(default=86_400.0, gt=0)  # how long one sync waits for a batch
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LLMConfig":
+    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> "LLMConfig":
         """Read OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL (required) and the optional
         NEXUS_PRICE_IN_PER_MTOK / NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens),
         NEXUS_LLM_CONCURRENCY, NEXUS_LLM_TIMEOUT (s), NEXUS_LLM_MAX_REPLY_BYTES, NEXUS_LLM_RPM,
-        NEXUS_LLM_TPM, NEXUS_LLM_MAX_COST (USD), NEXUS_LLM_BATCH_POLL (s) and NEXUS_LLM_BATCH_WAIT (s)."""
-        env = os.environ if env is None else env
+        NEXUS_LLM_TPM, NEXUS_LLM_MAX_COST (USD), NEXUS_LLM_BATCH_POLL (s) and NEXUS_LLM_BATCH_WAIT (s)
+        from `env`, the settings by variable (`Settings.as_env()`); the messages name the variable."""
         required = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "NEXUS_LLM_MODEL"}
         missing = [var for var in required.values() if not (env.get(var) or "").strip()]
         if missing:

@@ -5,9 +5,9 @@ the next; every result says which tier ranked it."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 STATE_WEIGHT = {"FINAL": 1.0, "FORMING": 0.6, "IMPROVISE": 0.3}
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -81,9 +81,10 @@ def llm(query: str, candidates: list[Candidate], base_url: str, model: str, api_
     return [replace(c, score=round(float(s), 6), reranker_used="llm") for c, s in zip(candidates, scores)]
 
 
-def rerank(query: str, candidates: list[Candidate], env: dict | None = None) -> tuple[list[Candidate], list[str]]:
-    """Candidates best first, and a note per tier that was tried and fell through."""
-    env = dict(os.environ if env is None else env)
+def rerank(query: str, candidates: list[Candidate], env: Mapping[str, str] | None = None) -> tuple[list[Candidate], list[str]]:
+    """Candidates best first, and a note per tier that was tried and fell through. `env`: the
+    settings by variable (`Settings.as_env()`: NEXUS_RERANK_*, NEXUS_CROSS_ENCODER); none: the heuristic."""
+    env = dict(env or {})
     notes = []
     ranked = None
     if candidates and env.get("NEXUS_RERANK_BASE_URL") and env.get("NEXUS_RERANK_MODEL"):

@@ -9,12 +9,12 @@ results; it does not change their confidence.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Mapping
 
 from nexus_assets.core.citations import (
     CCC_THRESHOLD,
@@ -179,9 +179,10 @@ def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
 
 def ask(
     db_path: str | Path, question: str, topics: list[str] | None = None, *, user: str, agent: str, k: int = 8,
-    env: dict | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict:
-    env = dict(os.environ if env is None else env)
+    """`env`: the settings by variable (`Settings.as_env()`); none: no endpoint, no reranker."""
+    env = dict(env or {})
     recalled = recall(db_path, question, topics, k=k, env=env)
     bricks = recalled["results"]
     allowed = [b["brick_id"] for b in bricks]

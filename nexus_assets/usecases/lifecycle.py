@@ -49,10 +49,11 @@ class TopicFileError(LifecycleError):
     """A topic file may not be recorded as it stands (its identity changed, or it claims a seal)."""
 
 
-def user_actor(how: str) -> str:
-    """Who did it and through what, for `topic_transitions`: e.g. "alice (nexus activate)"."""
+def user_actor(how: str, user: str | None = None) -> str:
+    """Who did it and through what, for `topic_transitions`: e.g. "alice (nexus activate)".
+    `user`: $USER as the shell's settings give it (`settings.user()`), else the login name."""
     try:
-        user = os.environ.get("USER") or getpass.getuser()
+        user = user or getpass.getuser()
     except (KeyError, OSError):
         user = "unknown user"
     return f"{user} ({how})"

@@ -1,0 +1,221 @@
+"""Every setting Nexus reads from the environment, with its default: the one place that reads it
+(DESIGN §11). The shells — a `nexus` command, Dagster's definitions and resources, the viewer —
+make a `Settings` when they act and pass its values down; nothing else in `nexus_assets` reads
+`os.environ` (test_settings). A fresh `Settings` reads the environment afresh: nothing is cached.
+
+`Settings` is a pydantic-settings model, built on first use: importing pydantic costs a read
+command more than the rest of its start-up, and `nexus topics` never loads it (test_fast_reads).
+What every command needs before it knows what it runs (the vault, the folders, the extractor)
+is `Basics`, read with the standard library; `test_settings` checks the two agree.
+
+Values a command parses only when it uses them (the LLM's numbers, the input limits, the token
+budget) are kept as the environment gives them, as text, and parsed where they are used, with
+the messages a bad value has always had: a bad NEXUS_LLM_RPM fails a sync with the openai
+extractor (exit 2, one line), never `nexus topics` or an embedded sync.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
+DEFAULT_DB = "data/nexus.duckdb"
+DEFAULT_RUNS_DIR = "data/runs"
+DEFAULT_TOPICS_DIR = "data/topics"
+DEFAULT_EXTRACTOR = "embedded"
+DEFAULT_VAULT_MEMORY = "512MB"
+DEFAULT_VIEWER_URL = "http://127.0.0.1:8765"
+
+# Input limits (invariant 12): variable -> default. Parsed by `limit_values`.
+LIMIT_DEFAULTS: dict[str, int] = {
+    "NEXUS_MAX_RUN_FILE_BYTES": 32 * 1024 * 1024,
+    "NEXUS_MAX_JSON_DEPTH": 64,
+    "NEXUS_MAX_NODE_CHARS": 32_000_000,
+    "NEXUS_MAX_ZIP_INFLATED_BYTES": 2 * 1024**3,
+    "NEXUS_MAX_ZIP_RATIO": 200,
+    "NEXUS_MAX_CONVERSATIONS_PER_FILE": 200_000,
+    "NEXUS_MAX_ERRORS_PER_FILE": 100,
+}
+
+# Variables that only SET something for a third-party library, never read as our configuration:
+# recall/embedder.py (HF_HUB_OFFLINE, TOKENIZERS_PARALLELISM, HF_HUB_DISABLE_PROGRESS_BARS,
+# TRANSFORMERS_VERBOSITY), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
+# cli/sync.py and usecases/forgetting.py set for Dagster's own `DagsterInstance.get()`.
+WRITTEN_FOR_LIBRARIES = (
+    "HF_HUB_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+    "HF_HUB_DISABLE_PROGRESS_BARS",
+    "TRANSFORMERS_VERBOSITY",
+    "PYDANTIC_DISABLE_PLUGINS",
+    "DAGSTER_HOME",
+)
+
+
+class SettingsError(ValueError):
+    """A setting's value is not usable; the message names the variable and its value."""
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+class Basics(NamedTuple):
+    """What every `nexus` command needs before it knows what it runs; standard library only."""
+
+    db: str
+    runs_dir: str | None  # None: the vault's recorded folder, else DEFAULT_RUNS_DIR
+    topics_dir: str | None
+    extractor: str
+    open_after: str | None
+    vault_memory: str | None  # None: DEFAULT_VAULT_MEMORY
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Basics:
+        env = _environ(environ)
+        return cls(
+            db=env.get("NEXUS_DB", DEFAULT_DB),
+            runs_dir=env.get("NEXUS_RUNS_DIR") or None,
+            topics_dir=env.get("NEXUS_TOPICS_DIR") or None,
+            extractor=env.get("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR),
+            open_after=env.get("NEXUS_OPEN_AFTER"),
+            vault_memory=env.get("NEXUS_VAULT_MEMORY") or None,
+        )
+
+
+def user(environ: Mapping[str, str] | None = None) -> str | None:
+    """$USER, for audit rows and topic transitions (None: unset; the caller asks for the login name)."""
+    return _environ(environ).get("USER") or None
+
+
+def kill_forget_at(environ: Mapping[str, str] | None = None) -> str | None:
+    """Test hook: the named point at which `nexus forget` kills itself (NEXUS_TEST_KILL_FORGET_AT)."""
+    return _environ(environ).get("NEXUS_TEST_KILL_FORGET_AT")
+
+
+def dagster_home(environ: Mapping[str, str] | None = None) -> str | None:
+    """$DAGSTER_HOME as the user set it (None: unset or empty)."""
+    return _environ(environ).get("DAGSTER_HOME") or None
+
+
+def prefixed(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """Every NEXUS_* and OPENAI_* variable as set, sorted: part of what a sync compares to skip
+    work when nothing changed (any of them may change what a sync produces)."""
+    return sorted((k, v) for k, v in _environ(environ).items() if k.startswith(("NEXUS_", "OPENAI_")))
+
+
+def _define() -> type[BaseSettings]:
+    from pydantic import AliasChoices, Field
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    def env(name: str, default: Any = None, description: str = "") -> Any:
+        return Field(default, validation_alias=AliasChoices(name), description=description)
+
+    class Settings(BaseSettings):
+        """Every setting, by its variable; the default where the variable is unset."""
+
+        model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True, populate_by_name=False)
+
+        # The vault and its inputs.
+        db: str = env("NEXUS_DB", DEFAULT_DB, "the vault")
+        runs_dir: str | None = env("NEXUS_RUNS_DIR", None, f"run files (unset: the vault's recorded folder, else {DEFAULT_RUNS_DIR})")
+        topics_dir: str | None = env("NEXUS_TOPICS_DIR", None, f"topic files (unset: the vault's recorded folder, else {DEFAULT_TOPICS_DIR})")
+        extractor: str = env("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai")
+        open_after: str | None = env("NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN")
+        vault_memory: str | None = env("NEXUS_VAULT_MEMORY", None, f"DuckDB's memory for the vault (unset: {DEFAULT_VAULT_MEMORY})")
+        viewer_url: str = env("NEXUS_VIEWER_URL", DEFAULT_VIEWER_URL, "where the trace viewer's pages are linked")
+        dagster_home: str | None = env("DAGSTER_HOME", None, "Dagster's instance (unset: dagster_home/ beside the vault, if any)")
+        user: str | None = env("USER", None, "who asks, for audit rows (unset: the login name)")
+        test_kill_forget_at: str | None = env("NEXUS_TEST_KILL_FORGET_AT", None, "tests only: where forget kills itself")
+
+        # Input limits, as text: parsed by `limits()`.
+        max_run_file_bytes: str = env("NEXUS_MAX_RUN_FILE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_RUN_FILE_BYTES"]))
+        max_json_depth: str = env("NEXUS_MAX_JSON_DEPTH", str(LIMIT_DEFAULTS["NEXUS_MAX_JSON_DEPTH"]))
+        max_node_chars: str = env("NEXUS_MAX_NODE_CHARS", str(LIMIT_DEFAULTS["NEXUS_MAX_NODE_CHARS"]))
+        max_zip_inflated_bytes: str = env("NEXUS_MAX_ZIP_INFLATED_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_ZIP_INFLATED_BYTES"]))
+        max_zip_ratio: str = env("NEXUS_MAX_ZIP_RATIO", str(LIMIT_DEFAULTS["NEXUS_MAX_ZIP_RATIO"]))
+        max_conversations_per_file: str = env(
+            "NEXUS_MAX_CONVERSATIONS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_CONVERSATIONS_PER_FILE"])
+        )
+        max_errors_per_file: str = env("NEXUS_MAX_ERRORS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_ERRORS_PER_FILE"]))
+
+        # The LLM endpoint, as text: parsed by LLMConfig.from_env and token_budget_from_env (their messages).
+        openai_base_url: str | None = env("OPENAI_BASE_URL")
+        openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"), repr=False)
+        llm_model: str | None = env("NEXUS_LLM_MODEL")
+        llm_token_budget: str = env("NEXUS_LLM_TOKEN_BUDGET", "3000", "source tokens per request")
+        llm_concurrency: str = env("NEXUS_LLM_CONCURRENCY", "8")
+        llm_timeout: str = env("NEXUS_LLM_TIMEOUT", "120")
+        llm_max_reply_bytes: str = env("NEXUS_LLM_MAX_REPLY_BYTES", "1000000")
+        llm_rpm: str | None = env("NEXUS_LLM_RPM")
+        llm_tpm: str | None = env("NEXUS_LLM_TPM")
+        llm_max_cost: str | None = env("NEXUS_LLM_MAX_COST")
+        price_in_per_mtok: str | None = env("NEXUS_PRICE_IN_PER_MTOK")
+        price_out_per_mtok: str | None = env("NEXUS_PRICE_OUT_PER_MTOK")
+        llm_batch_poll: str = env("NEXUS_LLM_BATCH_POLL", "30")
+        llm_batch_wait: str = env("NEXUS_LLM_BATCH_WAIT", "86400")
+
+        # Recall, reranking and grounded answers.
+        rerank_base_url: str | None = env("NEXUS_RERANK_BASE_URL")
+        rerank_model: str | None = env("NEXUS_RERANK_MODEL")
+        rerank_api_key: str | None = Field(None, validation_alias=AliasChoices("NEXUS_RERANK_API_KEY"), repr=False)
+        cross_encoder: str | None = env("NEXUS_CROSS_ENCODER")
+        ask_endpoints: str | None = env("NEXUS_ASK_ENDPOINTS")
+
+        @classmethod
+        def variable(cls, field: str) -> str:
+            return cls.model_fields[field].validation_alias.choices[0]  # type: ignore[union-attr]
+
+        def as_env(self) -> dict[str, str]:
+            """The settings by variable, those without a value left out: what the functions that
+            take an environment-shaped mapping (LLMConfig.from_env, rerank, ask) are given."""
+            return {self.variable(f): v for f, v in self if v is not None}
+
+        @property
+        def basics(self) -> Basics:
+            return Basics(self.db, self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None)
+
+        def limits(self) -> dict[str, int]:
+            """The input limits by variable; ValueError naming the variable for one that is not a
+            whole number; 0 or less means the default."""
+            return limit_values(self.as_env())
+
+        def current_user(self) -> str:
+            return self.user or getpass.getuser()
+
+    return Settings
+
+
+def limit_values(env: Mapping[str, str]) -> dict[str, int]:
+    out = {}
+    for name, default in LIMIT_DEFAULTS.items():
+        value = env.get(name, "").strip()
+        if not value:
+            out[name] = default
+            continue
+        try:
+            parsed = int(value)
+        except ValueError:
+            raise ValueError(f"{name}={value!r} is not a whole number") from None
+        out[name] = parsed if parsed > 0 else default
+    return out
+
+
+def load(environ: Mapping[str, str] | None = None) -> Any:
+    """A `Settings` read from the environment now (or from `environ`, for tests)."""
+    cls = __getattr__("Settings")
+    if environ is None:
+        return cls()
+    # pydantic-settings reads os.environ; a given mapping is validated as the environment would be.
+    return cls.model_validate(dict(environ))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Settings":
+        cls = globals().get("_Settings") or _define()
+        globals()["_Settings"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
