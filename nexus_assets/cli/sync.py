@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+from nexus_assets import settings
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder, storage_failure
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
@@ -63,13 +64,13 @@ def dagster_instance(db: str | Path, topics: list[str]):
     set-up, so it happens under a file lock."""
     from dagster import DagsterInstance  # only when a sync really runs the graph
 
-    home = project_dagster_home(db)
+    home = project_dagster_home(db, settings.dagster_home())
     if home is None:
         instance = DagsterInstance.ephemeral()
         instance.add_dynamic_partitions("topics", topics)
         return instance
     home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ["DAGSTER_HOME"] = str(home)  # for Dagster's DagsterInstance.get(): a write, not a read of our settings
     with open(home / ".nexus-setup.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -276,8 +277,9 @@ def _llm_options(args: argparse.Namespace) -> dict:
 
     overrides = {k: v for k, v in {"max_cost_usd": args.max_cost, "concurrency": args.parallel}.items() if v is not None}
     try:
-        token_budget_from_env()
-        config = LLMConfig.from_env(**overrides)
+        env = settings.load().as_env()
+        token_budget_from_env(env)
+        config = LLMConfig.from_env(env, **overrides)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if config.max_cost_usd is not None and (config.price_in_per_mtok is None or config.price_out_per_mtok is None):
@@ -317,7 +319,7 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         "gold": {t: [str(g), file_stat(g)] for t in sorted(defined) if (g := _gold_file(defined[t], Path(args.topics_dir)))},
         "selected": sorted(selected),
         "extractor": [args.extractor, bool(args.replay_only), args.open_after, bool(args.batch)],
-        "settings": sorted((k, v) for k, v in os.environ.items() if k.startswith(("NEXUS_", "OPENAI_"))),
+        "settings": settings.prefixed(),
         "release": [release, LATEST],
     }
 

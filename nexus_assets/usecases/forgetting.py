@@ -28,6 +28,7 @@ from pathlib import Path
 from nexus_assets.core.manifest import tombstone_manifest
 from nexus_assets.core.models import Tombstone
 from nexus_assets.core.sentences import sentences
+from nexus_assets import settings
 from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.usecases.compiler import resolve_phase
 from nexus_assets.usecases.search import forget_index, index_dir
@@ -152,7 +153,7 @@ def pending_erasure(vault: Vault, db_path: str | Path) -> dict | None:
 
 def _crash_point(name: str) -> None:
     # Tests stop a forget with a real SIGKILL at a named point, to prove a re-run finishes it.
-    if os.environ.get("NEXUS_TEST_KILL_FORGET_AT") == name:
+    if settings.kill_forget_at() == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -255,6 +256,7 @@ def _clean_dagster(home: Path, topics: list[str], pieces: list[str]) -> dict:
         return removed
     from dagster import DagsterInstance, RunsFilter
 
+    # Set for Dagster's DagsterInstance.get() and put back after: a write, not a read of our settings.
     previous = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = str(home)
     try:
@@ -380,7 +382,7 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
     forget_index(db)
     for topic_id in topics:
         shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)
-    home = project_dagster_home(db)
+    home = project_dagster_home(db, settings.dagster_home())
     dagster = (
         _clean_dagster(home, topics, pieces)
         if home is not None
