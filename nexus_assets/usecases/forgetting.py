@@ -187,7 +187,7 @@ def _needles(piece: str) -> list[bytes]:
 def _runs_quoting(instance, needles: list[list[bytes]], skip: set[str]) -> set[str]:
     """Runs outside the affected topics whose event log still quotes a piece (an ingest run's
     error table, say): they go too."""
-    from dagster._serdes import serialize_value
+    import dagster as dg
 
     found: set[str] = set()
     if not needles:
@@ -196,58 +196,43 @@ def _runs_quoting(instance, needles: list[list[bytes]], skip: set[str]) -> set[s
         if run_id in skip:
             continue
         for entry in instance.all_logs(run_id):
-            data = serialize_value(entry).encode("utf-8")
+            data = dg.serialize_value(entry).encode("utf-8")
             if any(n in data for forms in needles for n in forms):
                 found.add(run_id)
                 break
     return found
 
 
-def _forget_cached_events(instance) -> int:
+def _forget_cached_events(instance, tombstone_id: str) -> int:
     """Dagster keeps copies of events outside their runs, which `delete_run` leaves behind: each asset
-    key caches its latest materialization (metadata previews and all) and status, and check results
-    are rows of their own. Recompute the first from the events that remain, drop the status cache
-    (rebuilt on read) and the check results of runs that no longer exist."""
-    from dagster import AssetRecordsFilter
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, AssetKeyTable
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-    from dagster._core.storage.sqlalchemy_compat import db_select
-    from dagster._serdes import serialize_value
+    key caches its latest materialization (metadata previews and all) and its partition status.
+    Dagster has no public call that recomputes the first, so a key whose cached materialization came
+    from a deleted run gets a newer one, runless, for the same partition, that names the tombstone and
+    quotes nothing; the status cache is dropped (rebuilt on read). Check results of deleted runs stay
+    (no public call deletes them): checks quote ids, paths and counts, never text (defs/checks.py)."""
+    import dagster as dg
 
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqlEventLogStorage):
-        return 0
-
-    def gone(run_id: str | None) -> bool:
-        # A runless event ("" run id) has no run to lose.
-        return bool(run_id) and not instance.has_run(run_id)
-
-    changed = 0
+    replaced = 0
     records = instance.get_asset_records()
     for record in records:
-        entry = record.asset_entry
-        last = entry.last_materialization_record
-        if not gone(last.run_id if last else None) and not gone(entry.last_run_id):
+        last = record.asset_entry.last_materialization_record
+        # A runless event ("" run id) has no run to lose.
+        if last is None or not last.run_id or instance.has_run(last.run_id):
             continue
-        kept = instance.fetch_materializations(AssetRecordsFilter(asset_key=entry.asset_key), limit=1).records
-        with storage.index_connection() as conn:
-            conn.execute(
-                AssetKeyTable.update()
-                .where(AssetKeyTable.c.asset_key == entry.asset_key.to_string())
-                .values(last_materialization=serialize_value(kept[0]) if kept else None, last_run_id=kept[0].run_id if kept else None)
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=record.asset_entry.asset_key,
+                partition=last.partition_key,
+                description="nexus forget deleted the Dagster runs that materialized this; the vault holds what remains",
+                metadata={"forgotten_by_tombstone": tombstone_id},
             )
-        changed += 1
+        )
+        replaced += 1
     instance.wipe_asset_cached_status([r.asset_entry.asset_key for r in records])
-    if storage.has_table(AssetCheckExecutionsTable.name):
-        with storage.index_connection() as conn:
-            run_ids = {r for (r,) in conn.execute(db_select([AssetCheckExecutionsTable.c.run_id]).distinct())}
-            orphaned = sorted(r for r in run_ids if gone(r))
-            if orphaned:
-                changed += conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(orphaned))).rowcount
-    return changed
+    return replaced
 
 
-def _clean_dagster(home: Path, topics: list[str], pieces: list[str]) -> dict:
+def _clean_dagster(home: Path, topics: list[str], pieces: list[str], tombstone_id: str) -> dict:
     """Delete the Dagster runs of the affected topics and any other run quoting the text (their event
     logs hold metadata previews and logs), their pickled outputs and compute logs, the copies Dagster
     keeps of their events outside the runs, then vacuum Dagster's SQLite files."""
@@ -270,7 +255,7 @@ def _clean_dagster(home: Path, topics: list[str], pieces: list[str]) -> dict:
                         shutil.rmtree(leftover, ignore_errors=True)
                         removed["dagster_files"] += 1
             removed["dagster_runs"] = len(runs)
-            removed["dagster_cached_records"] = _forget_cached_events(instance)
+            removed["dagster_cached_records"] = _forget_cached_events(instance, tombstone_id)
     finally:
         if previous is None:
             os.environ.pop("DAGSTER_HOME", None)
@@ -384,7 +369,7 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
         shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)
     home = project_dagster_home(db, settings.dagster_home())
     dagster = (
-        _clean_dagster(home, topics, pieces)
+        _clean_dagster(home, topics, pieces, journal["tombstone_id"])
         if home is not None
         else {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
     )
