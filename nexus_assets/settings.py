@@ -16,7 +16,6 @@ extractor (exit 2, one line), never `nexus topics` or an embedded sync.
 
 from __future__ import annotations
 
-import getpass
 import os
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
@@ -184,6 +183,7 @@ def _define() -> type[BaseSettings]:
             return limit_values(self.as_env())
 
         def current_user(self) -> str:
+            import getpass  # only when $USER is unset
             return self.user or getpass.getuser()
 
     return Settings
