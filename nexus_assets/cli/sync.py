@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nexus_assets import settings
@@ -48,12 +49,6 @@ class _SignalLog:
         os.close(self._write)
 
 
-def drop_outputs(result) -> None:
-    captured = getattr(result, "_output_capture", None)
-    if isinstance(captured, dict):
-        captured.clear()
-
-
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -84,7 +79,45 @@ def dagster_instance(db: str | Path, topics: list[str]):
     return instance
 
 
+@dataclass
+class _Request:
+    """A sync's checked inputs: the folders, the topic files read, and the topics to compile."""
+
+    topics_dir: Path
+    runs_dir: Path
+    llm: dict
+    files: list
+    defined: dict
+    selected: list[str]
+
+
+@dataclass
+class _Outcome:
+    """What the Dagster runs of one sync leave to report, read from their public results."""
+
+    results: list[dict] = field(default_factory=list)
+    ingest_ok: bool = True
+    ingest_run_id: str | None = None
+    ingest_errors: list[str] = field(default_factory=list)
+    failed: bool = False
+    interrupted: bool = False
+    not_extracted: dict[str, int] = field(default_factory=dict)
+    cost_stop: bool = False
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
+    request = _check_inputs(args)
+    inputs, unchanged = _record_inputs(args, request)
+    if unchanged:
+        return _report_unchanged(args, request.selected)
+    outcome = _run_jobs(args, request)
+    if outcome.interrupted:
+        return _report_interrupted(outcome)
+    return _report(args, outcome, inputs)
+
+
+def _check_inputs(args: argparse.Namespace) -> _Request:
+    """The folders, options and topic files, checked before anything is written (exit 2 on a problem)."""
     topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     llm = _llm_options(args)
@@ -112,103 +145,67 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"not compiled (not ACTIVE): {', '.join(skipped)}", file=sys.stderr)
     if not selected:
         raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync")
+    return _Request(topics_dir, runs_dir, llm, files, defined, selected)
 
-    # Every topic file is recorded, so `nexus topics` shows DRAFT ones too; only compiled ones sync.
+
+def _record_inputs(args: argparse.Namespace, request: _Request) -> tuple[dict, bool]:
+    """Record every topic file (so `nexus topics` shows DRAFT ones too; only compiled ones sync) and
+    the sources; return this sync's inputs and whether the last clean sync saw exactly them."""
     with open_vault(args, write=True, create=True) as vault:
         try:
-            record_topic_files(vault, files)
+            record_topic_files(vault, request.files)
         except TopicFileError as exc:
             raise UsageError(f"{exc}. Nothing was compiled.") from None
-        vault.record_sources(runs_dir=runs_dir, topics_dir=topics_dir)
-        inputs = sync_inputs(args, runs_dir, defined, selected)
+        vault.record_sources(runs_dir=request.runs_dir, topics_dir=request.topics_dir)
+        inputs = sync_inputs(args, request.runs_dir, request.defined, request.selected)
         unchanged = vault.last_clean_sync() == sha256_hex(canonical_json([inputs, vault.change_marks()]))
-    if unchanged:
-        return _report_unchanged(args, selected)
+    return inputs, unchanged
 
+
+# Each failed step is reported in one line; Dagster's own log would add its traceback.
+_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def _run_jobs(args: argparse.Namespace, request: _Request) -> _Outcome:
+    """The jobs the UI and the schedule run (defs/jobs.py): `ingest_run_files` once for every topic,
+    then `compile_topic` per topic partition, each in process on the project's Dagster instance."""
     from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
 
     defs = build_defs(
         db_path=args.db,
-        runs_dir=str(runs_dir),
-        topics_dir=str(topics_dir),
+        runs_dir=str(request.runs_dir),
+        topics_dir=str(request.topics_dir),
         extractor=args.extractor,
         replay_only=args.replay_only,
         open_after=args.open_after,
         progress=not args.json,
-        llm=llm,
+        llm=request.llm,
     )
-    job = defs.resolve_job_def("compile_topic")
-    instance = dagster_instance(args.db, selected)
-    # Each failed step is reported below in one line; Dagster's own log would add its traceback.
-    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-
-    results, failed, interrupted, incomplete = [], False, False, False
-    not_extracted: dict[str, int] = {}
-    cost_stop = False
+    ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
+    instance = dagster_instance(args.db, request.selected)
+    outcome = _Outcome()
     # Dagster turns Ctrl-C/SIGTERM during a step into a failed step and returns; between steps
     # they raise here. Either way the whole sync stops: the next topic would hang on the same file.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
     # Dagster swaps in its own handlers while a job runs, and a step may report the interrupt
     # as any error; the wakeup fd records every signal whatever handler took it.
     signals = _SignalLog() if _main_thread() else None
-
-    def stopped(result) -> bool:
-        failures = [e.event_specific_data.error for e in result.all_events if e.is_step_failure and e.event_specific_data and e.event_specific_data.error]
-        return bool(signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures)
-
     try:
-        # Run files are ingested once for every topic; each topic then compiles from the vault.
-        if not args.json:
-            print(f"ingesting {runs_dir}", file=sys.stderr, flush=True)
-        ingested = defs.resolve_job_def("ingest_run_files").execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
-        interrupted = stopped(ingested)
-        if problem := storage_failure(args.db, ingested):
-            raise problem
-        ingest_errors = step_errors(ingested)
-        for n, topic_id in enumerate([] if interrupted else selected, 1):
-            if not ingested.success:
-                results.append({"topic_id": topic_id, "success": False, "dagster_run_id": ingested.run_id, "checks": {}, "errors": ingest_errors})
-                failed = True
+        _ingest(args, request, ingest_job, instance, outcome, signals)
+        for n, topic_id in enumerate([] if outcome.interrupted else request.selected, 1):
+            if not outcome.ingest_ok:
+                outcome.results.append(
+                    {"topic_id": topic_id, "success": False, "dagster_run_id": outcome.ingest_run_id,
+                     "checks": {}, "errors": outcome.ingest_errors}
+                )
+                outcome.failed = True
                 continue
             if not args.json:
-                print(f"[{n}/{len(selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
-            result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=quiet)
-            if problem := storage_failure(args.db, result):
-                raise problem  # the next topic would fail the same way: one line, exit 2
-            checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-            errors = step_errors(result)
-            ok = result.success and all(checks.values())
-            failed |= not ok
-            # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
-            unextracted = sum(
-                m.metadata["runs_incomplete"].value
-                for m in result.asset_materializations_for_node("pointer_extractions")
-                if m.metadata.get("runs_incomplete") is not None
-            )
-            incomplete |= bool(unextracted)
-            if unextracted:
-                not_extracted[topic_id] = unextracted
-            cost_stop |= any(
-                m.metadata.get("llm_stopped_by_cost") is not None and m.metadata["llm_stopped_by_cost"].value
-                for m in result.asset_materializations_for_node("pointer_extractions")
-            )
-            results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
-            if stopped(result):
-                interrupted = True
+                print(f"[{n}/{len(request.selected)}] syncing {topic_id}", file=sys.stderr, flush=True)
+            if not _compile_topic(args, compile_job, instance, topic_id, outcome, signals):
                 break
-            # The in-process result captures every output of the topic's run, and Dagster keeps that
-            # capture reachable from its last step context after the run. The outputs are small now
-            # (resolved bricks wait in the vault's stage); emptying it keeps any future one from
-            # living on while the next topic compiles.
-            drop_outputs(result)
-            del result
-            for err in errors:
-                print(f"error: {topic_id}: {err}", file=sys.stderr)
-            for name, passed in checks.items():
-                if not passed:
-                    print(f"check failed: {topic_id}: {name}", file=sys.stderr)
     except KeyboardInterrupt:
-        interrupted = True
+        outcome.interrupted = True
     finally:
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
@@ -216,15 +213,67 @@ def cmd_sync(args: argparse.Namespace) -> int:
             signals.close()
         # An ephemeral instance (a vault outside the project) owns a temporary directory.
         instance.dispose()
-    if interrupted:
-        done = [r["topic_id"] for r in results if r["success"]]
-        print(
-            f"nexus: interrupted; the sync stopped{' after ' + ', '.join(done) if done else ''}. "
-            "What was committed is kept; run `nexus sync` again to finish.",
-            file=sys.stderr,
-        )
-        return INTERRUPTED
+    return outcome
 
+
+def _ingest(args: argparse.Namespace, request: _Request, job, instance, outcome: _Outcome, signals: _SignalLog | None) -> None:
+    """Run files are ingested once for every topic; each topic then compiles from the vault."""
+    if not args.json:
+        print(f"ingesting {request.runs_dir}", file=sys.stderr, flush=True)
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=_QUIET)
+    outcome.interrupted = _stopped(result, signals)
+    if problem := storage_failure(args.db, result):
+        raise problem
+    outcome.ingest_ok = result.success
+    outcome.ingest_run_id = result.run_id
+    outcome.ingest_errors = step_errors(result)
+
+
+def _compile_topic(args: argparse.Namespace, job, instance, topic_id: str, outcome: _Outcome, signals: _SignalLog | None) -> bool:
+    """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
+    result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET)
+    if problem := storage_failure(args.db, result):
+        raise problem  # the next topic would fail the same way: one line, exit 2
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    errors = step_errors(result)
+    outcome.failed |= not (result.success and all(checks.values()))
+    # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
+    extractions = [m.metadata for m in result.asset_materializations_for_node("pointer_extractions")]
+    unextracted = sum(m["runs_incomplete"].value for m in extractions if m.get("runs_incomplete") is not None)
+    if unextracted:
+        outcome.not_extracted[topic_id] = unextracted
+    outcome.cost_stop |= any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions)
+    outcome.results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
+    if _stopped(result, signals):
+        outcome.interrupted = True
+        return False
+    for err in errors:
+        print(f"error: {topic_id}: {err}", file=sys.stderr)
+    for name, passed in checks.items():
+        if not passed:
+            print(f"check failed: {topic_id}: {name}", file=sys.stderr)
+    return True
+
+
+def _stopped(result, signals: _SignalLog | None) -> bool:
+    """Whether Ctrl-C/SIGTERM arrived during the run, noted by the wakeup fd or reported by a step."""
+    failures = [e.event_specific_data.error for e in result.all_events if e.is_step_failure and e.event_specific_data and e.event_specific_data.error]
+    return bool(signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures)
+
+
+def _report_interrupted(outcome: _Outcome) -> int:
+    done = [r["topic_id"] for r in outcome.results if r["success"]]
+    print(
+        f"nexus: interrupted; the sync stopped{' after ' + ', '.join(done) if done else ''}. "
+        "What was committed is kept; run `nexus sync` again to finish.",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
+
+
+def _report(args: argparse.Namespace, outcome: _Outcome, inputs: dict) -> int:
+    """One line per topic (or the --json results), read back from the vault the runs left."""
+    results = outcome.results
     # Read-write: DuckDB refuses a read-only handle in a process that just wrote the same file.
     with open_vault(args, write=True) as vault:
         counts = vault.brick_counts()
@@ -237,28 +286,28 @@ def cmd_sync(args: argparse.Namespace) -> int:
     for r in results:
         status = "ok" if r["success"] and all(r["checks"].values()) else "FAILED"
         by_state = ", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "no bricks"
-        missing = not_extracted.get(r["topic_id"])
+        missing = outcome.not_extracted.get(r["topic_id"])
         unasked = f"; {missing} runs not extracted (failed LLM calls, asked again next sync)" if missing else ""
         lines.append(f"{r['topic_id']}: {status}; {by_state}; manifest {(r['manifest_hash'] or '-')[:16]}{unasked}")
-    if not ingested.success:
+    if not outcome.ingest_ok:
         lines.append("nothing was compiled: ingesting the run files failed")
-        for err in ingest_errors:
+        for err in outcome.ingest_errors:
             print(f"error: {err}", file=sys.stderr)
     if errors_total:
         lines.append(f"{errors_total} ingestion errors recorded; see `nexus errors`")
-    if cost_stop:
+    if outcome.cost_stop:
         lines.append(
             "stopped sending at the cost ceiling (--max-cost / NEXUS_LLM_MAX_COST); what was answered is kept: "
             "run `nexus sync` again (with a higher ceiling) to continue from there"
         )
-    if not failed and not incomplete:
+    if not outcome.failed and not outcome.not_extracted:
         # The next sync with exactly these inputs has nothing to do (see `sync_fingerprint`).
         # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
         # vault as this sync left it (any later command that changes it makes the next one run).
         with open_vault(args, write=True) as vault:
             vault.record_clean_sync(sha256_hex(canonical_json([inputs, vault.change_marks()])))
     emit(args, results, "\n".join(lines))
-    return 1 if failed else 0
+    return 1 if outcome.failed else 0
 
 
 def _llm_options(args: argparse.Namespace) -> dict:
