@@ -4,9 +4,9 @@
 `forget` deletes every row holding the source's text, re-resolves each affected topic and
 records a tombstone manifest in its chain (a sealed topic's chain too: the one exception to FINAL
 immutability), keeps the source out of later syncs, rewrites the vault file so freed blocks do
-not keep the text, clears Dagster's copies (run records, event logs with metadata previews, the
-latest materialization each asset key caches, check results, pickled outputs) and the search
-index, and ends by searching every byte it cleaned for the text.
+not keep the text, clears Dagster's copies through its public API (run records, event logs with
+metadata previews, the latest materialization each asset key caches, pickled outputs; check
+results quote no text) and the search index, and ends by searching every byte it cleaned for the text.
 
 Everything after the commit is resumable: before it, a journal beside the vault records what the
 physical erasure needs (the pieces of text to look for among them); a re-run, or `nexus forget`
