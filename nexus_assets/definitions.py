@@ -19,6 +19,7 @@ from nexus_assets.defs.lifecycle import seal_topic
 from nexus_assets.defs.recall import brick_embeddings, vector_index, vector_index_in_step
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
+from nexus_assets.settings import apply as apply_settings
 from nexus_assets.settings import DEFAULT_DB, DEFAULT_RUNS_DIR, DEFAULT_TOPICS_DIR, Basics  # noqa: F401 (DEFAULT_DB: imported from here)
 from nexus_assets.defs.sensors import nexus_files_sensor
 
@@ -40,6 +41,7 @@ def build_resources(
     llm: dict | None = None,
 ) -> dict:
     """Resources from arguments, else the settings (NEXUS_* environment variables), else the shipped defaults."""
+    apply_settings()  # Dagster's shell: the UI, the schedule and the CLI's runs all pass here
     basics = Basics.from_env()
     settings = NexusSettings(
         runs_dir=runs_dir or basics.runs_dir or DEFAULT_RUNS_DIR,

@@ -106,6 +106,21 @@ def prefixed(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     return sorted((k, v) for k, v in _environ(environ).items() if k.startswith(("NEXUS_", "OPENAI_")))
 
 
+def apply(environ: Mapping[str, str] | None = None) -> None:
+    """Hand the settings that deep code needs to the modules that use them: the input limits to the
+    pure core, NEXUS_VAULT_MEMORY to every vault connection, NEXUS_VIEWER_URL to the links in
+    Dagster metadata. The shells call it when they act (each `nexus` command, each set of Dagster
+    resources), so a later change of the environment is seen by the next command or run."""
+    from nexus_assets.core.formats import limits
+    from nexus_assets.vault import catalog
+    from nexus_assets.web import links
+
+    env = _environ(environ)
+    limits.configure({k: env.get(k, "") for k in LIMIT_DEFAULTS})
+    catalog.configure(env.get("NEXUS_VAULT_MEMORY") or None)
+    links.configure(env.get("NEXUS_VIEWER_URL") or None)
+
+
 def _define() -> type[BaseSettings]:
     from pydantic import AliasChoices, Field
     from pydantic_settings import BaseSettings, SettingsConfigDict

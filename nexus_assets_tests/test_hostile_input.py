@@ -295,7 +295,9 @@ def test_zip_members_that_inflate_past_the_limits_are_refused(empty_project: Pro
 OOM_READER = """
 import json, resource, sys
 from pathlib import Path
+from nexus_assets import settings
 from nexus_assets.runfiles import iter_run_file
+settings.apply()  # the limits as set for this process, as a command hands them over
 # The cap is set after imports: what is left is too little for the big file, plenty for the small.
 size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
 cap = size + 96 * 1024 * 1024

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from nexus_assets import settings
 from nexus_assets.core.formats.chatgpt import CONTENT_TYPES, chatgpt_run
 from nexus_assets.core.formats.claude import claude_run
 from nexus_assets.core.formats.exports import ConversationProblem, iter_export
@@ -524,6 +525,7 @@ def test_a_cut_that_changes_what_the_reader_sees_is_still_reported_as_too_deep(t
     # At 6 levels, the object part of a multimodal message is what crosses the limit; what the
     # reader would find in its place must never be stored as the conversation's text.
     monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "6")
+    settings.apply()  # as a command would, before it reads
     spoken = {"content_type": "audio_transcription", "text": "Spoken.", "direction": "in"}
     multimodal = gpt_message("user", {"content_type": "multimodal_text", "parts": [spoken, "Typed."]})
     path = export_of(
@@ -539,6 +541,7 @@ def test_a_cut_that_changes_what_the_reader_sees_is_still_reported_as_too_deep(t
     assert [(e.conversation, e.problem) for e in errors] == [("g-cut", TOO_DEEP.replace("64", "6"))]
     # At 1 level every conversation's body is cut, and the reader would call it the wrong shape.
     monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "1")
+    settings.apply()
     runs, errors = read_export(path)
     assert runs == []
     assert [(e.conversation, e.problem) for e in errors] == [(c, TOO_DEEP.replace("64", "1")) for c in ("g-0", "g-cut", "g-2")]

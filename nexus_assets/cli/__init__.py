@@ -20,6 +20,7 @@ from typing import Sequence
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
+from nexus_assets import settings
 from nexus_assets.settings import Basics
 from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError, VaultUnusable, storage_problem
 from nexus_assets.vault.migrations import VaultTooNew
@@ -218,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     basics = Basics.from_env()  # read afresh by every command: nothing is cached between them
     args = build_parser(basics).parse_args(argv)
+    settings.apply()  # the limits, vault memory and viewer address, as set for this command
     module, function = args.handler.split(":")
     command = getattr(importlib.import_module(f"nexus_assets.cli.{module}"), function)
     try:

@@ -5,7 +5,6 @@ builds on it."""
 from __future__ import annotations
 
 import contextlib
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Self
@@ -14,6 +13,15 @@ import duckdb
 
 from nexus_assets.vault.connection import DEFAULT_MEMORY, VaultConfigError, connect, writer_intent
 from nexus_assets.vault.migrations import pending, upgrade
+
+# NEXUS_VAULT_MEMORY as the shell handed it over (`configure`); None: DuckDB gets DEFAULT_MEMORY.
+_memory: str | None = None
+
+
+def configure(memory: str | None) -> None:
+    """Set the memory every vault connection may use (the shell calls this from `nexus_assets.settings`)."""
+    global _memory
+    _memory = memory or None
 
 
 class Catalog:
@@ -26,9 +34,9 @@ class Catalog:
         # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
         # spills large sorts and joins to disk instead, so a sync of a big export stays small.
         try:
-            conn.execute(f"SET memory_limit = '{os.environ.get('NEXUS_VAULT_MEMORY') or DEFAULT_MEMORY}'")
+            conn.execute(f"SET memory_limit = '{_memory or DEFAULT_MEMORY}'")
         except duckdb.Error as exc:
-            raise VaultConfigError(f"NEXUS_VAULT_MEMORY={os.environ.get('NEXUS_VAULT_MEMORY')!r} is not a DuckDB memory size such as 512MB: {exc}") from None
+            raise VaultConfigError(f"NEXUS_VAULT_MEMORY={_memory!r} is not a DuckDB memory size such as 512MB: {exc}") from None
         if migrate:
             upgrade(conn)
 

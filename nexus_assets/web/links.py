@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from urllib.parse import quote
 
 DEFAULT_BASE = "http://127.0.0.1:8765"
+# NEXUS_VIEWER_URL as the shell handed it over (`configure`).
+_base: str | None = None
+
+
+def configure(base: str | None) -> None:
+    """Where links to the viewer point (the shell calls this from `nexus_assets.settings`)."""
+    global _base
+    _base = base or None
 
 
 def viewer_base() -> str:
-    return os.environ.get("NEXUS_VIEWER_URL", DEFAULT_BASE).rstrip("/")
+    return (_base or DEFAULT_BASE).rstrip("/")
 
 
 def topic_url(topic_id: str, base: str | None = None) -> str:

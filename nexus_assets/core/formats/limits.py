@@ -8,12 +8,11 @@ linear in the input and constant memory, so deep input is refused before a parse
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from itertools import accumulate
 from operator import sub
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Mapping
 
 from nexus_assets.core.formats import FormatError
 
@@ -22,8 +21,21 @@ class LimitError(FormatError):
     """Input over a configured limit; the message names the limit and the variable that sets it."""
 
 
+# The limits' settings as the shell handed them over (`configure`), as text: each is checked
+# when it is used, so one bad value fails only what needs it. The core never reads the
+# environment; unconfigured, every limit has its default.
+_given: dict[str, str] = {}
+
+
+def configure(values: Mapping[str, str]) -> None:
+    """Hand the core the NEXUS_MAX_* settings (the shell calls this from `nexus_assets.settings`)."""
+    global _given
+    _given = {k: v for k, v in values.items() if k.startswith("NEXUS_MAX_")}
+
+
 def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
+    """The configured whole number for setting `name` (a value below 1 means the default)."""
+    value = _given.get(name, "").strip()
     if not value:
         return default
     try:
