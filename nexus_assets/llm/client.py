@@ -1,296 +1,34 @@
 """The `openai` pointer extractor (DESIGN §5): any OpenAI-compatible Chat Completions endpoint.
 
 The model only points; its reply is parsed here but never trusted (the gate upstream checks
-every pointer). Each request is keyed by (model, prompt version, rendered-prompt hash) and stored
-through a `CallStore`, so a re-run replays from the store, sends nothing and costs nothing.
+every pointer). Each answer is keyed per topic and stored through a `CallStore`, so a re-run
+replays from the store, sends nothing and costs nothing. Settings and errors live in `config.py`,
+the stored records in `records.py`, reply parsing in `replies.py`; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Callable
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
-from nexus_assets.llm.prompt import POINTER_SCHEMA, PROMPT_VERSION, topic_block_of
-from nexus_assets.llm.requests import Request, Share, call_key, plan_requests, prompt_hash
+from nexus_assets.llm.config import CacheMiss, LLMConfig, LLMConfigError, LLMError, LLMFatalError, ReplyNotJSON
+from nexus_assets.llm.prompt import PROMPT_VERSION, topic_block_of
+from nexus_assets.llm.records import BatchRecord, CallRecord, CallStore, RequestRecord
+from nexus_assets.llm.replies import POINTER_FORMATS, _RESPONSE_FORMATS, parse_json_reply, parse_reply, response_formats
+from nexus_assets.llm.requests import Request, call_key, plan_requests, prompt_hash
 from nexus_assets.llm.transport import ChatReply, ChatTransport, Fatal, TransportError
 
-__all__ = ["call_key", "prompt_hash", "ChatReply"]  # re-exported: part of this module's interface
-
-
-class LLMError(Exception):
-    """Base of the errors this module raises."""
-
-
-class LLMConfigError(LLMError, ValueError):
-    """The environment does not describe a usable endpoint."""
-
-
-class LLMFatalError(LLMError):
-    """The endpoint refuses every request (bad key, unknown model, wrong URL): retrying is pointless."""
-
-    attempts: int = 1  # requests sent for the call that hit it
-
-
-class ReplyNotJSON(LLMError, ValueError):
-    """The model's reply holds no pointer JSON. Makes the call fail; never a crash."""
-
-
-class CacheMiss(LLMError):
-    """replay_only was asked, but a chunk has no stored successful call."""
-
-    def __init__(self, key: str, topic: Topic | str, run: Run | str):
-        self.key = key
-        self.topic_id = topic.topic_id if isinstance(topic, Topic) else topic
-        self.run_id = run.run_id if isinstance(run, Run) else run
-        super().__init__(
-            f"no stored LLM reply for topic {self.topic_id!r}, run {self.run_id!r} (call key {key[:12]}…); "
-            "run without replay-only to call the model"
-        )
-
-
-# Optional settings: (field, variable, type, what a valid value is).
-_TUNING = (
-    ("concurrency", "NEXUS_LLM_CONCURRENCY", int, "a whole number of requests of at least 1"),
-    ("timeout_s", "NEXUS_LLM_TIMEOUT", float, "a positive number of seconds"),
-    ("max_reply_bytes", "NEXUS_LLM_MAX_REPLY_BYTES", int, "a whole number of bytes of at least 1"),
-    ("rpm", "NEXUS_LLM_RPM", int, "a whole number of requests per minute of at least 1"),
-    ("tpm", "NEXUS_LLM_TPM", int, "a whole number of tokens per minute of at least 1"),
-    ("max_cost_usd", "NEXUS_LLM_MAX_COST", float, "a non-negative number of US dollars"),
-    ("batch_poll_s", "NEXUS_LLM_BATCH_POLL", float, "a positive number of seconds"),
-    ("batch_wait_s", "NEXUS_LLM_BATCH_WAIT", float, "a positive number of seconds"),
-)
-
-
-class LLMConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    base_url: str
-    api_key: str = Field(repr=False)  # kept out of reprs and logs
-    model: str
-    timeout_s: float = Field(default=120.0, gt=0)  # each request as a whole, connect to last byte
-    max_retries: int = Field(default=4, ge=0)  # 408/409/429/5xx and refused connections, with backoff
-    seed: int = 7
-    max_output_tokens: int = Field(default=2048, ge=1)
-    price_in_per_mtok: float | None = None
-    price_out_per_mtok: float | None = None
-    concurrency: int = Field(default=8, ge=1)  # requests in flight at once
-    max_reply_bytes: int = Field(default=1_000_000, ge=1)  # a larger reply is cut off and the call fails
-    rpm: int | None = Field(default=None, ge=1)  # requests per minute, when the provider sets a ceiling
-    tpm: int | None = Field(default=None, ge=1)  # estimated tokens per minute, likewise
-    max_cost_usd: float | None = Field(default=None, ge=0)  # stop sending before the estimate passes it
-    batch_poll_s: float = Field(default=30.0, gt=0)  # how often `--batch` asks whether a batch is done
-    batch_wait_s: float = Field(default=86_400.0, gt=0)  # how long one sync waits for a batch
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> "LLMConfig":
-        """Read OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL (required) and the optional
-        NEXUS_PRICE_IN_PER_MTOK / NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens),
-        NEXUS_LLM_CONCURRENCY, NEXUS_LLM_TIMEOUT (s), NEXUS_LLM_MAX_REPLY_BYTES, NEXUS_LLM_RPM,
-        NEXUS_LLM_TPM, NEXUS_LLM_MAX_COST (USD), NEXUS_LLM_BATCH_POLL (s) and NEXUS_LLM_BATCH_WAIT (s)
-        from `env`, the settings by variable (`Settings.as_env()`); the messages name the variable."""
-        required = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "NEXUS_LLM_MODEL"}
-        missing = [var for var in required.values() if not (env.get(var) or "").strip()]
-        if missing:
-            raise LLMConfigError(
-                f"the openai extractor needs {', '.join(missing)} to be set "
-                "(OPENAI_BASE_URL is the OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 "
-                "or http://127.0.0.1:8080/v1; NEXUS_LLM_MODEL the model name it serves)"
-            )
-        values: dict[str, Any] = {field: env[var].strip() for field, var in required.items()}
-        for field_name, var in (
-            ("price_in_per_mtok", "NEXUS_PRICE_IN_PER_MTOK"),
-            ("price_out_per_mtok", "NEXUS_PRICE_OUT_PER_MTOK"),
-        ):
-            raw = (env.get(var) or "").strip()
-            if raw:
-                try:
-                    price = float(raw)
-                except ValueError:
-                    raise LLMConfigError(f"{var}={raw!r} is not a number (USD per million tokens)") from None
-                if not math.isfinite(price) or price < 0:
-                    raise LLMConfigError(f"{var}={raw!r} must be a non-negative number (USD per million tokens)")
-                values[field_name] = price
-        for field_name, var, kind, what in _TUNING:
-            raw = (env.get(var) or "").strip()
-            if not raw:
-                continue
-            try:
-                value = kind(raw)
-            except ValueError:
-                value = None
-            if value is None or (isinstance(value, float) and not math.isfinite(value)) or value < (1 if kind is int else 0):
-                raise LLMConfigError(f"{var}={raw!r} is not {what}")
-            values[field_name] = value
-        values.update(overrides)
-        return cls(**values)
-
-
-
-
-class _Exchange(BaseModel):
-    """What one LLM exchange records, whether kept per request or per topic answer."""
-
-    model_config = ConfigDict(frozen=True)
-
-    key: str
-    run_id: str
-    model: str
-    prompt_version: str
-    prompt_hash: str
-    request_json: str
-    raw_response: str | None = None  # for a reply over the size limit, only its start
-    response_bytes: int | None = None
-    response_sha256: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: int | None = None
-    status: Literal["ok", "failed"]
-    error: str | None = None
-    attempts: int = 0
-    chunk_index: int = 0
-    chunk_count: int = 1
-    response_format: str | None = None  # json_schema | json_object | none: what the server accepted
-
-
-class CallRecord(_Exchange):
-    """One topic's answer for one chunk, as kept in the audit trail and replayed by `key`.
-    `pointers` are raw and untrusted. Since prompt v2 the request itself (sent once for every topic
-    that needed the chunk) is a RequestRecord named by `request_key`, and `request_json` holds only
-    this topic's part of the prompt."""
-
-    topic_id: str
-    pointers: list[Any] = Field(default_factory=list)
-    request_key: str | None = None
-    cached: bool = False  # set on records replayed from the store, never stored as True
-
-
-class RequestRecord(_Exchange):
-    """One request as sent (possibly for several topics; `request_json` is its canonical JSON) and
-    what came back; never replayed itself."""
-
-    topic_ids: list[str]
-    batch_id: str | None = None
-
-
-class BatchRecord(BaseModel):
-    """A Batch API job this vault paid for: its requests are answered by it, never sent twice."""
-
-    batch_id: str
-    input_file_id: str
-    model: str
-    request_keys: list[str]
-    status: str
-
-
-class CallStore(Protocol):
-    def get(self, key: str) -> CallRecord | None:
-        """The stored *successful* answer for `key`; failed calls are never returned."""
-
-    def put(self, record: CallRecord) -> None:
-        """Keep a record (ok or failed); append-only."""
-
-    def put_request(self, record: RequestRecord) -> None:
-        """Keep what one request sent and got back; append-only."""
-
-    def open_batches(self, model: str) -> list[BatchRecord]:
-        """Batches of `model` whose replies have not been applied yet."""
-
-    def put_batch(self, record: BatchRecord) -> None:
-        """Record a batch (or its new status)."""
-
-
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-
-
-def _pointer_list(value: Any) -> list[Any] | None:
-    """The pointer list a decoded JSON value carries, or None when it is not a pointer reply."""
-    if isinstance(value, dict):
-        if "extracted_pointers" in value:
-            pointers = value["extracted_pointers"]
-            if pointers is None:
-                return []
-            if isinstance(pointers, list):
-                return pointers
-            raise ReplyNotJSON(f"'extracted_pointers' is a {type(pointers).__name__}, not a list")
-        # Small models often answer one pointer without the envelope.
-        if "json_path" in value and "verbatim_quote" in value:
-            return [value]
-        return None
-    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
-        return value
-    return None
-
-
-def parse_json_reply(
-    text: str | None, *, extract: Callable[[Any], list[Any] | None], embedded: Callable[[Any], bool], what: str
-) -> list[Any]:
-    """The items a model reply carries, read tolerantly: plain JSON, JSON in ``` fences (after any
-    <think> block), or the first JSON value in prose that `embedded` accepts. `extract` maps a
-    decoded value to its items (None: not this kind of reply). Items come back unchecked; anything
-    else raises ReplyNotJSON. Used for pointer replies and topic-discovery replies alike."""
-    if text is None or not text.strip():
-        raise ReplyNotJSON("the reply is empty")
-    body = _THINK.sub("", text).strip()  # reasoning models prepend their thoughts
-    for candidate in [body] + [m.group(1).strip() for m in _FENCE.finditer(body)]:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        found = extract(value)
-        if found is not None:
-            return found
-    # JSON embedded in prose: raw_decode from each "{" or "[" copes with brackets inside strings.
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[{\[]", body):
-        try:
-            value, _ = decoder.raw_decode(body, match.start())
-        except ValueError:
-            continue
-        if embedded(value):
-            found = extract(value)
-            if found is not None:
-                return found
-    snippet = " ".join(body.split())[:120]
-    raise ReplyNotJSON(f"the reply holds no {what} JSON: {snippet!r}")
-
-
-def _embedded_pointers(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "extracted_pointers" in value
-    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "json_path" in i for i in value)
-
-
-def parse_reply(text: str | None) -> list[Any]:
-    """The raw pointers in a model reply: a JSON object, JSON in ``` fences, the first JSON object
-    with `extracted_pointers` embedded in prose, or a bare list of pointer objects. Items are
-    returned as they came (the gate judges them); anything else raises ReplyNotJSON."""
-    return parse_json_reply(text, extract=_pointer_list, embedded=_embedded_pointers, what="pointer")
-
-
-def response_formats(schema: dict[str, Any], name: str) -> tuple[tuple[str, dict[str, Any] | None], ...]:
-    """Ladder of output constraints for `schema`, strictest first; servers that refuse one get the next."""
-    return (
-        ("json_schema", {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}),
-        # llama.cpp takes a schema this way (FACTS.md); other servers ignore the extra key.
-        ("json_object", {"type": "json_object", "schema": schema}),
-        ("none", None),
-    )
-
-
-_RESPONSE_FORMATS = response_formats(POINTER_SCHEMA, "pointers")
-
-POINTER_FORMATS = _RESPONSE_FORMATS
+# Re-exported: what callers have always imported from here.
+__all__ = [
+    "BatchRecord", "CacheMiss", "CallRecord", "CallStore", "ChatReply", "LLMConfig", "LLMConfigError", "LLMError",
+    "LLMFatalError", "POINTER_FORMATS", "ReplyNotJSON", "RequestRecord", "call_key", "parse_json_reply", "parse_reply",
+    "prompt_hash", "response_formats",
+]
 
 
 class CallFailed(LLMError):
