@@ -184,43 +184,41 @@ def test_a_stage_written_in_slices_publishes_what_one_insert_would(tmp_path, mon
         assert [b.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]
 
 
-def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project, monkeypatch):
-    """A topic's bricks are made as the stage asks for them and let go once written: while a slice
-    is written, no more than that slice (and the preview) is alive as bricks. The tally the asset
+def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project):
+    """A topic's bricks are made as the stage asks for them and let go once written: when a slice
+    starts, no more than one slice (and the preview) is alive as bricks. The tally the asset
     reports counts what the stage holds."""
     import gc
 
-    import nexus_assets.vault.store as store
     from nexus_assets.core.models import Brick
-    from nexus_assets.usecases.compiler import resolve_if_changed
+    from nexus_assets.usecases.compiler import BrickTally, resolved_bricks
 
     topic_id = ACTIVE[0]
     with dg.instance_for_test() as instance:
         assert materialize_topic(project, topic_id, instance).success
-    monkeypatch.setattr(store, "STAGE_SLICE", 2)
     alive_per_slice = []
-    write_slice = store.Vault._stage_slice
 
-    def counting(self, topic, bricks):
-        gc.collect()
-        alive_per_slice.append(sum(1 for o in gc.get_objects() if type(o) is Brick))
-        return write_slice(self, topic, bricks)
+    def watched(bricks):
+        for i, brick in enumerate(bricks):
+            if i % 2 == 0:  # the stage starts a slice of 2: what is alive besides this brick?
+                gc.collect()
+                alive_per_slice.append(sum(1 for o in gc.get_objects() if type(o) is Brick))
+            yield brick
 
-    monkeypatch.setattr(store.Vault, "_stage_slice", counting)
     with Vault.open(project.db) as v:
         topic = v.topic(topic_id)
         stored = v.bricks(topic_id)
         count, first = len(stored), stored[0].brick_id
         visible = sum(b.state != "SUPERSEDED" for b in stored)
         del stored
-        v.conn.execute("UPDATE syncs SET inputs_digest = NULL WHERE topic_id = ?", [topic_id])  # resolution is due again
-        resolution, tally = resolve_if_changed(v, topic, preview=1)
-        assert resolution.staged and tally is not None
+        tally = BrickTally(preview_limit=1)
+        made = tally.counted(resolved_bricks(v, topic))
+        v.stage(topic_id, watched(made), inputs_digest=None, slice_size=2)
         staged = v.conn.execute("SELECT count(*) FROM staged_bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
     assert count > 4 and tally.bricks == staged == count and tally.visible == visible
     assert sum(tally.states.values()) == count and [b.brick_id for b in tally.preview] == [first]
     assert len(alive_per_slice) == -(-count // 2)
-    assert max(alive_per_slice) <= 2 + 1  # the slice being written and the preview
+    assert max(alive_per_slice) <= 2 + 1  # never more than a slice and the preview
 
 
 def test_a_resolution_replaced_in_the_stage_is_not_published(project: Project):

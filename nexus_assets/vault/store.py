@@ -860,17 +860,20 @@ class Vault(Catalog, HistoryQueries, DriftRecords, ForgettingRecords, RecallReco
         prior.update((b.brick_id, b) for b in self.bricks(topic_id, state="FINAL"))
         return prior
 
-    def stage(self, topic_id: str, bricks: Iterable[Brick], *, inputs_digest: str | None) -> None:
+    def stage(
+        self, topic_id: str, bricks: Iterable[Brick], *, inputs_digest: str | None, slice_size: int | None = None
+    ) -> None:
         """Hold a topic's resolved bricks in the vault until `publish_staged`, replacing any earlier
         stage: resolution and publishing hand over through the vault, so a large topic is never
-        pickled between steps nor held in memory twice. `bricks` may be lazy: it is read a slice
-        at a time, and must not query this vault while it is read."""
+        pickled between steps nor held in memory twice. `bricks` may be lazy: it is read
+        `slice_size` (default STAGE_SLICE) at a time, and must not query this vault while it is read."""
         bricks = iter(bricks)
         with self.transaction():
             self._drop_stage(topic_id)
             # In slices: the frames and DuckDB's copy of them stay small beside the bricks themselves.
-            while piece := list(islice(bricks, STAGE_SLICE)):
+            while piece := list(islice(bricks, slice_size or STAGE_SLICE)):
                 self._stage_slice(topic_id, piece)
+                del piece  # let the slice go before the next one is read
             self.conn.execute(
                 "INSERT INTO staged_resolutions (topic_id, inputs_digest, staged_at) VALUES (?, ?, ?)",
                 [topic_id, inputs_digest, now()],
