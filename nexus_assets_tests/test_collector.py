@@ -63,7 +63,7 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
     watch(EmbeddedExtractor, "extract", "extract")
     watch(nexus_assets.usecases.compiler, "validate_pointers", "validate")
     watch(nexus_assets.usecases.compiler, "resolve_lazily", "resolve")
-    watch(Vault, "_stage_slice", "stage")
+    watch(Vault, "stage", "stage")
     watch(nexus_assets.usecases.compiler, "next_manifest", "publish")
 
     p = empty_project
