@@ -167,7 +167,7 @@ def test_resolved_bricks_wait_in_the_vault_not_between_steps(project: Project):
 
 def test_a_stage_written_in_slices_publishes_what_one_insert_would(tmp_path, monkeypatch):
     """Large topics are staged a slice at a time (bounded memory); slicing changes nothing stored."""
-    import nexus_assets.vault.store as store
+    import nexus_assets.vault.bricks as store
 
     whole, sliced = sample_project(tmp_path / "whole"), sample_project(tmp_path / "sliced")
     with dg.instance_for_test() as instance:

@@ -230,7 +230,7 @@ def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_nex
     text and was not stale, though its source had changed. Such a vault needs no migration: the
     topic's digest names the resolution rules, so the next sync resolves it again and the oldest
     version is canonical. Same ids and manifests, nothing lost."""
-    import nexus_assets.vault.store as store
+    import nexus_assets.vault.bricks as store
     from nexus_assets_tests.project import Project
 
     p = Project(tmp_path / "proj")
