@@ -1,22 +1,76 @@
-"""The sync's phases over the vault. Each asset calls exactly one of these."""
+"""The sync's phases over the vault. Each asset calls exactly one of these.
+
+Each phase is typed against the narrow store it uses (`ExtractStore`, `GateStore`, `ResolveStore`,
+`PublishStore`): what a storage backend must give that phase. `Vault` provides them all.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from nexus_assets.core.gate import NeedsDocument, named_paths, validate_pointers
 from nexus_assets.core.manifest import next_manifest
-from nexus_assets.core.models import COMPILED_STATES, Brick, Manifest, Topic
+from nexus_assets.core.models import COMPILED_STATES, Brick, Manifest, ManifestEntry, Run, Topic
 from nexus_assets.core.resolution import resolve_lazily
 from nexus_assets.core.scope import Scope
 from nexus_assets.extractors import Extractor, extraction_key
 from nexus_assets.usecases.collector import collector_paused
 from nexus_assets.usecases.drift import withdrawn_addresses
-from nexus_assets.vault.store import RunVersion, Vault
+from nexus_assets.vault.records import RunVersion
 
 Progress = Callable[[str], None]
+
+
+class ExtractStore(Protocol):
+    """What the extract phase reads and writes: runs' text, and the extractions it records."""
+
+    def topics(self) -> list[Topic]: ...
+    def latest_versions(self, run_ids: Iterable[str] | None = None) -> dict[str, str]: ...
+    def load_run_nodes(self, keys: Iterable[RunVersion], *, only: Mapping[RunVersion, Iterable[str]] | None = None) -> dict[RunVersion, Run]: ...
+    def extraction_keys_present(self, keys: Iterable[str]) -> set[str]: ...
+    def store_extractions(self, topic_id: str, extractor: str, answers: Sequence[tuple[str, RunVersion, list]]) -> None: ...
+
+
+class GateStore(Protocol):
+    """What the gate reads (extractions, the nodes they name) and writes (occurrences, rejections)."""
+
+    def unvalidated_extractions(self, topic_id: str) -> list[tuple[str, RunVersion, list]]: ...
+    def load_run_nodes(self, keys: Iterable[RunVersion], *, only: Mapping[RunVersion, Iterable[str]] | None = None) -> dict[RunVersion, Run]: ...
+    def load_runs(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def store_validations(self, results: Sequence[tuple[str, RunVersion, Sequence[Any], Sequence[Any]]]) -> None: ...
+
+
+class ResolveStore(Protocol):
+    """What resolution reads (occurrences, run states, drift, the last digest) and writes (the stage)."""
+
+    def run_status(self, run_ids: Iterable[str] | None = None) -> dict[str, Any]: ...
+    def resolution_prior(self, topic_id: str) -> dict[str, Any]: ...
+    def drifted_addresses(self, topic_id: str) -> Iterable[Any]: ...
+    # What `withdrawn_addresses` reads (an undone edit's sources are history, not stale):
+    def addresses_after_latest(self, topic_id: str) -> set[Any]: ...
+    def addresses_changed_in_latest(self, topic_id: str) -> tuple[set[Any], list[Any]]: ...
+    def latest_runs(self, run_ids: Iterable[str] | None = None) -> dict[str, Run]: ...
+    def ingestion_seq(self) -> dict[str, int]: ...
+    def occurrences(self, topic_id: str) -> Iterator[tuple[Any, str]]: ...
+    def topic_inputs_digest(self, topic_id: str) -> str: ...
+    def last_inputs_digest(self, topic_id: str) -> str | None: ...
+    def stage(self, topic_id: str, bricks: Iterable[Brick], *, inputs_digest: str | None, slice_size: int | None = None) -> None: ...
+
+
+class PublishStore(Protocol):
+    """What publishing reads (the stage, the manifest chain) and writes (bricks, the next manifest)."""
+
+    def latest_manifest(self, topic_id: str, *, sealed: bool = False) -> Manifest | None: ...
+    def record_unchanged_sync(self, topic_id: str, *, dagster_run_id: str | None, inputs_digest: str) -> None: ...
+    def staged(self, topic_id: str, inputs_digest: str | None) -> bool: ...
+    def last_inputs_digest(self, topic_id: str) -> str | None: ...
+    def staged_manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]: ...
+    def earlier_manifest_listing(self, topic_id: str, entries: tuple[ManifestEntry, ...]) -> Any: ...
+    def publish_staged(self, topic_id: str, manifest: Manifest | None, **options: Any) -> None: ...
 
 
 @dataclass
@@ -30,7 +84,7 @@ class ExtractReport:
 
 
 @collector_paused
-def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
+def extract_phase(vault: ExtractStore, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
     """Ask the extractor about every latest run version it has not answered for yet.
 
     Not one transaction: each answer (and each paid LLM call) is kept as soon as it exists, so a
@@ -69,7 +123,7 @@ def extract_phase(vault: Vault, topic: Topic, extractor: Extractor, *, progress:
     return report
 
 
-def _answered(vault: Vault, extractor: Extractor, topic: Topic, versions: list[RunVersion]) -> set[RunVersion]:
+def _answered(vault: ExtractStore, extractor: Extractor, topic: Topic, versions: list[RunVersion]) -> set[RunVersion]:
     """The run versions the extractor (under its identity or an earlier one) has answered for the topic."""
     identities = (extractor.identity, *getattr(extractor, "legacy_identities", ()))
     keys = {(identity, rv): extraction_key(identity, topic, rv.version_id) for identity in identities for rv in versions}
@@ -77,7 +131,7 @@ def _answered(vault: Vault, extractor: Extractor, topic: Topic, versions: list[R
     return {rv for (_, rv), key in keys.items() if key in present}
 
 
-def _companion_topics(vault: Vault, topic: Topic) -> list[Topic]:
+def _companion_topics(vault: ExtractStore, topic: Topic) -> list[Topic]:
     """The other topics a sync compiles (their answers can ride along with this topic's requests)."""
     return [t for t in vault.topics() if t.topic_id != topic.topic_id and t.state in COMPILED_STATES]
 
@@ -90,7 +144,7 @@ class ValidateReport:
 
 
 @collector_paused
-def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
+def validate_phase(vault: GateStore, topic: Topic) -> ValidateReport:
     """Run the hallucination gate over every extraction not yet validated."""
     report = ValidateReport()
     scope = Scope.of(topic.extraction_policy, topic)
@@ -120,12 +174,12 @@ def validate_phase(vault: Vault, topic: Topic) -> ValidateReport:
 
 
 @collector_paused
-def resolve_phase(vault: Vault, topic: Topic, *, sealed: bool = False) -> list[Brick]:
+def resolve_phase(vault: ResolveStore, topic: Topic, *, sealed: bool = False) -> list[Brick]:
     """Resolve every occurrence ever validated for the topic into bricks and states."""
     return list(resolved_bricks(vault, topic, sealed=sealed))
 
 
-def resolved_bricks(vault: Vault, topic: Topic, *, sealed: bool = False) -> Iterator[Brick]:
+def resolved_bricks(vault: ResolveStore, topic: Topic, *, sealed: bool = False) -> Iterator[Brick]:
     """`resolve_phase`'s bricks, made as they are asked for (see `resolve_lazily`). Every query
     is done before this returns, so the vault is free for whatever consumes them."""
     run_status = vault.run_status()
@@ -188,13 +242,13 @@ class StageMissing(RuntimeError):
 
 
 @collector_paused
-def stage_resolution(vault: Vault, topic: Topic, bricks: Iterable[Brick], *, inputs_digest: str | None = None) -> Resolution:
+def stage_resolution(vault: ResolveStore, topic: Topic, bricks: Iterable[Brick], *, inputs_digest: str | None = None) -> Resolution:
     vault.stage(topic.topic_id, bricks, inputs_digest=inputs_digest)
     return Resolution(True, inputs_digest)
 
 
 @collector_paused
-def resolve_if_changed(vault: Vault, topic: Topic, *, preview: int) -> tuple[Resolution, BrickTally | None]:
+def resolve_if_changed(vault: ResolveStore, topic: Topic, *, preview: int) -> tuple[Resolution, BrickTally | None]:
     """The topic resolved and staged (with a tally of its bricks, for reporting), or unchanged (None).
 
     The bricks go to the stage as they are made, so a large topic is never all in memory at once.
@@ -209,7 +263,7 @@ def resolve_if_changed(vault: Vault, topic: Topic, *, preview: int) -> tuple[Res
 
 @collector_paused
 def publish_phase(
-    vault: Vault, topic: Topic, resolution: Resolution, *, dagster_run_id: str | None, sealed: bool = False
+    vault: PublishStore, topic: Topic, resolution: Resolution, *, dagster_run_id: str | None, sealed: bool = False
 ) -> tuple[Manifest | None, bool]:
     """Publish the staged bricks and, if the visible list changed, the next manifest; for an
     unchanged topic, record only that the sync happened.
