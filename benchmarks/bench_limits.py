@@ -42,10 +42,10 @@ def ordinary_text(megabytes: float, keyword_every: int = 20) -> str:
 
 
 def bench_message(sizes: list[float]) -> list[dict]:
-    from nexus_assets.core.drift import NodeCache, slice_problem
-    from nexus_assets.core.extract_embedded import extract_embedded
-    from nexus_assets.core.gate import validate_pointers
     from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
+    from nexus_assets.drift.rules import NodeCache, slice_problem
+    from nexus_assets.extract.embedded import extract_embedded
+    from nexus_assets.gate.rules import validate_pointers
 
     topic = Topic(topic_id="t", display_name="t", extraction_policy=ExtractionPolicy(scope_description="x", required_keywords=("vault",)))
     rows = []
@@ -78,7 +78,7 @@ def bench_message(sizes: list[float]) -> list[dict]:
 READER = """
 import json, sys, time
 from pathlib import Path
-from nexus_assets.runfiles import iter_run_file
+from nexus_assets.ingest.runfiles import iter_run_file
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the (larger) benchmark process.
 def hwm():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))

@@ -33,7 +33,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
 
-from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer, first_sentences  # noqa: E402
+from nexus_assets_tests.llm_server import (  # noqa: E402
+    DEFAULT_API_KEY,
+    DEFAULT_MODEL,
+    FakeOpenAIServer,
+    first_sentences,
+)
 from nexus_assets_tests.project import Project, nexus_run  # noqa: E402
 
 

@@ -59,7 +59,7 @@ def fill_vault(db: Path, n: int, seed: int = 2) -> np.ndarray:
                SELECT unnest(?), 0, 'bench-run', '$[''messages''][0][''content'']', 0, 10, 'x'""",
             [ids],
         )
-        v.store_embeddings(MODEL, fps, vectors, now)
+        v.recall.store_embeddings(MODEL, fps, vectors, now)
         v.conn.execute(
             "INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed, dagster_run_id, created_at) "
             "VALUES ('bench', 0, 'bench', NULL, '[]', false, NULL, ?)",

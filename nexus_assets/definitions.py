@@ -13,17 +13,29 @@ from nexus_assets.defs.assets import (
     topic_manifest,
     validated_bricks,
 )
-from nexus_assets.defs.checks import checksum_drift, extraction_quality, final_immutability, hallucination_rejection
+from nexus_assets.defs.checks import (
+    checksum_drift,
+    extraction_quality,
+    final_immutability,
+    hallucination_rejection,
+)
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
-from nexus_assets.defs.recall import brick_embeddings, vector_index, vector_index_in_step
+from nexus_assets.defs.recall import (
+    brick_embeddings,
+    vector_index,
+    vector_index_in_step,
+)
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.defs.schedules import nightly_sync
-from nexus_assets.settings import apply as apply_settings
-from nexus_assets.settings import DEFAULT_DB, DEFAULT_RUNS_DIR, DEFAULT_TOPICS_DIR, Basics  # noqa: F401 (DEFAULT_DB: imported from here)
 from nexus_assets.defs.sensors import nexus_files_sensor
-
-
+from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from here)
+    DEFAULT_DB,
+    DEFAULT_RUNS_DIR,
+    DEFAULT_TOPICS_DIR,
+    Basics,
+)
+from nexus_assets.settings import apply as apply_settings
 
 ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
 CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step]

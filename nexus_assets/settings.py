@@ -43,7 +43,7 @@ LIMIT_DEFAULTS: dict[str, int] = {
 # Variables that only SET something for a third-party library, never read as our configuration:
 # recall/embedder.py (HF_HUB_OFFLINE, TOKENIZERS_PARALLELISM, HF_HUB_DISABLE_PROGRESS_BARS,
 # TRANSFORMERS_VERBOSITY), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
-# cli/sync.py and usecases/forgetting.py set for Dagster's own `DagsterInstance.get()`.
+# cli/sync.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
 WRITTEN_FOR_LIBRARIES = (
     "HF_HUB_OFFLINE",
     "TOKENIZERS_PARALLELISM",
@@ -111,7 +111,7 @@ def apply(environ: Mapping[str, str] | None = None) -> None:
     pure core, NEXUS_VAULT_MEMORY to every vault connection, NEXUS_VIEWER_URL to the links in
     Dagster metadata. The shells call it when they act (each `nexus` command, each set of Dagster
     resources), so a later change of the environment is seen by the next command or run."""
-    from nexus_assets.core.formats import limits
+    from nexus_assets.ingest.formats import limits
     from nexus_assets.vault import catalog
     from nexus_assets.web import links
 

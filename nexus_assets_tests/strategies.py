@@ -11,9 +11,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from nexus_assets.core.formats.nexus import nexus_run
-from nexus_assets.core.gate import validate_pointer
 from nexus_assets.core.models import Occurrence, Run
+from nexus_assets.gate.rules import validate_pointer
+from nexus_assets.ingest.formats.nexus import nexus_run
 
 TOPIC = "nexus-server-sync"
 

@@ -6,7 +6,8 @@ import dagster as dg
 import pytest
 
 from nexus_assets.definitions import defs
-from nexus_assets.usecases.compiler import Resolution, StageMissing, publish_phase, stage_resolution
+from nexus_assets.publish.step import publish_phase
+from nexus_assets.resolve.step import Resolution, StageMissing, stage_resolution
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project, sample_project
@@ -17,7 +18,7 @@ STAGE_TABLES = ("staged_resolutions", "staged_bricks", "staged_brick_sources")
 
 def manifest_hashes(project: Project) -> dict[str, str]:
     with Vault.open(project.db, read_only=True) as v:
-        return {t: v.latest_manifest(t).manifest_hash for t in ACTIVE}
+        return {t: v.bricks.latest_manifest(t).manifest_hash for t in ACTIVE}
 
 
 def test_definitions_load_with_the_documented_shape():
@@ -74,7 +75,7 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             assert not any(isinstance(m, (dg.JsonMetadataValue, dg.MarkdownMetadataValue)) for m in every), "no JSON or Markdown behind a link"
     with Vault.open(project.db, read_only=True) as v:
         for topic_id in ACTIVE:
-            visible = [b for b in v.bricks(topic_id) if b.state != "SUPERSEDED"]
+            visible = [b for b in v.bricks.select(topic_id) if b.state != "SUPERSEDED"]
             assert visible, topic_id
             assert [b.order_index for b in visible] == list(range(len(visible)))
 
@@ -86,8 +87,8 @@ def test_draft_topic_is_never_compiled(project: Project):
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "DRAFT" in failure.event_specific_data.error.message
     with Vault.open(project.db, read_only=True) as v:
-        assert v.bricks("team-rituals") == []
-        assert v.latest_manifest("team-rituals") is None
+        assert v.bricks.select("team-rituals") == []
+        assert v.bricks.latest_manifest("team-rituals") is None
 
 
 def test_second_sync_leaves_every_manifest_hash_unchanged(project: Project):
@@ -100,7 +101,7 @@ def test_second_sync_leaves_every_manifest_hash_unchanged(project: Project):
             assert result.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
     assert manifest_hashes(project) == first
     with Vault.open(project.db, read_only=True) as v:
-        assert all(len(v.manifests(t)) == 1 for t in ACTIVE)
+        assert all(len(v.bricks.manifests(t)) == 1 for t in ACTIVE)
 
 
 def test_fresh_vault_over_renamed_files_gives_the_same_hashes(tmp_path):
@@ -120,7 +121,7 @@ def test_fresh_vault_over_renamed_files_gives_the_same_hashes(tmp_path):
     assert manifest_hashes(a) == manifest_hashes(b)
     with Vault.open(a.db, read_only=True) as va, Vault.open(b.db, read_only=True) as vb:
         for t in ACTIVE:
-            assert va.bricks(t) == vb.bricks(t)
+            assert va.bricks.select(t) == vb.bricks.select(t)
 
 
 def test_no_ghost_topics_improvise_bricks_show_right_after_a_sync(empty_project: Project):
@@ -132,9 +133,9 @@ def test_no_ghost_topics_improvise_bricks_show_right_after_a_sync(empty_project:
     with dg.instance_for_test() as instance:
         assert materialize_topic(p, "ghosts", instance).success
     with Vault.open(p.db, read_only=True) as v:
-        (brick,) = v.bricks("ghosts")
+        (brick,) = v.bricks.select("ghosts")
         assert brick.state == "IMPROVISE"
-        assert v.latest_manifest("ghosts").bricks[0].brick_id == brick.brick_id
+        assert v.bricks.latest_manifest("ghosts").bricks[0].brick_id == brick.brick_id
 
 
 def test_a_missing_topic_file_fails_with_a_clear_message(project: Project):
@@ -157,17 +158,17 @@ def test_resolved_bricks_wait_in_the_vault_not_between_steps(project: Project):
         assert handed_over == Resolution(staged=True, inputs_digest=handed_over.inputs_digest)
         with Vault.open(project.db, read_only=True) as v:
             assert [v.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]
-            bricks, manifests = v.bricks(topic_id), v.manifests(topic_id)
+            bricks, manifests = v.bricks.select(topic_id), v.bricks.manifests(topic_id)
         again = materialize_topic(project, topic_id, instance, selection=["topic_manifest"])
         assert again.success
         assert again.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
     with Vault.open(project.db, read_only=True) as v:
-        assert v.bricks(topic_id) == bricks and v.manifests(topic_id) == manifests
+        assert v.bricks.select(topic_id) == bricks and v.bricks.manifests(topic_id) == manifests
 
 
 def test_a_stage_written_in_slices_publishes_what_one_insert_would(tmp_path, monkeypatch):
     """Large topics are staged a slice at a time (bounded memory); slicing changes nothing stored."""
-    import nexus_assets.vault.bricks as store
+    import nexus_assets.resolve.records as store
 
     whole, sliced = sample_project(tmp_path / "whole"), sample_project(tmp_path / "sliced")
     with dg.instance_for_test() as instance:
@@ -179,8 +180,8 @@ def test_a_stage_written_in_slices_publishes_what_one_insert_would(tmp_path, mon
     assert manifest_hashes(sliced) == manifest_hashes(whole)
     with Vault.open(whole.db, read_only=True) as a, Vault.open(sliced.db, read_only=True) as b:
         for t in ACTIVE:
-            assert len(a.bricks(t)) > 2 * 2 and b.bricks(t) == a.bricks(t)
-            assert [len(x.sources) for x in b.bricks(t)] == [len(x.sources) for x in a.bricks(t)]
+            assert len(a.bricks.select(t)) > 2 * 2 and b.bricks.select(t) == a.bricks.select(t)
+            assert [len(x.sources) for x in b.bricks.select(t)] == [len(x.sources) for x in a.bricks.select(t)]
         assert [b.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]
 
 
@@ -191,7 +192,7 @@ def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project):
     import gc
 
     from nexus_assets.core.models import Brick
-    from nexus_assets.usecases.compiler import BrickTally, resolved_bricks
+    from nexus_assets.resolve.step import BrickTally, resolved_bricks
 
     topic_id = ACTIVE[0]
     with dg.instance_for_test() as instance:
@@ -206,14 +207,14 @@ def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project):
             yield brick
 
     with Vault.open(project.db) as v:
-        topic = v.topic(topic_id)
-        stored = v.bricks(topic_id)
+        topic = v.topics.topic(topic_id)
+        stored = v.bricks.select(topic_id)
         count, first = len(stored), stored[0].brick_id
         visible = sum(b.state != "SUPERSEDED" for b in stored)
         del stored
         tally = BrickTally(preview_limit=1)
         made = tally.counted(resolved_bricks(v, topic))
-        v.stage(topic_id, watched(made), inputs_digest=None, slice_size=2)
+        v.stage.write(topic_id, watched(made), inputs_digest=None, slice_size=2)
         staged = v.conn.execute("SELECT count(*) FROM staged_bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
     assert count > 4 and tally.bricks == staged == count and tally.visible == visible
     assert sum(tally.states.values()) == count and [b.brick_id for b in tally.preview] == [first]
@@ -226,13 +227,13 @@ def test_a_resolution_replaced_in_the_stage_is_not_published(project: Project):
     with dg.instance_for_test() as instance:
         assert materialize_topic(project, topic_id, instance).success
     with Vault.open(project.db) as v:
-        topic = v.topic(topic_id)
-        bricks = v.bricks(topic_id)
-        manifests = v.manifests(topic_id)
+        topic = v.topics.topic(topic_id)
+        bricks = v.bricks.select(topic_id)
+        manifests = v.bricks.manifests(topic_id)
         stage_resolution(v, topic, bricks[:1], inputs_digest="newer")
         with pytest.raises(StageMissing, match="no longer staged"):
             publish_phase(v, topic, Resolution(staged=True, inputs_digest="older"), dagster_run_id=None)
-        assert v.bricks(topic_id) == bricks and v.manifests(topic_id) == manifests
+        assert v.bricks.select(topic_id) == bricks and v.bricks.manifests(topic_id) == manifests
         # The stage that is there publishes as usual.
         manifest, recorded = publish_phase(v, topic, Resolution(staged=True, inputs_digest="newer"), dagster_run_id=None)
         assert recorded and [e.brick_id for e in manifest.bricks] == [bricks[0].brick_id]

@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 import yaml
 
-from nexus_assets.core.formats.chatgpt import chatgpt_run
-from nexus_assets.core.manifest import build_manifest
+from nexus_assets.ingest.formats.chatgpt import chatgpt_run
+from nexus_assets.publish.manifest import build_manifest
 from nexus_assets.web.server import make_server
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project

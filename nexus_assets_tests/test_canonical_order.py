@@ -12,8 +12,12 @@ import random
 
 import pytest
 
-from nexus_assets.core.order import brick_sort_key, normalize_timestamp, occurrence_key
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.resolve.order import (
+    brick_sort_key,
+    normalize_timestamp,
+    occurrence_key,
+)
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses
 
 

@@ -5,11 +5,14 @@ from collections import defaultdict
 
 import pytest
 
-import nexus_assets.usecases.compiler
-import nexus_assets.usecases.ingest
-from nexus_assets.extractors import EmbeddedExtractor
-from nexus_assets.usecases.collector import collector_paused
-from nexus_assets.vault.store import Vault
+import nexus_assets.extract.step
+import nexus_assets.gate.step
+import nexus_assets.ingest.step
+import nexus_assets.publish.step
+import nexus_assets.resolve.step
+from nexus_assets.core.collector import collector_paused
+from nexus_assets.extract.backends import EmbeddedExtractor
+from nexus_assets.resolve.records import StageRecords
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -59,12 +62,12 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
 
     # Inner calls of each phase: ingestion's file reader, the extractor, the gate, resolution, the
     # stage (where resolution's bricks are made, as it writes them), the publish.
-    watch(nexus_assets.usecases.ingest, "iter_run_file", "ingest")
+    watch(nexus_assets.ingest.step, "iter_run_file", "ingest")
     watch(EmbeddedExtractor, "extract", "extract")
-    watch(nexus_assets.usecases.compiler, "validate_pointers", "validate")
-    watch(nexus_assets.usecases.compiler, "resolve_lazily", "resolve")
-    watch(Vault, "stage", "stage")
-    watch(nexus_assets.usecases.compiler, "next_manifest", "publish")
+    watch(nexus_assets.gate.step, "validate_pointers", "validate")
+    watch(nexus_assets.resolve.step, "resolve_lazily", "resolve")
+    watch(StageRecords, "write", "stage")
+    watch(nexus_assets.publish.step, "next_manifest", "publish")
 
     p = empty_project
     p.write_topic("vault-notes", keywords=["vault"])

@@ -43,5 +43,5 @@ def test_three_partitions_materialized_concurrently_against_one_duckdb_file(empt
         assert v.conn.execute("SELECT count(DISTINCT run_id) FROM runs").fetchone()[0] == 30
         assert v.conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 30, "each run stored once"
         for t in TOPICS:
-            assert v.latest_manifest(t) is not None
-            assert v.bricks(t)
+            assert v.bricks.latest_manifest(t) is not None
+            assert v.bricks.select(t)

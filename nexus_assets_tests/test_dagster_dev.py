@@ -10,7 +10,13 @@ import time
 import urllib.request
 
 from nexus_assets_tests.project import REPO
-from nexus_assets_tests.servers import DEFAULT_SIGINT, STOP_GRACE_S, as_script_job, start, stop
+from nexus_assets_tests.servers import (
+    DEFAULT_SIGINT,
+    STOP_GRACE_S,
+    as_script_job,
+    start,
+    stop,
+)
 
 # dagster dev started from a script ignores SIGINT/SIGTERM (FACTS.md): it runs with SIGINT restored,
 # in its own session (`servers.start`), and is stopped as a group.

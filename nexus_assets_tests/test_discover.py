@@ -13,15 +13,27 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nexus_assets.core.discovery import MAX_PROPOSALS, duplicate_of, min_evidence, propose_topics, stem
 from nexus_assets.core.models import ExtractionPolicy, Topic
-from nexus_assets.topicfiles import read_topic_file, read_topic_files
-from nexus_assets.usecases.lifecycle import topic_history
-from nexus_assets.usecases.planning import current_runs
+from nexus_assets.discovery.rules import (
+    MAX_PROPOSALS,
+    duplicate_of,
+    min_evidence,
+    propose_topics,
+    stem,
+)
+from nexus_assets.lifecycle.step import topic_history
+from nexus_assets.llm.planning import current_runs
+from nexus_assets.topics.files import read_topic_file, read_topic_files
 from nexus_assets.vault.migrations import MIGRATIONS, schema_version
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
-from nexus_assets_tests.generated_export import BOILERPLATE, FILLER, THEMES, GeneratedExport, generate_export
+from nexus_assets_tests.generated_export import (
+    BOILERPLATE,
+    FILLER,
+    THEMES,
+    GeneratedExport,
+    generate_export,
+)
 from nexus_assets_tests.project import Project, sample_project
 
 

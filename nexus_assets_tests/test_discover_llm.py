@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from nexus_assets.discovery.prompt import parse_topics_reply
+from nexus_assets.discovery.step import CALL_TOPIC_ID
 from nexus_assets.llm.client import ReplyNotJSON
-from nexus_assets.llm.discovery_prompt import parse_topics_reply
-from nexus_assets.topicfiles import read_topic_file
-from nexus_assets.usecases.discovery import CALL_TOPIC_ID
+from nexus_assets.topics.files import read_topic_file
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.llm_server import (
@@ -85,7 +85,7 @@ def test_the_model_suggests_and_only_valid_new_topics_are_written(project: Proje
     assert sent["conversations"] and all(c["messages"] for c in sent["conversations"])
 
     with Vault.open(project.db, read_only=True) as v:
-        (call,) = v.llm_calls(CALL_TOPIC_ID)
+        (call,) = v.llm_calls.calls(CALL_TOPIC_ID)
         assert call["status"] == "ok" and call["raw_response"] == CHATTY and call["prompt_version"] == "discover-v1"
         assert v.topic_state("drift-detection") == "DRAFT"
 
@@ -112,7 +112,7 @@ def test_an_unusable_reply_writes_nothing_and_is_recorded(project: Project, caps
     assert code == 1 and "holds no topics" in err
     assert sorted(p.stem for p in project.topics.glob("*.yaml")) == ["nexus-server-sync", "storage-decisions", "team-rituals"]
     with Vault.open(project.db, read_only=True) as v:
-        (call,) = v.llm_calls(CALL_TOPIC_ID)
+        (call,) = v.llm_calls.calls(CALL_TOPIC_ID)
         assert call["status"] == "failed"
 
 

@@ -60,7 +60,7 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
             # Invariant 14: a brick is stale when its canonical source no longer matches.
             expected = {
                 b.brick_id
-                for b in v.bricks(TOPIC)
+                for b in v.bricks.select(TOPIC)
                 if b.state != "SUPERSEDED" and (b.sources[0].json_path, b.sources[0].run_id) == (EDITED, RUN_ID)
             }
         edit_closed_run(project)
@@ -70,7 +70,7 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
     assert drift.metadata["stale_bricks"].value == len(expected)
     assert {r.data["brick_id"] for r in drift.metadata["stale"].value.records} == expected
     with Vault.open(project.db, read_only=True) as v:
-        stale = {b.brick_id for b in v.bricks(TOPIC) if b.stale and b.state != "SUPERSEDED"}
+        stale = {b.brick_id for b in v.bricks.select(TOPIC) if b.stale and b.state != "SUPERSEDED"}
         assert stale == expected
         # The old version stays in the vault so the original address can still be shown.
         assert v.conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 2
@@ -143,7 +143,7 @@ def test_a_moved_source_file_is_not_stale_and_is_found_by_its_new_path(empty_pro
     assert stale_now(capsys, p) == set()
     assert run_json(capsys, *p.cli_args(), "verify")["ok"]
     with Vault.open(p.db, read_only=True) as v:
-        assert v.run_sources(["run-a"])["run-a"][0] == str((p.runs / "archive" / "a.json").resolve())
+        assert v.runs.run_sources(["run-a"])["run-a"][0] == str((p.runs / "archive" / "a.json").resolve())
     # Lineage and forget key on files: the new path and the old one both name the run.
     for path in (p.runs / "archive" / "a.json", p.runs / "a.json"):
         plan = run_json(capsys, *p.cli_args(), "lineage", "--file", str(path))
@@ -223,7 +223,7 @@ def test_a_case_only_edit_makes_the_brick_stale_and_a_restore_makes_it_current(e
     assert run_json(capsys, *p.cli_args(), "verify")["stale_bricks"] == []
     assert run_json(capsys, *p.cli_args(), "manifest", NOTES)["manifest_hash"] == manifest, "content is not in the manifest"
     with Vault.open(p.db, read_only=True) as v:
-        flips = v.source_status_history("run-a")
+        flips = v.drift.source_status_history("run-a")
     checksum = before["sources"][0]["node_checksum"]
     assert [f["drifted"] for f in flips if (f["json_path"], f["node_checksum"]) == (A_NODE, checksum)] == [True, False]
 
@@ -267,7 +267,7 @@ def test_an_edit_then_a_restore_leaves_the_topic_as_if_the_edit_never_happened(e
 
     # The episode is kept: the original node drifted and came back; the edited one is drifted now.
     with Vault.open(p.db, read_only=True) as v:
-        flips = [(f["node_checksum"], f["drifted"]) for f in v.source_status_history("run-a")]
+        flips = [(f["node_checksum"], f["drifted"]) for f in v.drift.source_status_history("run-a")]
     first_checksum = before[0]["sources"][0]["node_checksum"]
     assert flips[0] == (first_checksum, True), "the edit"
     assert sorted(flips[1:]) == sorted([(first_checksum, False), (made_from_edit["sources"][0]["node_checksum"], True)]), "the restore"
@@ -286,7 +286,7 @@ def test_resolution_of_withdrawn_sources_is_a_function_of_the_set():
     history and supersedes nothing; a withdrawn source is never canonical while another is not."""
     import itertools
 
-    from nexus_assets.core.resolution import resolve_topic
+    from nexus_assets.resolve.rules import resolve_topic
     from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses
 
     edited = make_run("run-a", ["The vault is SQLite and fast."], status="CLOSED")

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.extract_embedded import extract_embedded
-from nexus_assets.core.formats.nexus import nexus_run
-from nexus_assets.core.gate import validate_pointer
 from nexus_assets.core.models import ExtractionPolicy, Occurrence, Topic
-from nexus_assets.core.sentences import sentences
+from nexus_assets.extract.embedded import extract_embedded
+from nexus_assets.extract.sentences import sentences
+from nexus_assets.gate.rules import validate_pointer
+from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC, make_run
 
 
@@ -193,7 +193,7 @@ KEYWORD_ALPHABET = "abcksS -+_.!é\u017f\u212a\u0130\u0131Kk\u00df"
 def test_keyword_search_finds_what_the_whole_word_regex_finds(text, keywords):
     """The ASCII short-cut in front of the regex never changes its answer: not on ASCII text, and
     not on text whose characters match ASCII letters only under Unicode case folding ('ſ', 'K')."""
-    from nexus_assets.core.scope import keyword_pattern
+    from nexus_assets.extract.scope import keyword_pattern
 
     pattern = keyword_pattern(tuple(keywords))
     alternatives = "|".join(re.escape(w) for w in sorted(keywords, key=len, reverse=True))
@@ -203,7 +203,7 @@ def test_keyword_search_finds_what_the_whole_word_regex_finds(text, keywords):
 
 
 def test_keyword_search_on_non_ascii_text_uses_case_folding():
-    from nexus_assets.core.scope import keyword_pattern
+    from nexus_assets.extract.scope import keyword_pattern
 
     assert keyword_pattern(("sync",)).search("we \u017fync nightly")  # LATIN SMALL LETTER LONG S
     assert keyword_pattern(("kit",)).search("a \u212ait")  # KELVIN SIGN

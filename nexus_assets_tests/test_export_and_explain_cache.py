@@ -10,7 +10,11 @@ import pytest
 
 from nexus_assets.llm.prompt import PROMPT_VERSION
 from nexus_assets_tests.cli_helpers import run_cli, run_json
-from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+from nexus_assets_tests.llm_server import (
+    DEFAULT_API_KEY,
+    DEFAULT_MODEL,
+    FakeOpenAIServer,
+)
 from nexus_assets_tests.project import Project, nexus_run
 from nexus_assets_tests.test_openai_sync import hostile_model
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.formats.values import ValueGuard
+from nexus_assets.ingest.formats.values import ValueGuard
 from nexus_assets_tests.cli_helpers import run_nexus
 from nexus_assets_tests.project import Project
 from nexus_assets_tests.test_hostile_input import claude, read_capped

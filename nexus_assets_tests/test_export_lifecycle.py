@@ -38,7 +38,7 @@ def test_exports_compile_to_bricks_whose_every_address_is_verbatim(exports: Proj
     bricks = all_bricks(exports, capsys)
     with Vault.open(exports.db, read_only=True) as v:
         formats = dict(v.conn.execute("SELECT run_id, format FROM runs").fetchall())
-        runs = v.latest_runs()
+        runs = v.runs.latest_runs()
     assert {formats[s["run_id"]] for b in bricks.values() for s in b["sources"]} == {"chatgpt", "claude"}
     for b in bricks.values():
         for n, s in enumerate(b["sources"]):

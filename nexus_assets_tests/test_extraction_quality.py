@@ -24,11 +24,15 @@ import dagster as dg
 import pytest
 import yaml
 
-from nexus_assets.core.quality import Span, score
-from nexus_assets.core.sentences import sentences
+from nexus_assets.eval.rules import Span, score
+from nexus_assets.extract.sentences import sentences
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.dagster_helpers import materialize_topic
-from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+from nexus_assets_tests.llm_server import (
+    DEFAULT_API_KEY,
+    DEFAULT_MODEL,
+    FakeOpenAIServer,
+)
 from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "vault-notes"

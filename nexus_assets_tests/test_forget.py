@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus_assets.core.sentences import sentences
+from nexus_assets.extract.sentences import sentences
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import REPO, Project
@@ -78,7 +78,7 @@ def test_forget_a_run_that_shares_one_brick_and_alone_backs_others(project: Proj
     assert set(after) == set(before) - alone
 
     with Vault.open(p.db, read_only=True) as v:
-        chain = v.manifests(TOPIC)
+        chain = v.bricks.manifests(TOPIC)
         stone = chain[-1].tombstone
     assert stone is not None and stone.run_ids == (RUN_ID,) and set(stone.brick_ids) == alone
     assert stone.reason == "the author asked" and "nexus forget" in stone.actor
@@ -136,7 +136,7 @@ def test_forget_a_file_with_delete_file_in_a_sealed_topic(empty_project: Project
     left = run_json(capsys, *p.cli_args(), "bricks", "walk")
     assert [b["content"] for b in left] == ["The vault keeps history forever."] and left[0]["state"] == "FINAL"
     with Vault.open(p.db, read_only=True) as v:
-        assert v.latest_manifest("walk", sealed=True).tombstone is not None
+        assert v.bricks.latest_manifest("walk", sealed=True).tombstone is not None
     assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
     assert b"secret garden" not in p.db.read_bytes()
 
@@ -144,18 +144,18 @@ def test_forget_a_file_with_delete_file_in_a_sealed_topic(empty_project: Project
 def test_forget_drops_a_waiting_stage_that_quotes_the_run(project: Project, home: Path, capsys):
     """A resolution staged and never published (a sync stopped between resolving and publishing)
     holds the run's text too; forgetting removes that stage with the rest."""
-    from nexus_assets.usecases.compiler import stage_resolution
+    from nexus_assets.resolve.step import stage_resolution
 
     p = project
     run_json(capsys, *p.sync_args())
     texts = own_sentences(p)
     with Vault.open(p.db) as v:
-        stage_resolution(v, v.topic("storage-decisions"), v.bricks(TOPIC), inputs_digest="interrupted")
+        stage_resolution(v, v.topics.topic("storage-decisions"), v.bricks.select(TOPIC), inputs_digest="interrupted")
         assert v.conn.execute("SELECT count(*) FROM staged_brick_sources WHERE run_id = ?", [RUN_ID]).fetchone()[0] > 0
     run_json(capsys, *p.cli_args(), "forget", "--run", RUN_ID, "--reason", "the author asked", "--yes")
     with Vault.open(p.db, read_only=True) as v:
         assert v.conn.execute("SELECT count(*) FROM staged_brick_sources WHERE run_id = ?", [RUN_ID]).fetchone()[0] == 0
-        assert not v.staged("storage-decisions", "interrupted")
+        assert not v.stage.waiting("storage-decisions", "interrupted")
     assert bytes_containing([p.db, *p.db.parent.glob(p.db.name + ".wal")], texts) == []
 
 
@@ -238,4 +238,4 @@ def test_a_forget_killed_after_its_commit_is_finished_by_a_rerun_and_reported_by
 
 def tombstones_of(p: Project) -> list[dict]:
     with Vault.open(p.db, read_only=True) as v:
-        return v.tombstones()
+        return v.forgetting.tombstones()

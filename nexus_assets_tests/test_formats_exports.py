@@ -15,17 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.formats import FormatError
-from nexus_assets.core.formats.chatgpt import chatgpt_run, current_branch
-from nexus_assets.core.formats.claude import claude_run
-from nexus_assets.core.formats.exports import (
+from nexus_assets.core.models import Run
+from nexus_assets.core.paths import resolve_string, value_at
+from nexus_assets.ingest.formats import FormatError
+from nexus_assets.ingest.formats.chatgpt import chatgpt_run, current_branch
+from nexus_assets.ingest.formats.claude import claude_run
+from nexus_assets.ingest.formats.exports import (
     BrokenExportError,
     ConversationProblem,
     iter_export,
     open_export_zip,
 )
-from nexus_assets.core.models import Run
-from nexus_assets.core.paths import resolve_string, value_at
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 CHATGPT = FIXTURES / "chatgpt" / "conversations.json"

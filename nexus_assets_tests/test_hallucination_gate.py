@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_assets.core.formats.chatgpt import chatgpt_run
-from nexus_assets.core.formats.nexus import nexus_run
-from nexus_assets.core.gate import validate_pointer, validate_pointers
-from nexus_assets.core.models import REASON_CODES, ExtractionPolicy, Occurrence, Rejection, Topic
-from nexus_assets.core.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.core.models import (
+    REASON_CODES,
+    ExtractionPolicy,
+    Occurrence,
+    Rejection,
+    Topic,
+)
+from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.gate.rules import validate_pointer, validate_pointers
+from nexus_assets.ingest.formats.chatgpt import chatgpt_run
+from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC
 from nexus_assets_tests.test_branches import edited_and_regenerated
 from nexus_assets_tests.test_branches import message as branch_message

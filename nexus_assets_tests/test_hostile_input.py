@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.formats.limits import GuardedStream
+from nexus_assets.ingest.formats.limits import GuardedStream
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -33,7 +33,7 @@ NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1
 READER = """
 import json, resource, sys, time
 from pathlib import Path
-from nexus_assets.runfiles import iter_run_file
+from nexus_assets.ingest.runfiles import iter_run_file
 out = []
 started = time.perf_counter()
 for item in iter_run_file(Path(sys.argv[1]), sys.argv[1]):
@@ -296,7 +296,7 @@ OOM_READER = """
 import json, resource, sys
 from pathlib import Path
 from nexus_assets import settings
-from nexus_assets.runfiles import iter_run_file
+from nexus_assets.ingest.runfiles import iter_run_file
 settings.apply()  # the limits as set for this process, as a command hands them over
 # The cap is set after imports: what is left is too little for the big file, plenty for the small.
 size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024

@@ -11,10 +11,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from nexus_assets.core.immutability import FinalBrickChanged
-from nexus_assets.core.manifest import manifest_hash
 from nexus_assets.defs.assets import FULL_VERIFY_TAG
-from nexus_assets.usecases.lifecycle import immutability_problems
+from nexus_assets.lifecycle.step import immutability_problems
+from nexus_assets.publish.immutability import FinalBrickChanged
+from nexus_assets.publish.manifest import manifest_hash
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
@@ -44,7 +44,7 @@ def sealed(sealed_template: Project, tmp_path: Path) -> Project:
 
 def final_bricks(p: Project):
     with Vault.open(p.db, read_only=True) as v:
-        return v.bricks(TOPIC)
+        return v.bricks.select(TOPIC)
 
 
 def verify(capsys, p: Project) -> tuple[int, dict]:
@@ -90,7 +90,7 @@ def test_the_vault_refuses_to_publish_a_change_to_a_final_brick(sealed: Project,
     altered = [target.model_copy(update=change), *bricks[1:]]
     with Vault.open(sealed.db) as v:
         with pytest.raises(FinalBrickChanged, match=rf"refusing to publish '{TOPIC}': FINAL bricks are immutable.*{target.brick_id[:12]}"):
-            v.publish(TOPIC, altered, None, dagster_run_id=None)
+            v.bricks.publish(TOPIC, altered, None, dagster_run_id=None)
     assert final_bricks(sealed) == bricks
 
 
@@ -99,14 +99,14 @@ def test_the_vault_refuses_to_move_or_drop_a_final_brick(sealed: Project):
     moved = bricks[0].model_copy(update={"sources": bricks[0].sources + bricks[1].sources})
     with Vault.open(sealed.db) as v:
         with pytest.raises(FinalBrickChanged, match="sources would change"):
-            v.publish(TOPIC, [moved, *bricks[1:]], None, dagster_run_id=None)
+            v.bricks.publish(TOPIC, [moved, *bricks[1:]], None, dagster_run_id=None)
         with pytest.raises(FinalBrickChanged, match="would be dropped"):
-            v.publish(TOPIC, bricks[1:], None, dagster_run_id=None)
+            v.bricks.publish(TOPIC, bricks[1:], None, dagster_run_id=None)
         # Only the stale flag may change: drift must still be reported on a sealed brick.
-        v.publish(TOPIC, [bricks[0].model_copy(update={"stale": True}), *bricks[1:]], None, dagster_run_id=None)
+        v.bricks.publish(TOPIC, [bricks[0].model_copy(update={"stale": True}), *bricks[1:]], None, dagster_run_id=None)
         # The flag follows the canonical source's recorded status (invariant 14).
         canonical = bricks[0].sources[0]
-        v.record_source_status([canonical], {canonical: "edited"}, observed_by="test")
+        v.drift.record_source_status([canonical], {canonical: "edited"}, observed_by="test")
     assert final_bricks(sealed)[0].stale is True
 
 
@@ -163,18 +163,18 @@ def test_tampered_final_bricks_fail_final_immutability_and_verify(sealed: Projec
 
 def test_tampering_is_never_published_as_a_new_manifest(sealed: Project):
     with Vault.open(sealed.db, read_only=True) as v:
-        manifests = v.manifests(TOPIC)
+        manifests = v.bricks.manifests(TOPIC)
     tamper(sealed, "UPDATE bricks SET order_index = 2 - order_index WHERE topic_id = 'walk'")
     with dg.instance_for_test() as instance:
         result = materialize_topic(sealed, TOPIC, instance)
     assert check_results(result)["final_immutability"] is False
     with Vault.open(sealed.db, read_only=True) as v:
-        assert v.manifests(TOPIC) == manifests
+        assert v.bricks.manifests(TOPIC) == manifests
 
 
 def test_an_edited_old_manifest_row_fails_final_immutability_and_verify(sealed: Project, capsys):
     with Vault.open(sealed.db, read_only=True) as v:
-        old = v.manifests(TOPIC)[0]
+        old = v.bricks.manifests(TOPIC)[0]
     entries = [e.model_dump() | {"state": "FORMING"} for e in old.bricks]
     tamper(sealed, "UPDATE manifests SET bricks_json = ? WHERE topic_id = 'walk' AND seq = 0", [json.dumps(entries)])
     code, data = verify(capsys, sealed)
@@ -195,8 +195,8 @@ def test_a_broken_link_in_old_history_fails_the_check_after_any_sync(sealed: Pro
 
 def test_an_edited_newest_manifest_fails_the_check_after_a_sync(sealed: Project):
     with Vault.open(sealed.db, read_only=True) as v:
-        newest = v.manifests(TOPIC)[-1]
-        seq = len(v.manifests(TOPIC)) - 1
+        newest = v.bricks.manifests(TOPIC)[-1]
+        seq = len(v.bricks.manifests(TOPIC)) - 1
     entries = [e.model_dump() | {"state": "FORMING"} for e in newest.bricks]
     tamper(sealed, f"UPDATE manifests SET bricks_json = ? WHERE topic_id = 'walk' AND seq = {seq}", [json.dumps(entries)])
     check = immutability_check(sealed)
@@ -211,7 +211,7 @@ def test_a_sealed_manifest_row_edited_to_match_tampered_bricks_is_still_caught(s
 
     tamper(sealed, "UPDATE bricks SET content = ?, fingerprint = ? WHERE brick_id = ?", [text, fingerprint(text), target.brick_id])
     with Vault.open(sealed.db, read_only=True) as v:
-        last = v.manifests(TOPIC)[-1]
+        last = v.bricks.manifests(TOPIC)[-1]
     entries = [e.model_dump() | ({"fingerprint": fingerprint(text)} if e.brick_id == target.brick_id else {}) for e in last.bricks]
     tamper(sealed, "UPDATE manifests SET bricks_json = ? WHERE topic_id = 'walk' AND sealed", [json.dumps(entries)])
     with Vault.open(sealed.db, read_only=True) as v:

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 from nexus_assets.core.fingerprint import sha256_hex
-from nexus_assets.usecases.ingest import ingest_runs
+from nexus_assets.ingest.step import ingest_runs
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
@@ -32,14 +32,14 @@ def test_a_file_deleted_between_scan_and_read_is_named_and_the_rest_ingests(empt
 
     with Vault.open(tmp_path / "v.duckdb") as vault:
         report = ingest_runs(vault, p.runs, progress=delete_next)
-        assert {"run-0", "run-2"} <= set(vault.latest_versions())
-        assert "run-1" not in vault.latest_versions()
+        assert {"run-0", "run-2"} <= set(vault.runs.latest_versions())
+        assert "run-1" not in vault.runs.latest_versions()
         assert any("r1.json" in e.file and "vanished" in e.problem for e in report.errors), report.errors
     # It comes back: the next sync reads it, because it was never marked as read.
     p.write_run("r1.json", nexus_run("run-1", [("user", "The vault holds note 1.")]))
     with Vault.open(tmp_path / "v.duckdb") as vault:
         ingest_runs(vault, p.runs)
-        assert "run-1" in vault.latest_versions()
+        assert "run-1" in vault.runs.latest_versions()
 
 
 def test_a_file_rewritten_before_it_is_read_is_stored_with_the_hash_of_what_was_read(empty_project: Project, tmp_path: Path):
@@ -58,7 +58,7 @@ def test_a_file_rewritten_before_it_is_read_is_stored_with_the_hash_of_what_was_
         on_disk = sha256_hex((p.runs / "b.json").read_bytes())
         assert [row[0] for row in stored] == [on_disk]
         assert "The vault is new." in stored[0][1]
-        assert on_disk in vault.files_seen()
+        assert on_disk in vault.runs.files_seen()
 
 
 def test_two_files_with_one_run_id_are_named_in_either_arrival_order(empty_project: Project, capsys):

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 
 from nexus_assets.core.fingerprint import brick_id, fingerprint, normalize
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses, unicode_text
 
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.formats.nexus import nexus_run
-from nexus_assets.core.gate import validate_pointer
 from nexus_assets.core.models import Occurrence
 from nexus_assets.core.paths import format_path, resolve_steps, resolve_string
+from nexus_assets.gate.rules import validate_pointer
+from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import (
     TOPIC,
     has_quotable_text,

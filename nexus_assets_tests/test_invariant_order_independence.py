@@ -12,8 +12,8 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.manifest import build_manifest
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.publish.manifest import build_manifest
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import TOPIC, corpora, make_run, occ, statuses
 
 RULES = ["chronological", "source-run-order", "ingestion-order"]

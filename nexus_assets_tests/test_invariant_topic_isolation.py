@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 
 from nexus_assets.core.fingerprint import fingerprint
-from nexus_assets.core.gate import validate_pointer
 from nexus_assets.core.models import Occurrence, Rejection
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.gate.rules import validate_pointer
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import make_run, occ, pointer, statuses, unicode_text
 
 SYNC = "nexus-server-sync"

@@ -9,10 +9,10 @@ import os
 import dagster as dg
 import pytest
 
-from nexus_assets.core.lifecycle import StateLineError, set_state_line
 from nexus_assets.definitions import defs
-from nexus_assets.topicfiles import read_topic_file
-from nexus_assets.usecases.lifecycle import sealed_manifest, sealed_snapshot, topic_history
+from nexus_assets.lifecycle.rules import StateLineError, set_state_line
+from nexus_assets.lifecycle.step import sealed_manifest, sealed_snapshot, topic_history
+from nexus_assets.topics.files import read_topic_file
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
@@ -106,8 +106,8 @@ def test_one_topic_walks_from_draft_to_locked_and_its_bricks_never_change(empty_
         assert stamps == sorted(stamps)
         assert sealed_manifest(v, TOPIC).manifest_hash == sealed["manifest_hash"]
         assert set(sealed_snapshot(v, TOPIC)) == set(third)
-        assert [m.manifest_hash for m in v.manifests(TOPIC)][-1] == sealed["manifest_hash"]
-        assert len(v.manifests(TOPIC)) == 3
+        assert [m.manifest_hash for m in v.bricks.manifests(TOPIC)][-1] == sealed["manifest_hash"]
+        assert len(v.bricks.manifests(TOPIC)) == 3
 
     # Sealing twice changes nothing; verify is clean.
     again = run_json(capsys, *seal_args(p))
@@ -119,8 +119,8 @@ def test_a_locked_topic_reports_new_runs_and_compiles_none_of_them(empty_project
     p = empty_project
     sealed_walk(p)
     with Vault.open(p.db, read_only=True) as v:
-        before = v.bricks(TOPIC)
-        manifests = v.manifests(TOPIC)
+        before = v.bricks.select(TOPIC)
+        manifests = v.bricks.manifests(TOPIC)
     p.write_run("late.json", nexus_run("r-late", [("user", "A late thought about the sync engine.")], start="2026-03-01T00:00:00Z"))
     with dg.instance_for_test() as instance:
         result = materialize_topic(p, TOPIC, instance)
@@ -135,10 +135,10 @@ def test_a_locked_topic_reports_new_runs_and_compiles_none_of_them(empty_project
     assert [r.data["run_id"] for r in raw["ignored_runs"].value.records] == ["r-late"]
     assert result.asset_materializations_for_node("topic_manifest")[0].metadata["new_manifest"].value is False
     with Vault.open(p.db, read_only=True) as v:
-        assert v.bricks(TOPIC) == before
-        assert v.manifests(TOPIC) == manifests
-        assert v.latest_versions().keys() >= {"r-late"}
-        assert not any(o.address.run_id == "r-late" for o, _ in v.occurrences(TOPIC))
+        assert v.bricks.select(TOPIC) == before
+        assert v.bricks.manifests(TOPIC) == manifests
+        assert v.runs.latest_versions().keys() >= {"r-late"}
+        assert not any(o.address.run_id == "r-late" for o, _ in v.occurrences.stream(TOPIC))
 
 
 def test_the_seal_topic_job_seals_through_dagster(empty_project: Project, capsys):
@@ -167,7 +167,7 @@ def test_the_seal_topic_job_seals_through_dagster(empty_project: Project, capsys
         assert materialization.metadata["sealed"].value is True
     with Vault.open(p.db, read_only=True) as v:
         assert v.topic_state(TOPIC) == "LOCKED"
-        assert {b.state for b in v.bricks(TOPIC)} == {"FINAL"}
+        assert {b.state for b in v.bricks.select(TOPIC)} == {"FINAL"}
         assert topic_history(v, TOPIC)[-1]["actor"].startswith("seal_topic job (run ")
     assert read_topic_file(p.topics / f"{TOPIC}.yaml").topic.state == "LOCKED"
 
@@ -178,7 +178,7 @@ def test_editing_the_ordering_rule_of_an_active_topic_is_refused(empty_project: 
     run_json(capsys, *p.cli_args(), "activate", TOPIC, "--topics-dir", str(p.topics))
     run_json(capsys, *p.sync_args(TOPIC))
     with Vault.open(p.db, read_only=True) as v:
-        manifests = v.manifests(TOPIC)
+        manifests = v.bricks.manifests(TOPIC)
     path = p.topics / f"{TOPIC}.yaml"
     path.write_text(path.read_text().replace("ordering_rule: chronological", "ordering_rule: source-run-order"))
 
@@ -195,8 +195,8 @@ def test_editing_the_ordering_rule_of_an_active_topic_is_refused(empty_project: 
     message = failure.event_specific_data.error.message
     assert f"topic '{TOPIC}'" in message and "ordering_rule" in message and "create a new topic" in message
     with Vault.open(p.db, read_only=True) as v:
-        assert v.topic(TOPIC).ordering_rule == "chronological"
-        assert v.manifests(TOPIC) == manifests
+        assert v.topics.topic(TOPIC).ordering_rule == "chronological"
+        assert v.bricks.manifests(TOPIC) == manifests
 
     # Put back, it syncs again.
     path.write_text(path.read_text().replace("ordering_rule: source-run-order", "ordering_rule: chronological"))
@@ -215,7 +215,7 @@ def test_renaming_the_topic_id_of_an_active_topic_file_is_refused(empty_project:
     assert "defined topic 'walk', which has been ACTIVE, and now says topic_id 'stroll'" in err
     assert "create a new topic" in err
     with Vault.open(p.db, read_only=True) as v:
-        assert v.topic("stroll") is None
+        assert v.topics.topic("stroll") is None
 
 
 def test_a_topic_file_cannot_seal_a_topic_by_saying_locked(empty_project: Project, capsys):
@@ -224,7 +224,7 @@ def test_a_topic_file_cannot_seal_a_topic_by_saying_locked(empty_project: Projec
     code, _, err = run_cli(capsys, *p.sync_args(TOPIC))
     assert code == 2 and "was never sealed" in err and f"nexus seal {TOPIC}" in err
     with Vault.open(p.db, read_only=True) as v:
-        assert v.topic(TOPIC) is None
+        assert v.topics.topic(TOPIC) is None
 
 
 def test_activate_refuses_what_it_cannot_do(empty_project: Project, capsys):
@@ -251,7 +251,7 @@ def test_activate_after_seal_is_refused(empty_project: Project, capsys):
 def test_a_sync_never_creates_a_topic(project: Project, capsys):
     run_json(capsys, *project.sync_args())
     with Vault.open(project.db, read_only=True) as v:
-        assert {t.topic_id for t in v.topics()} == {p.stem for p in project.topics.glob("*.yaml")}
+        assert {t.topic_id for t in v.topics.all()} == {p.stem for p in project.topics.glob("*.yaml")}
 
 
 def test_definitions_carry_the_seal_job():

@@ -2,7 +2,7 @@
 
 import json
 
-from nexus_assets.usecases.lifecycle import sealed_manifest
+from nexus_assets.lifecycle.step import sealed_manifest
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.lifecycle_helpers import (
@@ -26,7 +26,7 @@ def refused(capsys, p: Project, topic: str = TOPIC) -> tuple[dict[str, dict], st
 def assert_untouched(p: Project, topic: str = TOPIC, state: str = "ACTIVE") -> None:
     with Vault.open(p.db, read_only=True) as v:
         assert v.topic_state(topic) == state
-        assert not any(b.state == "FINAL" for b in v.bricks(topic))
+        assert not any(b.state == "FINAL" for b in v.bricks.select(topic))
         assert sealed_manifest(v, topic) is None
 
 
@@ -181,7 +181,12 @@ def honest_model(body: dict) -> dict:
 
 
 def test_runs_the_extractor_never_answered_for_refuse_the_seal(empty_project: Project, capsys, monkeypatch):
-    from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, ErrorReply, FakeOpenAIServer
+    from nexus_assets_tests.llm_server import (
+        DEFAULT_API_KEY,
+        DEFAULT_MODEL,
+        ErrorReply,
+        FakeOpenAIServer,
+    )
 
     p = empty_project
     p.write_topic("vault-notes", keywords=["vault"])

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.core.models import Topic
-from nexus_assets.extractors import extraction_key
+from nexus_assets.extract.backends import extraction_key
 from nexus_assets.llm.client import ExtractionJob, LLMConfig, PointerClient
 from nexus_assets.llm.prompt import LEGACY_PROMPT_VERSIONS
 from nexus_assets.vault.migrations import schema_version
@@ -395,7 +395,7 @@ def property_server():
     concurrency=st.integers(min_value=2, max_value=16),
 )
 def test_concurrent_extraction_equals_sequential(property_server, latencies, concurrency):
-    from nexus_assets.core.formats.nexus import nexus_run as parse_nexus_run
+    from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus_run
 
     server, delays = property_server
     topics = [

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.formats.nexus import nexus_run
-from nexus_assets.core.gate import validate_pointers
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.core.paths import resolve_string
+from nexus_assets.gate.rules import validate_pointers
+from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets.llm.chunking import chunk_nodes, estimate_tokens
 from nexus_assets.llm.client import (
     CacheMiss,
@@ -28,7 +28,6 @@ from nexus_assets.llm.client import (
     parse_reply,
 )
 from nexus_assets.llm.plan import estimate_cost, plan_runs
-from nexus_assets.llm.requests import run_shares, share_key
 from nexus_assets.llm.prompt import (
     POINTER_SCHEMA,
     PROMPT_VERSION,
@@ -37,6 +36,7 @@ from nexus_assets.llm.prompt import (
     render_fragment,
     render_messages,
 )
+from nexus_assets.llm.requests import run_shares, share_key
 from nexus_assets_tests.llm_server import (
     DEFAULT_MODEL,
     ErrorReply,
@@ -733,7 +733,7 @@ def test_the_fake_server_lists_models(server):
 def test_reply_schemas_are_derived_from_the_reply_models():
     from pydantic import BaseModel
 
-    from nexus_assets.llm.discovery_prompt import TOPICS_SCHEMA
+    from nexus_assets.discovery.prompt import TOPICS_SCHEMA
     from nexus_assets.llm.schema import reply_schema
 
     items = POINTER_SCHEMA["properties"]["extracted_pointers"]["items"]

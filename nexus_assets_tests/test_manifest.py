@@ -9,9 +9,14 @@ import json
 
 import pytest
 
-from nexus_assets.core.manifest import build_manifest, chain_problems, manifest_entries, manifest_hash
 from nexus_assets.core.models import ManifestEntry
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.publish.manifest import (
+    build_manifest,
+    chain_problems,
+    manifest_entries,
+    manifest_hash,
+)
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses
 
 RUN_A = make_run("run-a", ["Sync is nightly.", "Bricks are verbatim."], status="OPEN", started_at="2024-01-01T00:00:00Z")

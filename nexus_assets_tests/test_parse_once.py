@@ -9,9 +9,12 @@ from collections import Counter
 
 import pytest
 
-import nexus_assets.runfiles
-import nexus_assets.usecases.drift
-import nexus_assets.usecases.ingest
+import nexus_assets.drift.step
+import nexus_assets.ingest.runfiles
+import nexus_assets.ingest.step
+from nexus_assets.drift.records import DriftRecords
+from nexus_assets.ingest.records import RunRecords
+from nexus_assets.publish.records import BrickRecords
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
@@ -42,12 +45,12 @@ class Spy:
 def spy(monkeypatch) -> Spy:
     s = Spy(monkeypatch)
     # Reading a run file (the only place raw bytes become runs), hashing it, and re-parsing stored raw JSON.
-    s.wrap(nexus_assets.usecases.ingest, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.usecases.drift, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.usecases.ingest, "_snapshot", "hash", key=lambda path, *a, **k: path.name)
-    s.wrap(nexus_assets.usecases.ingest, "file_sha256", "hash", key=lambda path, *a, **k: path.name)
-    s.wrap(Vault, "load_runs", "reparse")
-    s.wrap(Vault, "latest_runs", "reparse")
+    s.wrap(nexus_assets.ingest.step, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.drift.step, "iter_run_file", "read", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.ingest.step, "_snapshot", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(nexus_assets.ingest.step, "file_sha256", "hash", key=lambda path, *a, **k: path.name)
+    s.wrap(RunRecords, "load_runs", "reparse")
+    s.wrap(RunRecords, "latest_runs", "reparse")
     return s
 
 
@@ -128,8 +131,8 @@ def test_touched_files_are_hashed_but_cost_no_write_or_query_each(empty_project:
     """Files whose times moved but whose bytes did not (touched, checked out, copied back): each is
     hashed, nothing is read, and no restore or verdict query runs per file; a file back to bytes it
     held before, touched in the same sync as the rest, is still restored."""
-    spy.wrap(Vault, "restore_versions", "restore", key=lambda self, sha, source: source.rsplit("/", 1)[-1])
-    spy.wrap(Vault, "copy_file_verdict", "verdict")
+    spy.wrap(DriftRecords, "restore_versions", "restore", key=lambda self, sha, source: source.rsplit("/", 1)[-1])
+    spy.wrap(RunRecords, "copy_file_verdict", "verdict")
     p = project(empty_project)
     first = run_json(capsys, *p.sync_args())
     spy.calls.clear()
@@ -156,11 +159,11 @@ def test_touched_files_are_hashed_but_cost_no_write_or_query_each(empty_project:
 
 
 def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Project, capsys, monkeypatch):
-    import nexus_assets.usecases.compiler
+    import nexus_assets.resolve.step
 
     spy = Spy(monkeypatch)
-    spy.wrap(nexus_assets.usecases.compiler, "resolved_bricks", "resolve", key=lambda vault, topic, **k: topic.topic_id)
-    spy.wrap(Vault, "publish_staged", "publish", key=lambda self, topic_id, *a, **k: topic_id)
+    spy.wrap(nexus_assets.resolve.step, "resolved_bricks", "resolve", key=lambda vault, topic, **k: topic.topic_id)
+    spy.wrap(BrickRecords, "publish_staged", "publish", key=lambda self, topic_id, *a, **k: topic_id)
     p = project(empty_project)
     p.write_run("open.json", nexus_run("run-open", [("user", "An open vault thought.")], status="OPEN"))
     first = run_json(capsys, *p.sync_args())
@@ -206,8 +209,8 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
     """Validation loads just the nodes an extraction's pointers name. Every verdict (occurrence,
     offsets, checksum, timestamp, position, rejection reason) is the one the whole run gives,
     including for paths written another way, paths at no text node and malformed pointers."""
-    from nexus_assets.core.formats.nexus import nexus_run as parse_nexus
-    from nexus_assets.core.gate import NeedsDocument, named_paths, validate_pointers
+    from nexus_assets.gate.rules import NeedsDocument, named_paths, validate_pointers
+    from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus
     from nexus_assets.vault.store import RunVersion
 
     document = {
@@ -233,10 +236,10 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
         "not a pointer",
     ]
     with Vault.open(tmp_path / "vault.duckdb") as vault:
-        vault.store_runs([(run, "a.json", "0" * 64)])
+        vault.runs.store_runs([(run, "a.json", "0" * 64)])
         rv = RunVersion(run.run_id, run.version_id)
-        whole = vault.load_run_nodes([rv])[rv]
-        some = vault.load_run_nodes([rv], only={rv: named_paths(pointers)})[rv]
+        whole = vault.runs.load_run_nodes([rv])[rv]
+        some = vault.runs.load_run_nodes([rv], only={rv: named_paths(pointers)})[rv]
     assert len(whole.nodes) == 3 and {n.path for n in some.nodes} == {n.path for n in whole.nodes}
     judged = validate_pointers(pointers, topic_id="t", run=some)
     assert judged == validate_pointers(pointers, topic_id="t", run=whole)
@@ -245,7 +248,7 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
     assert occurrences[0].timestamp == "2025-01-02T00:00:00.000000Z"
     assert sorted(r.reason for r in rejections) == ["empty_quote", "malformed_pointer", "malformed_pointer", "quote_not_found", "unknown_topic"]
     with Vault.open(tmp_path / "vault.duckdb", read_only=True) as vault:
-        only_first = vault.load_run_nodes([rv], only={rv: named_paths(pointers[:1])})[rv]
+        only_first = vault.runs.load_run_nodes([rv], only={rv: named_paths(pointers[:1])})[rv]
     assert [n.path for n in only_first.nodes] == [whole.nodes[0].path]
     # A pointer at a node that was not loaded is never judged on a partial run: it asks for the
     # document, as a path in another syntax does on the whole run.
@@ -260,8 +263,8 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
 def test_a_chunk_of_run_versions_loads_exactly_its_own_nodes_and_statuses(tmp_path):
     """Nodes and statuses are read per chunk of run versions with a range prefilter in SQL; a chunk
     of scattered keys (an older version, a run between two wanted ones) gets only its own rows."""
-    from nexus_assets.core.formats.nexus import nexus_run as parse_nexus
-    from nexus_assets.core.scope import node_text
+    from nexus_assets.extract.scope import node_text
+    from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus
     from nexus_assets.vault.store import RunVersion
 
     def document(run_id: str, status: str, *texts: str) -> dict:
@@ -276,20 +279,20 @@ def test_a_chunk_of_run_versions_loads_exactly_its_own_nodes_and_statuses(tmp_pa
         parse_nexus(document("run-d", "OPEN", "d one.")),
     ]
     with Vault.open(tmp_path / "vault.duckdb") as vault:
-        vault.store_runs([(run, f"{i}.json", f"{i}" * 64) for i, run in enumerate(runs)])
-        vault.close_run("run-d")
+        vault.runs.store_runs([(run, f"{i}.json", f"{i}" * 64) for i, run in enumerate(runs)])
+        vault.runs.close_run("run-d")
         key = {i: RunVersion(run.run_id, run.version_id) for i, run in enumerate(runs)}
         wanted = [key[0], key[3], key[4]]
-        loaded = vault.load_run_nodes(wanted)
+        loaded = vault.runs.load_run_nodes(wanted)
         assert set(loaded) == set(wanted)
         for i in (0, 3, 4):
             assert [(n.path, n.text) for n in loaded[key[i]].nodes] == [(n.path, node_text(runs[i], n)) for n in runs[i].nodes]
         assert [r.status for r in (loaded[key[0]], loaded[key[3]], loaded[key[4]])] == ["OPEN", "CLOSED", "CLOSED"]
         first_texts = {rv: {n.path for n in run.nodes[:1]} for rv, run in zip(wanted, [runs[0], runs[3], runs[4]])}
-        some = vault.load_run_nodes(wanted, only=first_texts)
+        some = vault.runs.load_run_nodes(wanted, only=first_texts)
         assert {rv: [n.text for n in run.nodes] for rv, run in some.items()} == {
             key[0]: ["a one."], key[3]: ["c one."], key[4]: ["d one."]
         }
-        assert vault.run_status(["run-d", "run-b", "nowhere"]) == {"run-d": "CLOSED", "run-b": "OPEN"}
-        assert vault.run_status([]) == {}
-        assert vault.run_status() == {"run-a": "OPEN", "run-b": "OPEN", "run-c": "CLOSED", "run-d": "CLOSED"}
+        assert vault.runs.run_status(["run-d", "run-b", "nowhere"]) == {"run-d": "CLOSED", "run-b": "OPEN"}
+        assert vault.runs.run_status([]) == {}
+        assert vault.runs.run_status() == {"run-a": "OPEN", "run-b": "OPEN", "run-c": "CLOSED", "run-d": "CLOSED"}

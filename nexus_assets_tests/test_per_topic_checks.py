@@ -46,15 +46,15 @@ def test_a_failed_check_stays_with_its_topic_until_that_topic_passes_again(proje
             assert materialize_topic(project, topic, instance).success
         with Vault.open(project.db, read_only=True) as v:
             assert not any(
-                (s.run_id, s.json_path) == (RUN_ID, NODE) for b in v.bricks(OTHER) for s in b.sources
+                (s.run_id, s.json_path) == (RUN_ID, NODE) for b in v.bricks.select(OTHER) for s in b.sources
             ), "the edited node backs only one topic"
             expected = {
                 b.brick_id
-                for b in v.bricks(BROKEN, visible_only=True)
+                for b in v.bricks.select(BROKEN, visible_only=True)
                 if (b.sources[0].run_id, b.sources[0].json_path) == (RUN_ID, NODE)
             }
             original_checksum = next(
-                s.node_checksum for b in v.bricks(BROKEN) for s in b.sources if (s.run_id, s.json_path) == (RUN_ID, NODE)
+                s.node_checksum for b in v.bricks.select(BROKEN) for s in b.sources if (s.run_id, s.json_path) == (RUN_ID, NODE)
             )
         assert expected
 
@@ -96,7 +96,7 @@ def test_a_failed_check_stays_with_its_topic_until_that_topic_passes_again(proje
     report = run_json(capsys, *project.cli_args(), "verify")
     assert report["ok"] is True and report["stale_bricks"] == []
     with Vault.open(project.db, read_only=True) as v:
-        flips = [f for f in v.source_status_history(RUN_ID) if (f["json_path"], f["node_checksum"]) == (NODE, original_checksum)]
+        flips = [f for f in v.drift.source_status_history(RUN_ID) if (f["json_path"], f["node_checksum"]) == (NODE, original_checksum)]
     assert [f["drifted"] for f in flips] == [True, False], "every flip is kept"
     assert flips[0]["problem"] and flips[1]["problem"] is None
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from nexus_assets import settings
-from nexus_assets.core.formats.chatgpt import CONTENT_TYPES, chatgpt_run
-from nexus_assets.core.formats.claude import claude_run
-from nexus_assets.core.formats.exports import ConversationProblem, iter_export
 from nexus_assets.core.models import ExtractionPolicy, IngestionError, Run, Topic
 from nexus_assets.core.paths import resolve_string
-from nexus_assets.core.scope import in_scope_nodes
-from nexus_assets.runfiles import iter_run_file
-from nexus_assets.usecases.ingest import ingest_runs
+from nexus_assets.extract.scope import in_scope_nodes
+from nexus_assets.ingest.formats.chatgpt import CONTENT_TYPES, chatgpt_run
+from nexus_assets.ingest.formats.claude import claude_run
+from nexus_assets.ingest.formats.exports import ConversationProblem, iter_export
+from nexus_assets.ingest.runfiles import iter_run_file
+from nexus_assets.ingest.step import ingest_runs
 from nexus_assets.vault.store import Vault
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -371,7 +371,7 @@ def test_unzipped_side_files_are_skipped_with_one_info_line(tmp_path: Path) -> N
     said: list[str] = []
     with Vault.open(tmp_path / "v.duckdb") as vault:
         report = ingest_runs(vault, tmp_path / "runs", progress=said.append)
-        assert vault.ingestion_errors() == []
+        assert vault.runs.ingestion_errors() == []
     assert report.errors == [] and report.runs_new == 2
     notes = [line for line in said if "side file" in line]
     assert notes == [

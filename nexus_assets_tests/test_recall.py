@@ -9,7 +9,7 @@ import socket
 import dagster as dg
 import pytest
 
-from nexus_assets.core.citations import ccc, extractive_answer, split_answer
+from nexus_assets.recall.citations import ccc, extractive_answer, split_answer
 from nexus_assets.recall.index import load, vector_index_dir
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json, run_nexus
@@ -35,7 +35,7 @@ def table_bytes(p: Project) -> dict:
 def test_the_id_map_is_one_to_one_and_survives_a_restart_and_a_rebuild(synced: Project, capsys):
     first = load(synced.db, TOPIC)
     with Vault.open(synced.db, read_only=True) as v:
-        visible = [b.brick_id for b in v.bricks(TOPIC, visible_only=True)]
+        visible = [b.brick_id for b in v.bricks.select(TOPIC, visible_only=True)]
     assert first is not None and first.brick_ids == visible and first.index.ntotal == len(visible)
     before = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--topic", TOPIC)
     shutil.rmtree(vector_index_dir(synced.db, TOPIC))
@@ -71,7 +71,11 @@ def test_tiers_fall_through_deterministically(synced: Project, capsys, monkeypat
 
     # A real cross-encoder, loaded by the real code: a tiny one this test builds and saves.
     from sentence_transformers import CrossEncoder
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertTokenizerFast,
+    )
 
     vocab = tmp_path / "vocab.txt"
     words = sorted({w.lower().strip(".,?:") for r in runs[0]["results"] for w in r["content"].split()} | {"where", "should", "the", "vault", "live"})
@@ -227,8 +231,8 @@ def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(
                FROM range(?) r(i) WHERE i <> 5""",
             [n],
         )
-        ids, vectors = v.visible_vectors("t", "m")
-        assert ids == v.visible_embedded_ids("t", "m")
+        ids, vectors = v.recall.visible_vectors("t", "m")
+        assert ids == v.recall.visible_embedded_ids("t", "m")
     expected = [i for i in reversed(range(n)) if i not in (5, 7)]  # 5 has no vector, 7 is not visible
     assert ids == [f"b{i}" for i in expected] and vectors.shape == (n - 2, 384) and vectors.dtype == np.float32
     assert (vectors[:, 0] == np.array(expected, dtype="float32")).all() and (vectors[:, 383] == vectors[:, 0] + 383).all()

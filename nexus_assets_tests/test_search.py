@@ -3,7 +3,7 @@ an index kept in step by the pipeline and rebuilt from the vault when it is gone
 
 import pytest
 
-from nexus_assets.usecases.search import forget_index, index_dir
+from nexus_assets.search.step import forget_index, index_dir
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, nexus_run
 

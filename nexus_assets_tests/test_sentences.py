@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.core.sentences import sentence_spans, sentences
+from nexus_assets.extract.sentences import sentence_spans, sentences
 
 
 def case(text, expected, name):

@@ -19,7 +19,14 @@ import pytest
 from nexus_assets.cli import main
 from nexus_assets_tests.llm_server import FakeOpenAIServer, Reply
 from nexus_assets_tests.project import Project, sample_project
-from nexus_assets_tests.servers import STOP_GRACE_S, as_script_job, nexus, read_line, start, stop
+from nexus_assets_tests.servers import (
+    STOP_GRACE_S,
+    as_script_job,
+    nexus,
+    read_line,
+    start,
+    stop,
+)
 
 
 @pytest.fixture(scope="module")

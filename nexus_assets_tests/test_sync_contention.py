@@ -61,7 +61,7 @@ def test_a_sync_completes_while_the_viewer_serves_a_loop_of_requests(project: Pr
     assert served.count(200) > 10, "the viewer kept serving"
     assert set(served) <= {200, 503}
     with Vault.open(p.db, read_only=True) as v:
-        assert "run-under-load" in v.latest_versions()
+        assert "run-under-load" in v.runs.latest_versions()
 
 
 def test_ctrl_c_stops_the_whole_sync(empty_project: Project, capsys):

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.core.fingerprint import fingerprint, normalize
-from nexus_assets.core.manifest import manifest_entries
-from nexus_assets.core.resolution import resolve_topic
+from nexus_assets.publish.manifest import manifest_entries
+from nexus_assets.resolve.rules import resolve_topic
 from nexus_assets_tests.strategies import TOPIC, make_run, occ, statuses
 
 
@@ -319,7 +319,7 @@ def test_superset_search_finds_exactly_the_smallest_containing_text(texts, picks
     needles of every length, including texts that hold the needle inside a longer word."""
     from types import SimpleNamespace
 
-    from nexus_assets.core.resolution import _smallest_supersets
+    from nexus_assets.resolve.rules import _smallest_supersets
 
     groups = [SimpleNamespace(brick_id=f"b{i}", normalized=t) for i, t in enumerate(texts)]
     candidates = [groups[i % len(groups)] for i in picks]

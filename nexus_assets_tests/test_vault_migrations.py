@@ -13,10 +13,20 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nexus_assets.vault.migrations import LATEST, MIGRATIONS, STAGE_TABLES, VaultTooNew, schema_version
+from nexus_assets.vault.migrations import (
+    LATEST,
+    MIGRATIONS,
+    STAGE_TABLES,
+    VaultTooNew,
+    schema_version,
+)
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
-from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+from nexus_assets_tests.llm_server import (
+    DEFAULT_API_KEY,
+    DEFAULT_MODEL,
+    FakeOpenAIServer,
+)
 from nexus_assets_tests.project import nexus_run
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
@@ -187,7 +197,7 @@ def test_a_file_the_previous_reader_refused_is_read_again_once(tmp_path, capsys)
     holds that file as read, with one error and no run. The next sync reads the file again with
     this reader, which keeps the rest of the run; the sync after that reads nothing again."""
     from nexus_assets.core.fingerprint import sha256_hex
-    from nexus_assets.runfiles import file_stat
+    from nexus_assets.ingest.runfiles import file_stat
     from nexus_assets_tests.project import sample_project
 
     p = sample_project(tmp_path / "proj")
@@ -230,7 +240,7 @@ def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_nex
     text and was not stale, though its source had changed. Such a vault needs no migration: the
     topic's digest names the resolution rules, so the next sync resolves it again and the oldest
     version is canonical. Same ids and manifests, nothing lost."""
-    import nexus_assets.vault.bricks as store
+    import nexus_assets.resolve.records as store
     from nexus_assets_tests.project import Project
 
     p = Project(tmp_path / "proj")
@@ -247,7 +257,7 @@ def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_nex
     # and its digest, which named no rules.
     with Vault.open(p.db) as v:
         monkeypatch.setattr(store, "RESOLUTION_RULES", "")
-        old_digest = v.topic_inputs_digest(topic)
+        old_digest = v.stage.topic_inputs_digest(topic)
         monkeypatch.undo()
         bid = right["brick_id"]
         v.conn.execute("UPDATE brick_sources SET seq = 1 - seq WHERE brick_id = ?", [bid])

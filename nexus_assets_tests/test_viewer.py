@@ -304,7 +304,7 @@ def test_a_message_with_a_script_tag_is_shown_as_text_and_never_runs(viewer, bri
 
 def test_search_ranks_the_bricks_that_match_with_the_words_marked(viewer, bricks, page):
     """The viewer's search box is `nexus search` (BM25, stemmed words) for this topic."""
-    from nexus_assets.usecases.search import search
+    from nexus_assets.search.step import search
 
     visible = [b for b in bricks if b["state"] != "SUPERSEDED"]
     expected = {b["brick_id"] for b in visible if "manifest" in b["content"].lower()}

@@ -19,10 +19,16 @@ from typing import Sequence
 # not a read of Nexus's configuration (that is nexus_assets/settings.py).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets import settings
+from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.settings import Basics
-from nexus_assets.vault.connection import VaultBusy, VaultConfigError, VaultPathError, VaultUnusable, storage_problem
+from nexus_assets.vault.connection import (
+    VaultBusy,
+    VaultConfigError,
+    VaultPathError,
+    VaultUnusable,
+    storage_problem,
+)
 from nexus_assets.vault.migrations import VaultTooNew
 
 RUNS_HELP = "default: $NEXUS_RUNS_DIR, else the vault's recorded one, else data/runs"

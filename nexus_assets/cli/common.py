@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
-from nexus_assets.settings import DEFAULT_DB, DEFAULT_RUNS_DIR, DEFAULT_TOPICS_DIR, Basics
+from nexus_assets.settings import (
+    DEFAULT_DB,
+    DEFAULT_RUNS_DIR,
+    DEFAULT_TOPICS_DIR,
+    Basics,
+)
 from nexus_assets.vault.catalog import Catalog
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault, require_topic
-from nexus_assets.core.quality import GoldError
-from nexus_assets.usecases.evaluation import evaluate, gold_lines_for
+from nexus_assets.eval.rules import GoldError
+from nexus_assets.eval.step import evaluate, gold_lines_for
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -20,10 +20,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
         if args.extractors:
-            identities = vault.extractor_identities(args.topic)
+            identities = vault.extractions.extractor_identities(args.topic)
             wanted = [None, *identities]
         elif args.extractor:
-            known = vault.extractor_identities(args.topic)
+            known = vault.extractions.extractor_identities(args.topic)
             if args.extractor not in known:
                 raise UsageError(
                     f"no extractions by {args.extractor!r} for topic {args.topic!r}; "

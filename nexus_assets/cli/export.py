@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, open_vault, require_topic
-from nexus_assets.usecases.export import NoManifest, manifest_rows, to_jsonl, to_markdown, write_parquet
+from nexus_assets.export.step import (
+    NoManifest,
+    manifest_rows,
+    to_jsonl,
+    to_markdown,
+    write_parquet,
+)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -9,8 +9,15 @@ from pathlib import Path
 
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, open_vault
-from nexus_assets.usecases.forgetting import ForgetError, find_target, finish_erasure, forget, pending_erasure, plan
-from nexus_assets.usecases.lifecycle import user_actor
+from nexus_assets.forget.step import (
+    ForgetError,
+    find_target,
+    finish_erasure,
+    forget,
+    pending_erasure,
+    plan,
+)
+from nexus_assets.lifecycle.step import user_actor
 
 
 def _describe_plan(p: dict) -> list[str]:

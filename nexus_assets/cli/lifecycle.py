@@ -11,12 +11,29 @@ import sys
 from pathlib import Path
 
 from nexus_assets import settings
-from nexus_assets.cli.common import UsageError, emit, open_vault, project_dagster_home, require_folder
-from nexus_assets.extractors import VaultCallStore
+from nexus_assets.cli.common import (
+    UsageError,
+    emit,
+    open_vault,
+    project_dagster_home,
+    require_folder,
+)
+from nexus_assets.discovery.records import dropped_topics
+from nexus_assets.discovery.step import (
+    DiscoveryError,
+    discover_embedded,
+    discover_llm,
+    recent_runs,
+)
+from nexus_assets.lifecycle.step import (
+    LifecycleError,
+    SealRefused,
+    activate,
+    seal,
+    topic_history,
+    user_actor,
+)
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
-from nexus_assets.usecases.discovery import DiscoveryError, discover_embedded, discover_llm, recent_runs
-from nexus_assets.usecases.lifecycle import LifecycleError, SealRefused, activate, seal, topic_history, user_actor
-from nexus_assets.vault.proposals import dropped_topics
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -40,7 +57,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     with open_vault(args, write=True, create=True) as vault:
         # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
         # a sync or not yet), are never proposed again.
-        recorded = [*vault.topics(), *dropped_topics(vault)]
+        recorded = [*vault.topics.all(), *dropped_topics(vault)]
         if args.extractor == "openai":
             try:
                 config = LLMConfig.from_env(settings.load().as_env())
@@ -48,7 +65,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
                 raise UsageError(str(exc)) from None
             try:
                 report, written = discover_llm(
-                    runs, topics_dir, config=config, store=VaultCallStore(vault), recorded=recorded, max_proposals=args.max
+                    runs, topics_dir, config=config, store=vault.llm_calls, recorded=recorded, max_proposals=args.max
                 )
             except LLMFatalError as exc:
                 raise UsageError(str(exc)) from None
@@ -60,7 +77,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
         actor = user_actor("nexus discover", settings.user())
         by_id = {t.topic_id: t for t in written}
         for row in report.written:
-            vault.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
+            vault.topics.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
     lines = [f"looked at {report.runs_considered} recent runs ({report.extractor})"]
     for w in report.written:
         lines.append(
@@ -87,7 +104,9 @@ def cmd_activate(args: argparse.Namespace) -> int:
         history = _history(vault, args.topic)
     # Activation makes the topic compilable, so it becomes a partition of the shared instance now.
     if project_dagster_home(args.db, settings.dagster_home()) is not None:
-        from nexus_assets.cli.sync import dagster_instance  # Dagster only when there is an instance to tell
+        from nexus_assets.cli.sync import (
+            dagster_instance,  # Dagster only when there is an instance to tell
+        )
 
         dagster_instance(args.db, [done.topic_id])
     data = {
@@ -141,7 +160,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 def cmd_close(args: argparse.Namespace) -> int:
     with open_vault(args, write=True) as vault:
         try:
-            changed = vault.close_run(args.run_id)
+            changed = vault.runs.close_run(args.run_id)
         except KeyError:
             raise UsageError(f"no run {args.run_id!r} in the vault") from None
     emit(

@@ -6,12 +6,17 @@ import argparse
 from pathlib import Path
 
 from nexus_assets import settings
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, require_folder
-from nexus_assets.extractors import VaultCallStore
+from nexus_assets.cli.common import (
+    COMPILED_STATES,
+    UsageError,
+    emit,
+    open_vault,
+    require_folder,
+)
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError
-from nexus_assets.topicfiles import read_topic_files
-from nexus_assets.usecases.planning import _NoCalls, current_runs, explain_cache, plan_topics
+from nexus_assets.llm.planning import _NoCalls, current_runs, explain_cache, plan_topics
+from nexus_assets.topics.files import read_topic_files
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -42,7 +47,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     db = Path(args.db)
     if db.exists():
         with open_vault(args) as vault:
-            plans, summary = plan_topics(selected, runs, config=config, store=VaultCallStore(vault), token_budget=budget)
+            plans, summary = plan_topics(selected, runs, config=config, store=vault.llm_calls, token_budget=budget)
     else:
         plans, summary = plan_topics(selected, runs, config=config, store=_NoCalls(), token_budget=budget)
     data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
@@ -50,11 +55,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         explained = []
         if db.exists():
             with open_vault(args) as vault:
-                store = VaultCallStore(vault)
-                seen = vault.run_versions_seen([r.run_id for r in runs])
+                store = vault.llm_calls
+                seen = vault.history.run_versions_seen([r.run_id for r in runs])
                 for t in selected:
                     explained += explain_cache(
-                        t, runs, config=config, store=store, last_calls=vault.last_calls(t.topic_id), versions_seen=seen, token_budget=budget
+                        t, runs, config=config, store=store, last_calls=vault.history.last_calls(t.topic_id), versions_seen=seen, token_budget=budget
                     )
         else:
             for t in selected:

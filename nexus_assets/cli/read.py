@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import argparse
 
-from nexus_assets.cli.common import UsageError, brick_json, emit, one_line, open_vault, require_topic
-from nexus_assets.usecases.trace import trace_brick
+from nexus_assets.cli.common import (
+    UsageError,
+    brick_json,
+    emit,
+    one_line,
+    open_vault,
+    require_topic,
+)
+from nexus_assets.trace.step import trace_brick
 
 
 def cmd_bricks(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
-        bricks = vault.bricks(args.topic)
+        bricks = vault.bricks.select(args.topic)
     if not args.all:
         bricks = [b for b in bricks if b.state != "SUPERSEDED"]
     text = "\n".join(
@@ -31,7 +38,7 @@ def cmd_bricks(args: argparse.Namespace) -> int:
 def cmd_rejections(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
-        rows = vault.rejections(args.topic)
+        rows = vault.occurrences.rejections(args.topic)
     text = "\n".join(
         f"{r['reason']:<18} {r['run_id']}  {r['json_path']}  {one_line(repr(r['verbatim_quote']), 60)}" for r in rows
     ) or f"no rejections in {args.topic}"
@@ -42,7 +49,7 @@ def cmd_rejections(args: argparse.Namespace) -> int:
 def cmd_manifest(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
-        m = vault.latest_manifest(args.topic)
+        m = vault.bricks.latest_manifest(args.topic)
     if m is None:
         raise UsageError(f"topic {args.topic!r} has no manifest yet; run `nexus sync --topic {args.topic}`")
     data = {
@@ -60,7 +67,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        matches = vault.brick_ids_with_prefix(args.brick_id)
+        matches = vault.history.brick_ids_with_prefix(args.brick_id)
         if not matches:
             raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
         if len(matches) > 1:
@@ -83,7 +90,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_errors(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        rows = vault.ingestion_errors()
+        rows = vault.runs.ingestion_errors()
     text = "\n".join(f"{r['file']}{' [' + r['conversation'] + ']' if r['conversation'] else ''}: {r['problem']}" for r in rows)
     emit(args, rows, text or "no ingestion errors")
     return 0
@@ -93,7 +100,7 @@ def cmd_calls(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         if args.topic:
             require_topic(vault, args.topic)
-        rows = vault.llm_calls(args.topic)
+        rows = vault.llm_calls.calls(args.topic)
     text = "\n".join(
         f"{str(r['recorded_at'])[:19]} {r['status']:<6} {r['topic_id']} {r['run_id']} chunk {r['chunk_index'] + 1}/{r['chunk_count']} "
         f"{r['model']} {r['prompt_version']} in={r['prompt_tokens']} out={r['completion_tokens']} {r['latency_ms']}ms "

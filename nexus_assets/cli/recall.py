@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets import settings
-from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
+from nexus_assets.cli.common import (
+    UsageError,
+    emit,
+    one_line,
+    open_vault,
+    require_topic,
+)
 from nexus_assets.core.utf8 import utf8_problem
 
 
@@ -64,7 +70,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        rows = vault.audit_rows()  # opening upgraded an older vault, so the table is there
+        rows = vault.recall.audit_rows()  # opening upgraded an older vault, so the table is there
     text = "\n".join(
         f"{r['recorded_at'][:19]} {r['outcome']:<8} {r['user_name']} via {r['agent']} {r['model']} ccc={r['ccc']} "
         f"rev={r['revisions']} bricks={len(r['brick_ids'])} q={r['question_sha256'][:12]}{' — ' + r['reason'] if r['reason'] else ''}"

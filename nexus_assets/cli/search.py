@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_topic
+from nexus_assets.cli.common import (
+    UsageError,
+    emit,
+    one_line,
+    open_vault,
+    require_topic,
+)
 from nexus_assets.cli.recall import require_utf8
-from nexus_assets.usecases.search import refresh, search
+from nexus_assets.search.step import refresh, search
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -21,7 +27,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         # The index is derived data beside the vault: bring it in step with the manifests first.
         refresh(vault, args.db)
         hits = search(args.db, text, args.topic, limit=args.limit)
-        bricks = {b.brick_id: b for b in vault.bricks(brick_ids=[h.brick_id for h in hits])}
+        bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=[h.brick_id for h in hits])}
     rows = []
     for rank, h in enumerate(hits, 1):
         b = bricks.get(h.brick_id)

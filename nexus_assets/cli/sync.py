@@ -13,12 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nexus_assets import settings
-from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder, storage_failure
+from nexus_assets.cli.common import (
+    COMPILED_STATES,
+    UsageError,
+    emit,
+    open_vault,
+    project_dagster_home,
+    require_folder,
+    storage_failure,
+)
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.order import normalize_timestamp
-from nexus_assets.runfiles import file_stat, scan_run_files
-from nexus_assets.topicfiles import read_topic_files, topic_id_conflicts
-from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files
+from nexus_assets.ingest.runfiles import file_stat, scan_run_files
+from nexus_assets.lifecycle.step import TopicFileError, record_topic_files
+from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.topics.files import read_topic_files, topic_id_conflicts
 from nexus_assets.vault.migrations import LATEST
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
@@ -156,9 +164,9 @@ def _record_inputs(args: argparse.Namespace, request: _Request) -> tuple[dict, b
             record_topic_files(vault, request.files)
         except TopicFileError as exc:
             raise UsageError(f"{exc}. Nothing was compiled.") from None
-        vault.record_sources(runs_dir=request.runs_dir, topics_dir=request.topics_dir)
+        vault.topics.record_sources(runs_dir=request.runs_dir, topics_dir=request.topics_dir)
         inputs = sync_inputs(args, request.runs_dir, request.defined, request.selected)
-        unchanged = vault.last_clean_sync() == sha256_hex(canonical_json([inputs, vault.change_marks()]))
+        unchanged = vault.history.last_clean_sync() == sha256_hex(canonical_json([inputs, vault.history.change_marks()]))
     return inputs, unchanged
 
 
@@ -169,7 +177,9 @@ _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 def _run_jobs(args: argparse.Namespace, request: _Request) -> _Outcome:
     """The jobs the UI and the schedule run (defs/jobs.py): `ingest_run_files` once for every topic,
     then `compile_topic` per topic partition, each in process on the project's Dagster instance."""
-    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
+    from nexus_assets.definitions import (
+        build_defs,  # Dagster is loaded only when the graph runs
+    )
 
     defs = build_defs(
         db_path=args.db,
@@ -281,7 +291,7 @@ def _report(args: argparse.Namespace, outcome: _Outcome, inputs: dict) -> int:
         for r in results:
             r["manifest_hash"] = hashes.get(r["topic_id"])
             r["bricks"] = counts.get(r["topic_id"], {})
-        errors_total = vault.ingestion_error_count()
+        errors_total = vault.runs.ingestion_error_count()
     lines = []
     for r in results:
         status = "ok" if r["success"] and all(r["checks"].values()) else "FAILED"
@@ -305,7 +315,7 @@ def _report(args: argparse.Namespace, outcome: _Outcome, inputs: dict) -> int:
         # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
         # vault as this sync left it (any later command that changes it makes the next one run).
         with open_vault(args, write=True) as vault:
-            vault.record_clean_sync(sha256_hex(canonical_json([inputs, vault.change_marks()])))
+            vault.history.record_clean_sync(sha256_hex(canonical_json([inputs, vault.history.change_marks()])))
     emit(args, results, "\n".join(lines))
     return 1 if outcome.failed else 0
 

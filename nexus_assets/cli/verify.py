@@ -5,25 +5,25 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import emit, open_vault
-from nexus_assets.core.manifest import chain_problems
 from nexus_assets.cli.forget import unfinished_line
-from nexus_assets.usecases.drift import DriftCheck, file_drift, record_drift
-from nexus_assets.usecases.forgetting import pending_erasure
-from nexus_assets.usecases.lifecycle import immutability_problems
+from nexus_assets.drift.step import DriftCheck, file_drift, record_drift
+from nexus_assets.forget.step import pending_erasure
+from nexus_assets.lifecycle.step import immutability_problems
+from nexus_assets.publish.manifest import chain_problems
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     with open_vault(args, write=True) as vault:
-        bricks = vault.bricks()
+        bricks = vault.bricks.select()
         check = DriftCheck(frozenset(a for b in bricks for a in b.sources), tuple(file_drift(vault, bricks)))
         record_drift(vault, check, observed_by="nexus verify")
         drifts = list(check.drifts)
         # Stale as recorded now, so verify, bricks, trace, the viewer and the check say the same.
-        stale = vault.stale_brick_ids()
+        stale = vault.drift.stale_brick_ids()
         unfinished = pending_erasure(vault, args.db)
         chain, final = [], []
-        for t in vault.topics():
-            chain += chain_problems(vault.manifests(t.topic_id))
+        for t in vault.topics.all():
+            chain += chain_problems(vault.bricks.manifests(t.topic_id))
             final += immutability_problems(vault, t.topic_id, with_chain=False)
     data = {
         # A brick is stale by its canonical source (invariant 14); an unfinished forget may leave text behind (15).

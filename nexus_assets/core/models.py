@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, computed_field, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    computed_field,
+    model_serializer,
+)
 
 from nexus_assets.core.paths import Steps, format_path, string_leaves
 

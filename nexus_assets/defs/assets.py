@@ -1,6 +1,6 @@
 """The per-topic asset graph: raw runs → pointer extractions → validated bricks → resolved states → manifest.
 
-Assets are thin: load from the vault, call one phase of `nexus_assets.usecases.compiler`, store, report.
+Assets are thin: load from the vault, call one phase's step (`extract/step.py`, `gate/step.py`, `resolve/step.py`, `publish/step.py`), store, report.
 """
 
 
@@ -9,25 +9,31 @@ import sys
 import dagster as dg
 
 from nexus_assets.core.models import Topic
-from nexus_assets.defs.metadata import PREVIEW_BRICKS, bricks_preview, counts_table, non_empty, table
+from nexus_assets.defs.metadata import (
+    PREVIEW_BRICKS,
+    bricks_preview,
+    counts_table,
+    non_empty,
+    table,
+)
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
-from nexus_assets.extractors import OpenAIExtractor
-from nexus_assets.llm.client import CacheMiss, LLMFatalError
-from nexus_assets.topicfiles import find_topic, read_topic_files, topic_id_conflicts
-from nexus_assets.usecases.compiler import (
-    Resolution,
-    StageMissing,
-    extract_phase,
-    publish_phase,
-    resolve_if_changed,
-    validate_phase,
+from nexus_assets.drift.step import current_drift, full_drift, record_drift
+from nexus_assets.extract.backends import OpenAIExtractor
+from nexus_assets.extract.step import extract_phase
+from nexus_assets.gate.step import validate_phase
+from nexus_assets.ingest.step import ingest_runs
+from nexus_assets.lifecycle.step import (
+    TopicFileError,
+    record_topic_files,
+    runs_ignored_since_lock,
 )
-from nexus_assets.usecases.drift import current_drift, full_drift, record_drift
-from nexus_assets.usecases.ingest import ingest_runs
-from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files, runs_ignored_since_lock
-from nexus_assets.usecases.search import refresh as refresh_search
+from nexus_assets.llm.client import CacheMiss, LLMFatalError
+from nexus_assets.publish.step import publish_phase
+from nexus_assets.resolve.step import Resolution, StageMissing, resolve_if_changed
+from nexus_assets.search.step import refresh as refresh_search
+from nexus_assets.topics.files import find_topic, read_topic_files, topic_id_conflicts
 from nexus_assets.vault.store import Vault
 from nexus_assets.web.links import topic_url
 
@@ -44,7 +50,7 @@ FULL_VERIFY_TAG = "nexus/full_verify"
 
 
 def current_topic(vault: Vault, topic_id: str) -> Topic:
-    topic = vault.topic(topic_id)
+    topic = vault.topics.topic(topic_id)
     if topic is None:
         raise dg.Failure(f"topic {topic_id!r} is not in the vault; materialize raw_runs for it first")
     return topic
@@ -68,7 +74,7 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
             open_after=settings.open_after,
             progress=lambda m: settings.say(context, m),
         )
-        v.record_sources(runs_dir=settings.path("runs_dir"), topics_dir=settings.path("topics_dir"))
+        v.topics.record_sources(runs_dir=settings.path("runs_dir"), topics_dir=settings.path("topics_dir"))
     if report.side_files_note:
         context.log.info(report.side_files_note)
     for line in report.forgotten:
@@ -130,7 +136,7 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
             raise dg.Failure(
                 f"topic {topic_id!r} is DRAFT: a person must activate it (`nexus activate {topic_id}`) before it is compiled"
             )
-        runs_latest = v.run_count()
+        runs_latest = v.runs.run_count()
         # A LOCKED topic still sees new runs arrive; they are listed here, never compiled into it.
         ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
     return dg.MaterializeResult(
@@ -238,7 +244,7 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
         report = validate_phase(v, topic)
-        totals = v.rejection_counts(topic.topic_id)
+        totals = v.occurrences.rejection_counts(topic.topic_id)
     settings.say(
         context,
         f"{topic.topic_id}: {report.accepted} pointers passed the gate, {sum(report.rejected.values())} rejected",
@@ -320,7 +326,7 @@ def topic_manifest(
             raise dg.Failure(str(exc)) from None
         visible = len(manifest.bricks) if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
-        preview = v.bricks(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
+        preview = v.bricks.select(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
             reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))

@@ -10,14 +10,19 @@ import warnings
 
 import dagster as dg
 
-from nexus_assets.core.quality import GoldError
 from nexus_assets.defs.assets import FULL_VERIFY_TAG, topic_manifest, validated_bricks
-from nexus_assets.defs.metadata import counts_table, non_empty, problems_table, stale_table
+from nexus_assets.defs.metadata import (
+    counts_table,
+    non_empty,
+    problems_table,
+    stale_table,
+)
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.usecases.drift import verbatim_problems
-from nexus_assets.usecases.evaluation import evaluate, quality_gold_path
-from nexus_assets.usecases.lifecycle import immutability_problems, sealed_manifest
+from nexus_assets.drift.step import verbatim_problems
+from nexus_assets.eval.rules import GoldError
+from nexus_assets.eval.step import evaluate, quality_gold_path
+from nexus_assets.lifecycle.step import immutability_problems, sealed_manifest
 
 # Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -33,7 +38,7 @@ def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: Vault
     topic_id = context.partition_key
     with vault.open() as v:
         occurrences_checked, bricks_checked, bad = verbatim_problems(v, topic_id)
-        counts = v.rejection_counts(topic_id)
+        counts = v.occurrences.rejection_counts(topic_id)
     return dg.AssetCheckResult(
         passed=not bad,
         metadata={
@@ -59,8 +64,8 @@ def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: Vault
 def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
     topic_id = context.partition_key
     with vault.open() as v:
-        stale = v.stale_bricks(topic_id)
-        checked = v.brick_count(topic_id)
+        stale = v.drift.stale_bricks(topic_id)
+        checked = v.history.brick_count(topic_id)
     ids = [r["brick_id"] for r in stale]
     return dg.AssetCheckResult(
         passed=not stale,
@@ -90,7 +95,7 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
     with vault.open() as v:
         problems = immutability_problems(v, topic_id, full=full)
         sealed = sealed_manifest(v, topic_id)
-        final = v.brick_count(topic_id, state="FINAL")
+        final = v.history.brick_count(topic_id, state="FINAL")
     return dg.AssetCheckResult(
         passed=not problems,
         metadata={
@@ -119,7 +124,7 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
 def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
     topic_id = context.partition_key
     with vault.open() as v:
-        topic = v.topic(topic_id)
+        topic = v.topics.topic(topic_id)
         gate = topic.quality if topic is not None else None
         if gate is None:
             return dg.AssetCheckResult(passed=True, description="no gold configured (add `quality: {gold: …}` to the topic file)")

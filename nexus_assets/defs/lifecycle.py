@@ -10,7 +10,7 @@ import dagster as dg
 from nexus_assets.defs.assets import WRITER_POOL
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings, VaultResource
-from nexus_assets.usecases.lifecycle import LifecycleError, SealRefused, seal
+from nexus_assets.lifecycle.step import LifecycleError, SealRefused, seal
 
 
 @dg.op(

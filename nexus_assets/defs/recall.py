@@ -9,7 +9,10 @@ import dagster as dg
 from nexus_assets.defs.assets import WRITER_POOL, topic_asset, topic_manifest
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.recall.embedder import MODEL, embed  # torch loads on the first embed, not here
+from nexus_assets.recall.embedder import (  # torch loads on the first embed, not here
+    MODEL,
+    embed,
+)
 from nexus_assets.recall.index import ensure, load, vector_index_dir
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -28,14 +31,14 @@ EMBED_CHUNK = 2048
 def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
     topic_id = context.partition_key
     with vault.open() as v:
-        todo = v.fingerprints_without_embedding(topic_id, MODEL)
+        todo = v.recall.fingerprints_without_embedding(topic_id, MODEL)
         # Stored chunk by chunk: memory stays one chunk of vectors, and a stopped run keeps what it embedded.
         for start in range(0, len(todo), EMBED_CHUNK):
             chunk = todo[start : start + EMBED_CHUNK]
-            v.store_embeddings(MODEL, [fp for fp, _ in chunk], embed([text for _, text in chunk]), datetime.now(timezone.utc))
+            v.recall.store_embeddings(MODEL, [fp for fp, _ in chunk], embed([text for _, text in chunk]), datetime.now(timezone.utc))
             if len(todo) > EMBED_CHUNK:
                 context.log.info(f"{topic_id}: embedded {start + len(chunk)} of {len(todo)} bricks")
-        visible = v.visible_brick_count(topic_id)
+        visible = v.recall.visible_brick_count(topic_id)
     return dg.MaterializeResult(
         metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
                   "visible_bricks": visible}
@@ -68,8 +71,8 @@ def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.
 def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
     topic_id = context.partition_key
     with vault.open() as v:
-        expected = v.visible_embedded_ids(topic_id, MODEL)
-        bricks = {b.brick_id: b for b in v.bricks(brick_ids=expected[:1])}
+        expected = v.recall.visible_embedded_ids(topic_id, MODEL)
+        bricks = {b.brick_id: b for b in v.bricks.select(brick_ids=expected[:1])}
     idx = load(vault.duckdb.database, topic_id)
     problems = []
     if idx is None:

@@ -12,10 +12,10 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from nexus_assets import settings
-from nexus_assets.extractors import EmbeddedExtractor, Extractor, OpenAIExtractor, VaultCallStore
+from nexus_assets.extract.backends import EmbeddedExtractor, Extractor, OpenAIExtractor
+from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
-from nexus_assets.runfiles import Limits
 from nexus_assets.vault.store import Vault
 
 
@@ -92,7 +92,7 @@ class ExtractorResource(dg.ConfigurableResource):
             raise dg.Failure(str(exc)) from None
         backend = OpenAIExtractor(
             self.llm_config(),
-            VaultCallStore(vault),
+            vault.llm_calls,
             replay_only=self.replay_only,
             token_budget=budget,
             batch=self.batch,
@@ -100,7 +100,7 @@ class ExtractorResource(dg.ConfigurableResource):
         )
         if backend.budget is not None and self.cost_since:
             # One ceiling for the whole sync: what earlier topics' steps sent counts against it.
-            spent_in, spent_out = vault.llm_call_records().tokens_since(datetime.fromisoformat(self.cost_since))
+            spent_in, spent_out = vault.llm_calls.tokens_since(datetime.fromisoformat(self.cost_since))
             backend.budget.spent = backend.budget.cost(spent_in, spent_out)
         return backend
 

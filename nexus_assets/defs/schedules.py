@@ -12,7 +12,7 @@ from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.sensors import COMPILED_STATES
-from nexus_assets.topicfiles import read_topic_files
+from nexus_assets.topics.files import read_topic_files
 
 
 @dg.schedule(

@@ -9,8 +9,8 @@ from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
-from nexus_assets.runfiles import scan_run_files
-from nexus_assets.topicfiles import read_topic_files
+from nexus_assets.ingest.runfiles import scan_run_files
+from nexus_assets.topics.files import read_topic_files
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 # Topics that are partitions: everything a person has activated (a LOCKED topic still reports new runs).

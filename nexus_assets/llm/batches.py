@@ -14,10 +14,21 @@ import json
 import time
 from typing import TYPE_CHECKING, Callable
 
-from nexus_assets.llm.transport import ChatTransport, Fatal, TransportError, parse_completion
+from nexus_assets.llm.transport import (
+    ChatTransport,
+    Fatal,
+    TransportError,
+    parse_completion,
+)
 
 if TYPE_CHECKING:
-    from nexus_assets.llm.client import BatchRecord, CallStore, ExtractionBatch, PointerClient, SendProgress
+    from nexus_assets.llm.client import (
+        BatchRecord,
+        CallStore,
+        ExtractionBatch,
+        PointerClient,
+        SendProgress,
+    )
     from nexus_assets.llm.requests import Request
 
 ENDPOINT = "/v1/chat/completions"
@@ -143,14 +154,14 @@ async def run_batches(
                     answered.add(request.key)
                     reply = _reply_of(line, chat, mode)
                     if isinstance(reply, TransportError):
-                        client._apply(request, store, result, error=reply, batch_id=batch_id)
+                        client.apply_reply(request, store, result, error=reply, batch_id=batch_id)
                     else:
-                        client._apply(request, store, result, reply=reply, batch_id=batch_id)
+                        client.apply_reply(request, store, result, reply=reply, batch_id=batch_id)
                     tracker.done += 1
                 for key in recorded.request_keys:
                     if key in by_key and key not in answered:
                         missing = TransportError(f"the batch ended ({batch.status}) without a reply for this request")
-                        client._apply(by_key[key], store, result, error=missing, batch_id=batch_id)
+                        client.apply_reply(by_key[key], store, result, error=missing, batch_id=batch_id)
                         tracker.done += 1
                 store.put_batch(recorded.model_copy(update={"status": "applied"}))
                 result.batch_ids.append(batch_id)
@@ -163,7 +174,7 @@ async def run_batches(
                         result.batch_ids.append(recorded.batch_id)
                         for key in recorded.request_keys:
                             if key in by_key:
-                                client._unsent(by_key[key], result)
+                                client.mark_unsent(by_key[key], result)
                     return
                 await asyncio.sleep(cfg.batch_poll_s)
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -173,4 +184,4 @@ async def run_batches(
     except (openai.APIError, Fatal) as exc:
         for request in requests:
             if not any(c.request_key == request.key for s in request.shares for c in result.outcomes[(s.topic.topic_id, s.run_id)].calls):
-                client._apply(request, store, result, error=TransportError(f"the batch could not be submitted or read: {exc}"))
+                client.apply_reply(request, store, result, error=TransportError(f"the batch could not be submitted or read: {exc}"))

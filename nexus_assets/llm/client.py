@@ -16,10 +16,23 @@ from typing import Any, Callable
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
-from nexus_assets.llm.config import CacheMiss, LLMConfig, LLMConfigError, LLMError, LLMFatalError, ReplyNotJSON
+from nexus_assets.llm.config import (
+    CacheMiss,
+    LLMConfig,
+    LLMConfigError,
+    LLMError,
+    LLMFatalError,
+    ReplyNotJSON,
+)
 from nexus_assets.llm.prompt import PROMPT_VERSION, topic_block_of
 from nexus_assets.llm.records import BatchRecord, CallRecord, CallStore, RequestRecord
-from nexus_assets.llm.replies import POINTER_FORMATS, _RESPONSE_FORMATS, parse_json_reply, parse_reply, response_formats
+from nexus_assets.llm.replies import (
+    _RESPONSE_FORMATS,
+    POINTER_FORMATS,
+    parse_json_reply,
+    parse_reply,
+    response_formats,
+)
 from nexus_assets.llm.requests import Request, call_key, plan_requests, prompt_hash
 from nexus_assets.llm.transport import ChatReply, ChatTransport, Fatal, TransportError
 
@@ -290,7 +303,7 @@ class PointerClient:
             raise result.fatal
         return result
 
-    def _apply(
+    def apply_reply(
         self, request: Request, store: CallStore, result: ExtractionBatch, *, reply: ChatReply | None = None,
         error: TransportError | None = None, batch_id: str | None = None,
     ) -> None:
@@ -347,7 +360,7 @@ class PointerClient:
             store.put(record)
             result.outcomes[(share.topic.topic_id, share.run_id)].calls.append(record)
 
-    def _unsent(self, request: Request, result: ExtractionBatch) -> None:
+    def mark_unsent(self, request: Request, result: ExtractionBatch) -> None:
         result.unsent += 1
         for share in request.shares:
             result.outcomes[(share.topic.topic_id, share.run_id)].unsent += 1
@@ -363,7 +376,7 @@ class PointerClient:
         async def one(request: Request) -> None:
             async with chat.slots:
                 if stop.is_set():
-                    self._unsent(request, result)
+                    self.mark_unsent(request, result)
                     return
                 reserved = 0.0
                 if budget is not None:
@@ -372,7 +385,7 @@ class PointerClient:
                         # Stop here, not just skip: a smaller request later must not slip in.
                         result.stopped_by_cost = True
                         stop.set()
-                        self._unsent(request, result)
+                        self.mark_unsent(request, result)
                         return
                     reserved = estimate
                 tracker.in_flight += 1
@@ -382,16 +395,16 @@ class PointerClient:
                     )
                 except Fatal as exc:
                     stop.set()
-                    self._apply(request, store, result, error=exc)
+                    self.apply_reply(request, store, result, error=exc)
                     fatal = LLMFatalError(str(exc))
                     fatal.attempts = exc.attempts
                     result.fatal = result.fatal or fatal
                     reply = None
                 except TransportError as exc:
-                    self._apply(request, store, result, error=exc)
+                    self.apply_reply(request, store, result, error=exc)
                     reply = None
                 else:
-                    self._apply(request, store, result, reply=reply)
+                    self.apply_reply(request, store, result, reply=reply)
                 finally:
                     tracker.in_flight -= 1
                     tracker.done += 1

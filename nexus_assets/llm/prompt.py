@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.core.scope import node_text
+from nexus_assets.extract.scope import node_text
 from nexus_assets.llm.schema import reply_schema
 
 # v2: one request carries every topic that needs a chunk (DESIGN §5 "At scale").

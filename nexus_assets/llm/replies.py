@@ -10,7 +10,6 @@ from typing import Any, Callable
 from nexus_assets.llm.config import ReplyNotJSON
 from nexus_assets.llm.prompt import POINTER_SCHEMA
 
-
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 

@@ -15,11 +15,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.formats.limits import max_node_chars
 from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.core.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.ingest.formats.limits import max_node_chars
 from nexus_assets.llm.chunking import chunk_nodes, estimate_tokens
-from nexus_assets.llm.prompt import PROMPT_VERSION, build_fragment, render_request, topic_block_of
+from nexus_assets.llm.prompt import (
+    PROMPT_VERSION,
+    build_fragment,
+    render_request,
+    topic_block_of,
+)
 
 # Chat templates add a few tokens of framing per message.
 TOKENS_PER_MESSAGE = 4

@@ -21,7 +21,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_any, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_exponential_jitter,
+)
 
 if TYPE_CHECKING:
     import openai

@@ -51,11 +51,11 @@ def build(vault: Vault, db_path: str | Path, topic_id: str) -> TopicIndex:
     import faiss
     import numpy as np
 
-    brick_ids, vectors = vault.visible_vectors(topic_id, MODEL)
+    brick_ids, vectors = vault.recall.visible_vectors(topic_id, MODEL)
     index = faiss.IndexFlatIP(DIMENSIONS)
     if brick_ids:
         index.add(np.ascontiguousarray(vectors))
-    manifest = vault.latest_manifest(topic_id)
+    manifest = vault.bricks.latest_manifest(topic_id)
     built = TopicIndex(topic_id, index, brick_ids, manifest.manifest_hash if manifest else None)
     _write(vector_index_dir(db_path, topic_id), index, built.brick_ids, built.manifest_hash)
     return built
@@ -79,8 +79,8 @@ def load(db_path: str | Path, topic_id: str) -> TopicIndex | None:
 def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
     if loaded is None:
         return False
-    manifest = vault.latest_manifest(topic_id)
-    expected = vault.visible_embedded_ids(topic_id, MODEL)
+    manifest = vault.bricks.latest_manifest(topic_id)
+    expected = vault.recall.visible_embedded_ids(topic_id, MODEL)
     return loaded.manifest_hash == (manifest.manifest_hash if manifest else None) and loaded.brick_ids == expected
 
 

@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from nexus_assets.core.citations import (
+from nexus_assets.drift.step import file_drift
+from nexus_assets.recall.citations import (
     CCC_THRESHOLD,
     MAX_REVISIONS,
     ccc,
@@ -28,7 +29,6 @@ from nexus_assets.core.citations import (
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
-from nexus_assets.usecases.drift import file_drift
 from nexus_assets.vault.store import Vault
 from nexus_assets.web.links import topic_url
 
@@ -60,10 +60,10 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
             for s, r in zip(scores[0], rows[0]):
                 if r >= 0:
                     hits[idx.brick_ids[r]] = float(s)
-        bricks = {b.brick_id: b for b in vault.bricks(brick_ids=list(hits))}
-        topic_defs = {t: vault.topic(t) for t in {b.topic_id for b in bricks.values()}}
-        files = {r: f for r, (f, _) in vault.run_sources({b.sources[0].run_id for b in bricks.values() if b.sources}).items()}
-        seq = vault.ingestion_seq()
+        bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=list(hits))}
+        topic_defs = {t: vault.topics.topic(t) for t in {b.topic_id for b in bricks.values()}}
+        files = {r: f for r, (f, _) in vault.runs.run_sources({b.sources[0].run_id for b in bricks.values() if b.sources}).items()}
+        seq = vault.runs.ingestion_seq()
     order = sorted({seq.get(b.sources[0].run_id, 0) for b in bricks.values() if b.sources})
     rank = {s: (i / (len(order) - 1) if len(order) > 1 else 1.0) for i, s in enumerate(order)}
     candidates = []
@@ -169,8 +169,8 @@ def _generate(endpoint: Endpoint, question: str, bricks: list[dict], allowed: li
 
 def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
     """MODE-1: every cited brick's canonical source re-read from its run file, its checksum verified."""
-    canonical = vault.canonical_sources(brick_ids)
-    bricks = [b.model_copy(update={"sources": (canonical[b.brick_id],)}) for b in vault.bricks(brick_ids=brick_ids) if b.brick_id in canonical]
+    canonical = vault.recall.canonical_sources(brick_ids)
+    bricks = [b.model_copy(update={"sources": (canonical[b.brick_id],)}) for b in vault.bricks.select(brick_ids=brick_ids) if b.brick_id in canonical]
     missing = [b for b in brick_ids if b not in canonical]
     return [f"brick {b[:12]}: it has no source in the vault" for b in missing] + [
         f"brick {d.brick_id[:12]}: {d.problem}" for d in file_drift(vault, bricks)
@@ -232,7 +232,7 @@ def ask(
             cost = (tokens_in * float(price_in) + tokens_out * float(price_out)) / 1_000_000
         elif generation.startswith("offline"):
             cost = 0.0
-        vault.append_audit(
+        vault.recall.append_audit(
             {
                 "audit_id": audit_id, "recorded_at": datetime.now(timezone.utc), "user": user, "agent": agent,
                 "question_sha256": hashlib.sha256(question.encode("utf-8")).hexdigest(), "topic_ids": recalled["topics"],

@@ -11,8 +11,14 @@ from typing import Iterator, Self
 
 import duckdb
 
-from nexus_assets.vault.connection import DEFAULT_MEMORY, VaultConfigError, connect, writer_intent
+from nexus_assets.vault.connection import (
+    DEFAULT_MEMORY,
+    VaultConfigError,
+    connect,
+    writer_intent,
+)
 from nexus_assets.vault.migrations import pending, upgrade
+from nexus_assets.vault.records import Database
 
 # NEXUS_VAULT_MEMORY as the shell handed it over (`configure`); None: DuckDB gets DEFAULT_MEMORY.
 _memory: str | None = None
@@ -24,11 +30,11 @@ def configure(memory: str | None) -> None:
     _memory = memory or None
 
 
-class Catalog:
+class Catalog(Database):
     """One DuckDB connection to the vault, configured and migrated."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
-        self.conn = conn
+        super().__init__(conn)
         # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
         conn.execute("SET enable_progress_bar = false")
         # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool

@@ -10,16 +10,14 @@ import json
 from datetime import datetime
 from typing import Sequence
 
-import duckdb
-
 from nexus_assets.core.models import Brick, Manifest, ManifestEntry, SourceAddress
+from nexus_assets.vault.records import Records
 
 # Where a pointer prompt's user message turns from the topic to the run's text (llm/prompt.py).
 FRAGMENT_MARKER = "Source JSON fragment"
 
 
-class HistoryQueries:
-    conn: duckdb.DuckDBPyConnection
+class HistoryQueries(Records):
 
     def states_seen(self) -> dict[str, list[str]]:
         """Every state each topic has ever been in."""

@@ -236,8 +236,8 @@ def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     import pandas as pd  # writers only: read commands must not pay its import
 
     # The readers and the node model, for this one backfill: opening a vault must not load pydantic.
-    from nexus_assets.core.formats.dispatch import parse_document
-    from nexus_assets.core.nodes import node_records
+    from nexus_assets.ingest.formats.dispatch import parse_document
+    from nexus_assets.ingest.nodes import node_records
 
     keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
     for start in range(0, len(keys), 200):

@@ -4,12 +4,14 @@ inserts; the key of a run version; and how untrusted text is stored."""
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Iterator
-
+from typing import TYPE_CHECKING, Iterator
 
 import duckdb
+
+if TYPE_CHECKING:
+    from nexus_assets.vault.store import Vault
 
 
 def storable_json(value) -> str:
@@ -40,15 +42,17 @@ class RunVersion:
     version_id: str
 
 
-class Records:
-    """The base of every record store: one DuckDB connection, shared by all the stores of a `Vault`."""
+class Database:
+    """The vault's one DuckDB connection, shared by every record store: transactions and bulk inserts."""
 
-    conn: duckdb.DuckDBPyConnection
+    def __init__(self, conn: duckdb.DuckDBPyConnection):
+        self.conn = conn
+        self._in_transaction = False
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         # Nested use joins the outer transaction: forgetting publishes inside its own.
-        if getattr(self, "_in_transaction", False):
+        if self._in_transaction:
             yield
             return
         self.conn.execute("BEGIN TRANSACTION")
@@ -62,7 +66,7 @@ class Records:
             self._in_transaction = False
         self.conn.execute("COMMIT")
 
-    def _insert_df(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
+    def insert_rows(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
         if not rows:
             return
         import pandas as pd  # only writers need it; read commands start faster without it
@@ -75,7 +79,7 @@ class Records:
         self.conn.from_df(frame).query("_rows", f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rows{on_conflict}")
 
     @contextmanager
-    def _registered(self, **frames) -> Iterator[None]:
+    def registered(self, **frames) -> Iterator[None]:
         """DataFrames visible to SQL under these names for the duration of the block."""
         for name, frame in frames.items():
             self.conn.register(name, frame)
@@ -84,3 +88,24 @@ class Records:
         finally:
             for name in frames:
                 self.conn.unregister(name)
+
+
+class Records:
+    """The base of every record store: a phase's tables, over the `Vault`'s one connection. A store
+    that needs another's records asks the vault for that store (`self.vault.drift`), never its SQL."""
+
+    def __init__(self, vault: "Vault"):
+        self.vault = vault
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        return self.vault.conn
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self.vault.transaction()
+
+    def _insert_df(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
+        self.vault.insert_rows(table, rows, conflict=conflict)
+
+    def _registered(self, **frames) -> AbstractContextManager[None]:
+        return self.vault.registered(**frames)

@@ -99,7 +99,7 @@ class ViewerServer(ThreadingHTTPServer):
         conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)
         try:
             vault = Vault(conn, migrate=False)
-            if not vault.holds_vault_tables():
+            if not vault.history.holds_vault_tables():
                 raise NoVault(f"{self.db_path} holds no vault tables yet; run `nexus sync` first")
             yield vault
         finally:
@@ -171,7 +171,9 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 topics = views.topic_summaries(v)
             recalled = None
             if query:
-                from nexus_assets.recall.service import recall  # read-only: the same code as `nexus recall`
+                from nexus_assets.recall.service import (
+                    recall,  # read-only: the same code as `nexus recall`
+                )
 
                 recalled = recall(self.server.db_path, query, None, k=5)
             return html(HTTPStatus.OK, "index.html", topics=topics, db=str(self.server.db_path), recall_query=query, recalled=recalled)
@@ -184,7 +186,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 return html(HTTPStatus.OK, "topic.html", page=page)
         if m := TRACE_ROUTE.fullmatch(path):
             with self.server.vault() as v:
-                matches = v.brick_ids_with_prefix(m.group(1))
+                matches = v.history.brick_ids_with_prefix(m.group(1))
                 if len(matches) > 1:
                     return api(HTTPStatus.BAD_REQUEST, {"error": f"brick id prefix {m.group(1)} is ambiguous; give more characters"})
                 traced = views.brick_trace(v, matches[0]) if matches else None

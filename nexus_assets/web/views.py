@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
-from nexus_assets.usecases.search import refresh, search
-from nexus_assets.usecases.trace import trace_brick
+from nexus_assets.search.step import refresh, search
+from nexus_assets.trace.step import trace_brick
 from nexus_assets.vault.store import RunVersion, Vault
 
 STATES = ("IMPROVISE", "FORMING", "FINAL", "SUPERSEDED")
@@ -68,20 +68,20 @@ class TopicPage:
 
 
 def _last_syncs(vault: Vault) -> dict[str, LastSync]:
-    return {t: LastSync(status, at) for t, (status, at) in vault.last_syncs().items()}
+    return {t: LastSync(status, at) for t, (status, at) in vault.history.last_syncs().items()}
 
 
 def _stale_counts(vault: Vault) -> dict[str, int]:
-    return vault.stale_counts()
+    return vault.history.stale_counts()
 
 
 def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:
-    manifest = vault.latest_manifest(topic.topic_id)
+    manifest = vault.bricks.latest_manifest(topic.topic_id)
     return TopicSummary(
         topic=topic,
         counts={s: counts.get(topic.topic_id, {}).get(s, 0) for s in STATES},
         stale=stale.get(topic.topic_id, 0),
-        rejections=vault.rejection_counts(topic.topic_id),
+        rejections=vault.occurrences.rejection_counts(topic.topic_id),
         last_sync=syncs.get(topic.topic_id),
         manifest_hash=manifest.manifest_hash if manifest else None,
     )
@@ -89,7 +89,7 @@ def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:
 
 def topic_summaries(vault: Vault) -> list[TopicSummary]:
     counts, stale, syncs = vault.brick_counts(), _stale_counts(vault), _last_syncs(vault)
-    return [_summary(vault, t, counts, stale, syncs) for t in vault.topics()]
+    return [_summary(vault, t, counts, stale, syncs) for t in vault.topics.all()]
 
 
 def search_segments(text: str, pattern: re.Pattern | None) -> list[tuple[str, bool]]:
@@ -128,12 +128,12 @@ def highlight_segments(text: str, spans) -> list[tuple[str, bool]]:
 
 
 def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> TopicPage | None:
-    topic = vault.topic(topic_id)
+    topic = vault.topics.topic(topic_id)
     if topic is None:
         return None
     summary = _summary(vault, topic, vault.brick_counts(), _stale_counts(vault), _last_syncs(vault))
-    manifest = vault.latest_manifest(topic_id)
-    bricks = vault.bricks(topic_id)
+    manifest = vault.bricks.latest_manifest(topic_id)
+    bricks = vault.bricks.select(topic_id)
     children: dict[str, list[Brick]] = {}
     for b in bricks:
         if b.state == "SUPERSEDED" and b.superseded_by:
@@ -193,14 +193,14 @@ def brick_trace(vault: Vault, brick_id: str) -> dict | None:
     Each source gets `before`/`quote`/`after` sliced here in Python (code points; JavaScript
     would slice UTF-16 units) and `json_before`/`json_after`, the rest of its run document.
     """
-    found = vault.bricks(brick_ids=[brick_id])
+    found = vault.bricks.select(brick_ids=[brick_id])
     if not found:
         return None
     traced = trace_brick(vault, brick_id)
-    runs = vault.load_runs(
+    runs = vault.runs.load_runs(
         {RunVersion(t["run_id"], t["version_id"]) for t in traced["traces"] if t["version_id"]}
     )
-    titles = vault.run_titles({t["run_id"] for t in traced["traces"]})
+    titles = vault.drift.run_titles({t["run_id"] for t in traced["traces"]})
     for t in traced["traces"]:
         node, start, end = t["node_text"], t["start"], t["end"]
         t["before"], t["after"] = node[:start], node[end:]

@@ -1,0 +1,173 @@
+"""Extractor backends behind one interface: given a topic and a run, return raw pointers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol
+
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.core.models import Run, Topic
+from nexus_assets.extract.embedded import EXTRACTOR_VERSION, extract_embedded
+from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.client import (
+    CallRecord,
+    CallStore,
+    CostBudget,
+    ExtractionJob,
+    LLMConfig,
+    PointerClient,
+    SendProgress,
+)
+from nexus_assets.llm.prompt import LEGACY_PROMPT_VERSIONS, PROMPT_VERSION
+
+
+@dataclass
+class Extraction:
+    pointers: list
+    # False when a call failed: nothing is cached, so the next sync tries again.
+    complete: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+class Extractor(Protocol):
+    @property
+    def identity(self) -> str:
+        """Everything that changes what this extractor returns (name, version, model, prompt)."""
+
+    @property
+    def legacy_identities(self) -> tuple[str, ...]:
+        """Earlier identities whose stored extractions still count as this extractor's answers."""
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        """Each run's pointers for `topic`, by run id. `companions` (by run id): other topics
+        an extractor that `shares_requests` may answer for in the same breath."""
+
+
+class EmbeddedExtractor:
+    identity = EXTRACTOR_VERSION
+    legacy_identities: tuple[str, ...] = ()
+    shares_requests = False
+
+    def extract(self, topic: Topic, run: Run) -> Extraction:
+        return Extraction(extract_embedded(topic, run))
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        return {run.run_id: self.extract(topic, run) for run in runs}
+
+
+def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:
+    """Same extractor + same topic scope + same run content = same pointers; no need to ask again.
+    `extractor`: an extractor, or one of its identities."""
+    scope = {"topic_id": topic.topic_id, "policy": topic.extraction_policy.model_dump(mode="json")}
+    # Only a non-default node selection enters the key, so keys recorded before it existed still match.
+    if topic.include_hidden:
+        scope["include_hidden"] = True
+    if topic.branches != "all":
+        scope["branches"] = topic.branches
+    identity = extractor if isinstance(extractor, str) else extractor.identity
+    return sha256_hex(canonical_json([identity, scope, version_id]))
+
+
+class OpenAIExtractor:
+    """Pointers from an OpenAI-compatible Chat Completions endpoint, each answer replayable from
+    the vault. `shares_requests`: a chunk is asked once for this topic and every companion topic
+    that lacks an answer for it (DESIGN §5 "At scale")."""
+
+    shares_requests = True
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        store: CallStore,
+        *,
+        replay_only: bool = False,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        batch: bool = False,
+        progress: Callable[[SendProgress], None] | None = None,
+    ):
+        self.config = config
+        self.store = store
+        self.replay_only = replay_only
+        self.token_budget = token_budget
+        self.batch = batch
+        self.progress = progress
+        self.client = PointerClient(config)
+        priced = config.price_in_per_mtok is not None and config.price_out_per_mtok is not None
+        self.budget = (
+            CostBudget(config.max_cost_usd, config.price_in_per_mtok, config.price_out_per_mtok)
+            if config.max_cost_usd is not None and priced
+            else None
+        )
+        self.failed: list[CallRecord] = []
+        self.requests_sent = 0  # HTTP requests, retries included
+        self.requests = 0  # chunks asked (each once, for every topic that needed it)
+        self.calls = 0  # this topic's answers, replayed or asked
+        self.unsent = 0
+        self.peak_in_flight = 0
+        self.stopped_by_cost = False
+        self.batch_ids: list[str] = []
+        # Tokens of the requests sent in this run (replays cost nothing).
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    @property
+    def identity(self) -> str:
+        return self._identity(PROMPT_VERSION)
+
+    @property
+    def legacy_identities(self) -> tuple[str, ...]:
+        """Identities of earlier prompts whose extractions are still replayed, not asked again."""
+        return tuple(self._identity(v) for v in LEGACY_PROMPT_VERSIONS)
+
+    def _identity(self, prompt_version: str) -> str:
+        return f"openai:{self.config.model}:{prompt_version}:{self.token_budget}"
+
+    def extract(self, topic: Topic, run: Run) -> Extraction:
+        return self.extract_runs(topic, [run])[run.run_id]
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        jobs = [ExtractionJob(run, topic, tuple((companions or {}).get(run.run_id, ()))) for run in runs]
+        batch = self.client.extract_runs(
+            jobs,
+            store=self.store,
+            replay_only=self.replay_only,
+            token_budget=self.token_budget,
+            budget=self.budget,
+            progress=self.progress,
+            batch=self.batch,
+        )
+        self.requests += batch.requests
+        self.requests_sent += batch.requests_sent
+        self.unsent += batch.unsent
+        self.peak_in_flight = max(self.peak_in_flight, batch.peak_in_flight)
+        self.stopped_by_cost |= batch.stopped_by_cost
+        self.batch_ids += batch.batch_ids
+        self.prompt_tokens += batch.prompt_tokens
+        self.completion_tokens += batch.completion_tokens
+        out = {}
+        for run in runs:
+            outcome = batch.outcomes[(topic.topic_id, run.run_id)]
+            self.failed += outcome.failed
+            self.calls += len(outcome.calls)
+            notes = [r.error or "" for r in outcome.failed]
+            if outcome.unsent:
+                notes.append(f"{outcome.unsent} chunks not sent (cost ceiling reached or batch still running)")
+            out[run.run_id] = Extraction(outcome.pointers, complete=outcome.complete, notes=notes)
+        return out
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Estimated USD of what this run sent; None when no price is configured (unknown, not free)."""
+        c = self.config
+        if c.price_in_per_mtok is None or c.price_out_per_mtok is None:
+            return None
+        return (self.prompt_tokens * c.price_in_per_mtok + self.completion_tokens * c.price_out_per_mtok) / 1_000_000
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,70 @@
+"""The extractor's answers: its pointers per run version (`extractions`), written by the extract
+phase and read by the gate and `nexus eval`."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Sequence
+
+from nexus_assets.vault.connection import now
+from nexus_assets.vault.records import Records, RunVersion, storable_json
+
+
+class ExtractionRecords(Records):
+    """The `extractions` table: each answer is kept as soon as it exists."""
+
+    def extraction_keys_present(self, keys: Iterable[str]) -> set[str]:
+        keys = list(keys)
+        if not keys:
+            return set()
+        rows = self.conn.execute(
+            "SELECT extraction_key FROM extractions WHERE extraction_key IN (SELECT unnest(?))", [keys]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def store_extractions(self, topic_id: str, extractor: str, answers: Sequence[tuple[str, RunVersion, list]]) -> None:
+        stamp = now()
+        self._insert_df(
+            "extractions",
+            [
+                {
+                    "extraction_key": key,
+                    "topic_id": topic_id,
+                    "run_id": rv.run_id,
+                    "version_id": rv.version_id,
+                    "extractor": extractor,
+                    "pointers_json": storable_json(pointers),
+                    "validated": False,
+                    "created_at": stamp,
+                }
+                for key, rv, pointers in answers
+            ],
+        )
+
+    def unvalidated_extractions(self, topic_id: str) -> list[tuple[str, RunVersion, list]]:
+        rows = self.conn.execute(
+            """SELECT extraction_key, run_id, version_id, pointers_json FROM extractions
+               WHERE topic_id = ? AND NOT validated ORDER BY run_id, version_id, extraction_key""",
+            [topic_id],
+        ).fetchall()
+        return [(k, RunVersion(r, v), json.loads(p)) for k, r, v, p in rows]
+
+    def extractor_identities(self, topic_id: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT extractor FROM extractions WHERE topic_id = ? ORDER BY extractor", [topic_id]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def kept_extractions(self, topic_id: str, extractor: str) -> list[tuple[RunVersion, list]]:
+        """The pointers one extractor identity returned for the topic: for each run, its answer for
+        the newest run version that identity was asked about (the latest answer, if asked twice)."""
+        rows = self.conn.execute(
+            """SELECT e.run_id, e.version_id, e.pointers_json FROM extractions e
+               JOIN runs r ON r.run_id = e.run_id AND r.version_id = e.version_id
+               WHERE e.topic_id = ? AND e.extractor = ?
+               QUALIFY row_number() OVER (PARTITION BY e.run_id ORDER BY r.ingest_seq DESC, e.created_at DESC,
+                                          e.extraction_key) = 1
+               ORDER BY e.run_id""",
+            [topic_id, extractor],
+        ).fetchall()
+        return [(RunVersion(r, v), json.loads(p)) for r, v, p in rows]

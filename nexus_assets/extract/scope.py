@@ -1,0 +1,113 @@
+"""A topic's scope: which nodes of a run an extractor may look at at all.
+
+Applied before any extractor runs, so an LLM never sees (or bills for) out-of-scope text, and
+again by the gate, so a pointer at a node the extractor was never shown compiles nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
+from nexus_assets.core.paths import value_at
+from nexus_assets.ingest.formats.limits import max_node_chars
+
+
+class KeywordPattern:
+    """Whole words, any case, as a regex: lookarounds instead of \\b so keywords like 'c++' still work.
+
+    The regex tries its lookbehind at every character (7% of a sync's time). For ASCII
+    text and ASCII keywords, a case-insensitive match can only start where a keyword occurs in the
+    lowered text, so substring search (C speed) finds where the regex has to start, or that it
+    need not run at all. Its lookbehind still sees the character before that start. Non-ASCII text
+    ('ſ' matches 's' and 'K' matches 'k' under IGNORECASE) is searched by the regex alone.
+    """
+
+    def __init__(self, words: list[str]) -> None:
+        alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+        self.regex = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+        self._lowered = tuple(sorted({w.lower() for w in words})) if all(w.isascii() for w in words) else None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._lowered is None or not text.isascii():
+            return self.regex.search(text)
+        lowered = text.lower()
+        first = min((at for w in self._lowered if (at := lowered.find(w)) >= 0), default=-1)
+        return None if first < 0 else self.regex.search(text, first)
+
+
+@lru_cache(maxsize=1024)
+def keyword_pattern(keywords: tuple[str, ...]) -> KeywordPattern | None:
+    words = [k.strip() for k in keywords if k.strip()]
+    return KeywordPattern(words) if words else None
+
+
+def node_text(run: Run, node: Node) -> str | None:
+    if node.text is not None:
+        return node.text
+    try:
+        value = value_at(run.document, node.steps)
+    except (KeyError, IndexError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The nodes of a run a topic compiles: what extractors are shown, and all the gate accepts."""
+
+    node_types: frozenset[str] | None
+    include_hidden: bool
+    current_only: bool
+    pattern: KeywordPattern | None
+    longest: int
+
+    @classmethod
+    def of(cls, policy: ExtractionPolicy, topic: Topic | None = None) -> Scope:
+        """Hidden messages and abandoned branches are in scope only when `topic` asks for them;
+        without a topic, hidden messages are left out and every branch is kept (the topic defaults)."""
+        return cls(
+            node_types=frozenset(policy.target_node_types) if policy.target_node_types else None,
+            include_hidden=topic.include_hidden if topic is not None else False,
+            current_only=topic is not None and topic.branches == "current",
+            pattern=keyword_pattern(policy.required_keywords or ()),
+            # Ingestion recorded the skip; an over-long node is never handed to an extractor.
+            longest=max_node_chars(),
+        )
+
+    def excludes_node(self, node: Node) -> str | None:
+        """Why the node is out of scope by its kind alone, else None."""
+        if node.hidden and not self.include_hidden:
+            return "a hidden message (the topic does not set include_hidden: true)"
+        if self.current_only and node.branch != "current":
+            return "on an abandoned branch (the topic compiles branches: current)"
+        if self.node_types is not None and node.node_type not in self.node_types:
+            return f"a {node.node_type} (not in the topic's target_node_types)"
+        return None
+
+    def excludes_text(self, text: str | None) -> str | None:
+        """Why the node's text is out of scope, else None."""
+        if not text or not text.strip():
+            return "empty"
+        if len(text) > self.longest:
+            return f"over the {self.longest:,}-character node limit"
+        if self.pattern is not None and not self.pattern.search(text):
+            return "without any of the topic's required keywords"
+        return None
+
+
+def in_scope_nodes(
+    policy: ExtractionPolicy, run: Run, topic: Topic | None = None
+) -> list[tuple[Node, str]]:
+    """The run's text nodes in the topic's scope (see `Scope`), with their text."""
+    scope = Scope.of(policy, topic)
+    kept = []
+    for node in run.nodes:
+        if scope.excludes_node(node) is not None:
+            continue
+        text = node_text(run, node)
+        if scope.excludes_text(text) is None:
+            kept.append((node, text))
+    return kept

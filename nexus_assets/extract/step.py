@@ -1,0 +1,88 @@
+"""The extract phase's step: ask the extractor about every run version it has not answered for.
+The `pointer_extractions` asset calls it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from nexus_assets.core.collector import collector_paused
+from nexus_assets.core.models import COMPILED_STATES, Topic
+from nexus_assets.extract.backends import Extractor, extraction_key
+from nexus_assets.extract.records import ExtractionRecords
+from nexus_assets.ingest.records import RunRecords
+from nexus_assets.topics.records import TopicRecords
+from nexus_assets.vault.records import RunVersion
+
+Progress = Callable[[str], None]
+
+
+class ExtractStores(Protocol):
+    """The stores the extract phase uses: runs' text in, the extractor's answers out."""
+
+    topics: TopicRecords
+    runs: RunRecords
+    extractions: ExtractionRecords
+
+
+@dataclass
+class ExtractReport:
+    candidates: int = 0
+    extracted: int = 0
+    reused: int = 0
+    pointers: int = 0
+    incomplete: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@collector_paused
+def extract_phase(vault: ExtractStores, topic: Topic, extractor: Extractor, *, progress: Progress | None = None) -> ExtractReport:
+    """Ask the extractor about every latest run version it has not answered for yet.
+
+    Not one transaction: each answer (and each paid LLM call) is kept as soon as it exists, so a
+    failure later in the topic never costs what was already extracted. An extractor that
+    `shares_requests` is also given, per run, the other compiled topics that lack an answer for it
+    (DESIGN §5): their answers are stored now and replayed by their own steps.
+    """
+    report = ExtractReport()
+    versions = [RunVersion(r, v) for r, v in sorted(vault.runs.latest_versions().items())]
+    report.candidates = len(versions)
+    done = _answered(vault, extractor, topic, versions)
+    todo = [rv for rv in versions if rv not in done]
+    report.reused = len(versions) - len(todo)
+    companions = _companion_topics(vault, topic) if getattr(extractor, "shares_requests", False) else []
+    keys = {rv: extraction_key(extractor, topic, rv.version_id) for rv in todo}
+    step = max(25, len(todo) // 10)
+    for start in range(0, len(todo), 200):
+        chunk = todo[start : start + 200]
+        runs = vault.runs.load_run_nodes(chunk)
+        lacking = {t.topic_id: _answered(vault, extractor, t, chunk) for t in companions}
+        asked_with = {rv.run_id: tuple(t for t in companions if rv not in lacking[t.topic_id]) for rv in chunk}
+        results = extractor.extract_runs(topic, [runs[rv] for rv in chunk], asked_with)
+        answers = []
+        for i, rv in enumerate(chunk, start):
+            result = results[rv.run_id]
+            if not result.complete:
+                report.incomplete.append(rv.run_id)
+                report.notes += [f"{rv.run_id}: {n}" for n in result.notes]
+                continue
+            answers.append((keys[rv], rv, result.pointers))
+            report.extracted += 1
+            report.pointers += len(result.pointers)
+            if progress and (i + 1) % step == 0:
+                progress(f"{topic.topic_id}: extracted {i + 1}/{len(todo)} runs")
+        vault.extractions.store_extractions(topic.topic_id, extractor.identity, answers)
+    return report
+
+
+def _answered(vault: ExtractStores, extractor: Extractor, topic: Topic, versions: list[RunVersion]) -> set[RunVersion]:
+    """The run versions the extractor (under its identity or an earlier one) has answered for the topic."""
+    identities = (extractor.identity, *getattr(extractor, "legacy_identities", ()))
+    keys = {(identity, rv): extraction_key(identity, topic, rv.version_id) for identity in identities for rv in versions}
+    present = vault.extractions.extraction_keys_present(keys.values())
+    return {rv for (_, rv), key in keys.items() if key in present}
+
+
+def _companion_topics(vault: ExtractStores, topic: Topic) -> list[Topic]:
+    """The other topics a sync compiles (their answers can ride along with this topic's requests)."""
+    return [t for t in vault.topics.all() if t.topic_id != topic.topic_id and t.state in COMPILED_STATES]

@@ -1,0 +1,407 @@
+"""Forgetting a source, provably (invariant 15), and lineage in both directions.
+
+`plan` is the forward lineage of a run or file: everything `forget` removes or changes.
+`forget` deletes every row holding the source's text, re-resolves each affected topic and
+records a tombstone manifest in its chain (a sealed topic's chain too: the one exception to FINAL
+immutability), keeps the source out of later syncs, rewrites the vault file so freed blocks do
+not keep the text, clears Dagster's copies through its public API (run records, event logs with
+metadata previews, the latest materialization each asset key caches, pickled outputs; check
+results quote no text) and the search index, and ends by searching every byte it cleaned for the text.
+
+Everything after the commit is resumable: before it, a journal beside the vault records what the
+physical erasure needs (the pieces of text to look for among them); a re-run, or `nexus forget`
+for anything, finishes an interrupted one first, and `nexus verify` reports it until then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from nexus_assets import settings
+from nexus_assets.core.models import Tombstone
+from nexus_assets.dagster_home import project_dagster_home
+from nexus_assets.extract.sentences import sentences
+from nexus_assets.publish.manifest import tombstone_manifest
+from nexus_assets.resolve.step import resolve_phase
+from nexus_assets.search.step import forget_index, index_dir
+from nexus_assets.vault.connection import connect, derived_path, now, writer_intent
+from nexus_assets.vault.store import Vault
+
+# Shorter texts (a greeting, "Yes.") are too common to prove anything by their absence.
+MIN_PROOF_CHARS = 12
+
+
+class ForgetError(ValueError):
+    """Bad usage: an unknown run or file, nothing to forget."""
+
+
+@dataclass
+class Target:
+    run_ids: list[str]
+    file_shas: list[str]
+    files: list[str] = field(default_factory=list)
+
+
+def find_target(vault: Vault, *, run_id: str | None = None, file: str | None = None) -> Target:
+    if run_id is not None:
+        if not vault.forgetting.runs_known([run_id]):
+            if run_id in vault.forgetting.forgotten_runs():
+                raise ForgetError(f"run {run_id!r} was already forgotten (tombstone {vault.forgetting.forgotten_runs()[run_id]})")
+            raise ForgetError(f"no run {run_id!r} in the vault; `nexus lineage --run` lists nothing for it")
+        files = vault.forgetting.run_files_of([run_id])
+        return Target([run_id], [], sorted({f["file"] for f in files}))
+    assert file is not None
+    runs, shas = vault.forgetting.runs_of_file(file)
+    if not runs and not shas:
+        raise ForgetError(f"the vault holds nothing read from {file}; give the path a sync read it from (`nexus lineage --file`)")
+    try:
+        if Path(file).is_file():
+            shas = sorted(set(shas) | {hashlib.sha256(Path(file).read_bytes()).hexdigest()})
+    except OSError:
+        pass  # unreadable now (a folder without permission): what the vault recorded of it is enough
+    return Target(runs, shas, [str(Path(file).resolve())])
+
+
+def plan(vault: Vault, target: Target) -> dict:
+    lineage = vault.forgetting.forward_lineage(target.run_ids)
+    return {**lineage, "file_sha256s": target.file_shas, "target_files": target.files}
+
+
+def _texts(vault: Vault, run_ids: list[str], leaving: list[str]) -> list[str]:
+    """The forgotten runs' text, in pieces long enough to prove absence: every text node, line
+    and sentence of it that no remaining run or remaining brick also holds."""
+    rows = vault.conn.execute(
+        "SELECT DISTINCT text FROM nodes WHERE run_id IN (SELECT unnest(?))", [sorted(run_ids)]
+    ).fetchall()
+    pieces = set()
+    for (text,) in rows:
+        for piece in [text, *text.splitlines(), *sentences(text)]:
+            piece = piece.strip()
+            if len(piece) >= MIN_PROOF_CHARS:
+                pieces.add(piece)
+    if not pieces:
+        return []
+    kept = vault.conn.execute(
+        "SELECT DISTINCT text FROM nodes WHERE run_id NOT IN (SELECT unnest(?))", [sorted(run_ids)]
+    ).fetchall()
+    remaining = "\n".join(t for (t,) in kept)
+    brick_text = "\n".join(
+        t for (t,) in vault.conn.execute("SELECT content FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [sorted(leaving)]).fetchall()
+    )
+    # Text another source still holds (a shared brick, a copied message) is not the forgotten run's alone.
+    return sorted(p for p in pieces if p not in remaining and p not in brick_text)
+
+
+def _resolve_after(vault: Vault, topic_id: str, tombstone: Tombstone) -> tuple[str, int]:
+    topic = vault.topics.topic(topic_id)
+    sealed = topic is not None and topic.state in ("SEALING", "LOCKED")
+    bricks = resolve_phase(vault, topic, sealed=sealed) if topic is not None else []
+    # A FINAL brick keeps its record, but its text follows its (possibly new) canonical source.
+    texts = {occ.address: occ.content for occ, _ in vault.occurrences.stream(topic_id)}
+    bricks = [
+        b.model_copy(update={"content": texts.get(b.sources[0], b.content)}) if b.sources else b for b in bricks
+    ]
+    manifest = tombstone_manifest(topic_id, bricks, vault.bricks.latest_manifest(topic_id), tombstone)
+    vault.bricks.publish(topic_id, bricks, manifest, dagster_run_id=None, sealed=sealed, forgetting=True)
+    if sealed:
+        vault.forgetting.reseal_bricks(topic_id, bricks, manifest.manifest_hash)
+    return manifest.manifest_hash, len(manifest.bricks)
+
+
+def journal_path(db_path: str | Path) -> Path:
+    db = Path(db_path)
+    return db.with_name(db.name + ".forgetting")
+
+
+def _write_journal(db: Path, journal: dict) -> None:
+    """Durably, before the commit it describes. It holds the forgotten text (to search for it), so
+    it is readable by its owner only and is removed as soon as the erasure is proven."""
+    path = journal_path(db)
+    partial = path.with_name(path.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(journal, f, ensure_ascii=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+def pending_erasure(vault: Vault, db_path: str | Path) -> dict | None:
+    """The erasure an interrupted `forget` committed but did not finish, or None. A journal whose
+    tombstone the vault does not hold describes a forget that never committed: it is dropped."""
+    path = journal_path(db_path)
+    try:
+        journal = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        journal = {}
+    if journal.get("tombstone_id") not in {t["tombstone_id"] for t in vault.forgetting.tombstones()}:
+        if os.access(path.parent, os.W_OK):
+            path.unlink(missing_ok=True)
+        return None
+    return journal
+
+
+def _crash_point(name: str) -> None:
+    # Tests stop a forget with a real SIGKILL at a named point, to prove a re-run finishes it.
+    if settings.kill_forget_at() == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _compact(db_path: Path) -> None:
+    """Rewrite the vault file: DuckDB keeps deleted rows in freed blocks until they are reused."""
+    fresh = db_path.with_name(db_path.name + ".compact")
+    for leftover in (fresh, Path(str(fresh) + ".wal")):
+        leftover.unlink(missing_ok=True)
+    with writer_intent(db_path):
+        conn = connect(db_path)
+        try:
+            conn.execute("CHECKPOINT")
+            name = conn.execute("SELECT current_database()").fetchone()[0]
+            conn.execute(f"ATTACH '{str(fresh).replace(chr(39), chr(39) * 2)}' AS compacted")
+            conn.execute(f'COPY FROM DATABASE "{name}" TO compacted')
+            conn.execute("DETACH compacted")
+            _crash_point("compacted")
+        finally:
+            conn.close()
+        os.replace(fresh, db_path)
+        Path(str(db_path) + ".wal").unlink(missing_ok=True)
+
+
+def _needles(piece: str) -> list[bytes]:
+    """A piece as its copies store it: as is, whitespace-collapsed (metadata previews), and as
+    Dagster's JSON writes it (non-ASCII as \\u escapes, quotes and newlines escaped)."""
+    forms = {piece, " ".join(piece.split())}
+    return sorted({v.encode("utf-8") for f in forms for v in (f, json.dumps(f)[1:-1], json.dumps(f, ensure_ascii=False)[1:-1])})
+
+
+def _runs_quoting(instance, needles: list[list[bytes]], skip: set[str]) -> set[str]:
+    """Runs outside the affected topics whose event log still quotes a piece (an ingest run's
+    error table, say): they go too."""
+    import dagster as dg
+
+    found: set[str] = set()
+    if not needles:
+        return found
+    for run_id in instance.get_run_ids():
+        if run_id in skip:
+            continue
+        for entry in instance.all_logs(run_id):
+            data = dg.serialize_value(entry).encode("utf-8")
+            if any(n in data for forms in needles for n in forms):
+                found.add(run_id)
+                break
+    return found
+
+
+def _forget_cached_events(instance, tombstone_id: str) -> int:
+    """Dagster keeps copies of events outside their runs, which `delete_run` leaves behind: each asset
+    key caches its latest materialization (metadata previews and all) and its partition status.
+    Dagster has no public call that recomputes the first, so a key whose cached materialization came
+    from a deleted run gets a newer one, runless, for the same partition, that names the tombstone and
+    quotes nothing; the status cache is dropped (rebuilt on read). Check results of deleted runs stay
+    (no public call deletes them): checks quote ids, paths and counts, never text (defs/checks.py)."""
+    import dagster as dg
+
+    replaced = 0
+    records = instance.get_asset_records()
+    for record in records:
+        last = record.asset_entry.last_materialization_record
+        # A runless event ("" run id) has no run to lose.
+        if last is None or not last.run_id or instance.has_run(last.run_id):
+            continue
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=record.asset_entry.asset_key,
+                partition=last.partition_key,
+                description="nexus forget deleted the Dagster runs that materialized this; the vault holds what remains",
+                metadata={"forgotten_by_tombstone": tombstone_id},
+            )
+        )
+        replaced += 1
+    instance.wipe_asset_cached_status([r.asset_entry.asset_key for r in records])
+    return replaced
+
+
+def _clean_dagster(home: Path, topics: list[str], pieces: list[str], tombstone_id: str) -> dict:
+    """Delete the Dagster runs of the affected topics and any other run quoting the text (their event
+    logs hold metadata previews and logs), their pickled outputs and compute logs, the copies Dagster
+    keeps of their events outside the runs, then vacuum Dagster's SQLite files."""
+    removed = {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
+    if not (home / "dagster.yaml").exists() and not (home / "history").exists():
+        return removed
+    from dagster import DagsterInstance, RunsFilter
+
+    # Set for Dagster's DagsterInstance.get() and put back after: a write, not a read of our settings.
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        with DagsterInstance.get() as instance:
+            runs = {r.run_id for t in topics for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": t}))}
+            runs |= _runs_quoting(instance, [_needles(p) for p in pieces], skip=runs)
+            for run_id in sorted(runs):
+                instance.delete_run(run_id)
+                for leftover in (home / "storage" / run_id, home / "logs" / run_id):
+                    if leftover.exists():
+                        shutil.rmtree(leftover, ignore_errors=True)
+                        removed["dagster_files"] += 1
+            removed["dagster_runs"] = len(runs)
+            removed["dagster_cached_records"] = _forget_cached_events(instance, tombstone_id)
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+    storage = home / "storage"
+    if storage.is_dir():
+        for asset_dir in storage.iterdir():
+            for t in topics:
+                pickled = asset_dir / t
+                if pickled.exists():
+                    pickled.unlink() if pickled.is_file() else shutil.rmtree(pickled)
+                    removed["dagster_files"] += 1
+    for db in home.rglob("*.db"):
+        try:
+            con = sqlite3.connect(db)
+            con.execute("VACUUM")
+            con.close()
+        except sqlite3.Error:
+            pass
+    return removed
+
+
+def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
+    """Every file (below each path) whose bytes still contain a forgotten piece of text, in any of
+    the forms its copies store it."""
+    needles = [_needles(p) for p in pieces]
+    found = []
+    for root in paths:
+        if not root.exists():
+            continue
+        for f in [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]:
+            try:
+                data = f.read_bytes()
+            except OSError:
+                continue
+            hits = [pieces[i] for i, forms in enumerate(needles) if any(n in data for n in forms)]
+            if hits:
+                found.append({"file": str(f), "pieces": len(hits), "example": hits[0][:40]})
+    return found
+
+
+def forget(
+    db_path: str | Path, target: Target, *, reason: str, actor: str, delete_file: bool = False
+) -> dict:
+    db = Path(db_path)
+    at = now()
+    with Vault.open(db) as vault:
+        before = plan(vault, target)
+        alone = [b["brick_id"] for b in before["bricks_alone"]]
+        pieces = _texts(vault, target.run_ids, alone)
+        fingerprints = [fp for (fp,) in vault.conn.execute(
+            "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
+        # A fingerprint another brick (another topic) still has keeps its embedding.
+        kept = {fp for (fp,) in vault.conn.execute(
+            "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [alone]).fetchall()}
+        tombstone_id = hashlib.sha256(f"{sorted(target.run_ids)}{sorted(target.file_shas)}{at.isoformat()}".encode()).hexdigest()[:16]
+        journal = {
+            "tombstone_id": tombstone_id, "run_ids": target.run_ids, "file_sha256s": target.file_shas, "files": target.files,
+            "delete_file": delete_file, "topics": before["topics"], "reason": reason, "actor": actor,
+            "forgotten_at": at.isoformat(), "bricks_removed": alone,
+            "bricks_kept_with_other_sources": [b["brick_id"] for b in before["bricks_shared"]], "pieces": pieces,
+        }
+        _write_journal(db, journal)
+        manifests = {}
+        try:
+            _erase(vault, target, journal, before, alone, [f for f in fingerprints if f not in kept], manifests)
+        except BaseException:
+            journal_path(db).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
+            raise
+        removed = journal.pop("rows_removed")
+    _crash_point("committed")
+    return finish_erasure(db, journal, removed=removed, manifests=manifests)
+
+
+def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: list[str], fingerprints: list[str], manifests: dict) -> None:
+    """The logical half of a forget, one transaction: rows, tombstone, tombstone manifests."""
+    tombstone_id, reason, actor, at = journal["tombstone_id"], journal["reason"], journal["actor"], journal["forgotten_at"]
+    with vault.transaction():
+        journal["rows_removed"] = vault.forgetting.erase_runs(target.run_ids, target.file_shas, alone, fingerprints, files=target.files)
+        vault.forgetting.record_tombstone(
+            tombstone_id, run_ids=target.run_ids, file_shas=target.file_shas, brick_ids=alone,
+            topic_ids=before["topics"], reason=reason, actor=actor, at=datetime.fromisoformat(at),
+        )
+        for topic_id in before["topics"]:
+            stone = Tombstone(
+                tombstone_id=tombstone_id,
+                run_ids=tuple(sorted(target.run_ids)),
+                file_sha256s=tuple(sorted(target.file_shas)),
+                brick_ids=tuple(b["brick_id"] for b in before["bricks_alone"] if b["topic_id"] == topic_id),
+                reason=reason,
+                actor=actor,
+                forgotten_at=at,
+            )
+            manifests[topic_id] = _resolve_after(vault, topic_id, stone)
+
+
+def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None = None, manifests: dict | None = None) -> dict:
+    """The physical half of a forget, after its commit: compact the vault file, drop the indexes
+    and Dagster's copies, delete the file if asked, and prove the text gone. Safe to run again
+    after a kill at any point: each step redoes what it finds undone."""
+    db = Path(db_path)
+    resumed = manifests is None
+    if resumed:
+        with Vault.open(db) as vault:
+            manifests = {t: (m.manifest_hash, len(m.bricks)) for t in journal["topics"] if (m := vault.bricks.latest_manifest(t))}
+    pieces, topics = journal["pieces"], journal["topics"]
+    _compact(db)
+    forget_index(db)
+    for topic_id in topics:
+        shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)
+    home = project_dagster_home(db, settings.dagster_home())
+    dagster = (
+        _clean_dagster(home, topics, pieces, journal["tombstone_id"])
+        if home is not None
+        else {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
+    )
+    deleted_files = []
+    if journal["delete_file"]:
+        for f in journal["files"]:
+            if Path(f).is_file():
+                Path(f).unlink()
+                deleted_files.append(f)
+    compact_file = db.with_name(db.name + ".compact")
+    checked = [db, Path(str(db) + ".wal"), compact_file, index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
+    remaining = leftovers(checked, pieces)
+    if not remaining:
+        journal_path(db).unlink(missing_ok=True)  # it held the text; until the proof passes, a re-run needs it
+    return {
+        "tombstone_id": journal["tombstone_id"],
+        "run_ids": journal["run_ids"],
+        "file_sha256s": journal["file_sha256s"],
+        "reason": journal["reason"],
+        "actor": journal["actor"],
+        "forgotten_at": journal["forgotten_at"],
+        "resumed": resumed,
+        "rows_removed": removed or {},
+        "bricks_removed": journal["bricks_removed"],
+        "bricks_kept_with_other_sources": journal["bricks_kept_with_other_sources"],
+        "tombstone_manifests": {t: {"manifest_hash": h, "bricks": n} for t, (h, n) in manifests.items()},
+        "dagster": dagster,
+        "files_deleted": deleted_files,
+        "proof": {
+            "pieces_checked": len(pieces),
+            "places_checked": [str(p) for p in checked],
+            "leftovers": remaining,
+            "text_gone": not remaining,
+        },
+    }

@@ -1,0 +1,122 @@
+"""The vault's side of recall (DESIGN §8): embeddings keyed by (model, fingerprint) and the
+append-only audit trail of answers. A mixin of `Vault`.
+
+The audit trail holds ids, hashes and figures, never question or answer text, so forgetting a
+source never has to edit it (invariant 15) and nothing ever does (invariant 16).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Iterable, Sequence
+
+from nexus_assets.core.models import SourceAddress
+from nexus_assets.vault.records import Records
+
+
+class RecallRecords(Records):
+
+    def fingerprints_without_embedding(self, topic_id: str, model: str) -> list[tuple[str, str]]:
+        """(fingerprint, text) of the topic's visible bricks not yet embedded with `model`."""
+        return self.conn.execute(
+            """SELECT b.fingerprint, arg_min(b.content, b.brick_id) FROM bricks b
+               LEFT JOIN embeddings e ON e.model = ? AND e.fingerprint = b.fingerprint
+               WHERE b.topic_id = ? AND b.state <> 'SUPERSEDED' AND e.fingerprint IS NULL
+               GROUP BY b.fingerprint ORDER BY b.fingerprint""",
+            [model, topic_id],
+        ).fetchall()
+
+    def store_embeddings(self, model: str, fingerprints: Sequence[str], vectors, at: datetime) -> None:
+        """`vectors` is an (n, 384) float32 array. It goes in as 384 numpy-backed columns: DuckDB scans
+        those directly, where a list of Python floats per row costs ~1 ms a row and 1.5 KB of objects."""
+        import pandas as pd
+
+        if not len(fingerprints):
+            return
+        frame = pd.DataFrame(vectors, columns=[f"c{i}" for i in range(vectors.shape[1])], copy=False)
+        frame.insert(0, "fingerprint", list(fingerprints))
+        columns = ", ".join(f"c{i}" for i in range(vectors.shape[1]))
+        with self._registered(_vectors=frame):
+            self.conn.execute(
+                f"""INSERT INTO embeddings SELECT ?, fingerprint, array_value({columns})::FLOAT[384], ? FROM _vectors
+                    ON CONFLICT DO NOTHING""",
+                [model, at],
+            )
+
+    def visible_vectors(self, topic_id: str, model: str):
+        """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order.
+
+        Only ids are sorted; the vectors stream into their rows a few thousand at a time. Joining and
+        sorting 130k vectors (200 MB) inside DuckDB's bounded pool ran out of memory."""
+        import numpy as np
+
+        rows = self._visible_embedded(topic_id, model)
+        ids = [b for b, _ in rows]
+        vectors = np.zeros((len(ids), 384), "float32")
+        if not ids:
+            return ids, vectors
+        place = {fingerprint: i for i, (_, fingerprint) in enumerate(rows)}  # one visible brick per fingerprint
+        del rows
+        cursor = self.conn.execute(
+            """SELECT fingerprint, vector FROM embeddings
+               WHERE model = ? AND fingerprint IN (SELECT fingerprint FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED')""",
+            [model, topic_id],
+        )
+        while len(chunk := cursor.fetch_df_chunk(4)):
+            vectors[[place[f] for f in chunk["fingerprint"]]] = np.stack(chunk["vector"].to_numpy())
+        return ids, vectors
+
+    def visible_brick_count(self, topic_id: str) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'", [topic_id]
+        ).fetchone()[0]
+
+    def visible_embedded_ids(self, topic_id: str, model: str) -> list[str]:
+        """Brick ids of `visible_vectors` that have a vector, without reading the vectors."""
+        return [b for b, _ in self._visible_embedded(topic_id, model)]
+
+    def _visible_embedded(self, topic_id: str, model: str) -> list[tuple[str, str]]:
+        """(brick id, fingerprint) of the topic's visible bricks that have a vector, in manifest order."""
+        return self.conn.execute(
+            """SELECT brick_id, fingerprint FROM bricks
+               WHERE topic_id = ? AND state <> 'SUPERSEDED'
+                 AND fingerprint IN (SELECT fingerprint FROM embeddings WHERE model = ?)
+               ORDER BY order_index, brick_id""",
+            [topic_id, model],
+        ).fetchall()
+
+    def embedding_count(self, model: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", [model]).fetchone()[0]
+
+    def append_audit(self, row: dict) -> None:
+        self.conn.execute(
+            """INSERT INTO audit (audit_id, recorded_at, user_name, agent, question_sha256, topic_ids, brick_ids, model,
+                                  prompt_tokens, completion_tokens, cost_usd, ccc, revisions, outcome, reason, answer_sha256)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                row["audit_id"], row["recorded_at"], row["user"], row["agent"], row["question_sha256"],
+                json.dumps(sorted(row["topic_ids"])), json.dumps(row["brick_ids"]), row["model"],
+                row["prompt_tokens"], row["completion_tokens"], row["cost_usd"], row["ccc"], row["revisions"],
+                row["outcome"], row["reason"], row.get("answer_sha256"),
+            ],
+        )
+
+    def audit_rows(self) -> list[dict]:
+        cur = self.conn.execute("SELECT * FROM audit ORDER BY recorded_at, audit_id")
+        cols = [c[0] for c in cur.description]
+        out = []
+        for r in cur.fetchall():
+            d = dict(zip(cols, r))
+            d["topic_ids"], d["brick_ids"] = json.loads(d["topic_ids"]), json.loads(d["brick_ids"])
+            d["recorded_at"] = str(d["recorded_at"])
+            out.append(d)
+        return out
+
+    def canonical_sources(self, brick_ids: Iterable[str]):
+        rows = self.conn.execute(
+            """SELECT brick_id, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources
+               WHERE seq = 0 AND brick_id IN (SELECT unnest(?))""",
+            [sorted(set(brick_ids))],
+        ).fetchall()
+        return {b: SourceAddress(run_id=r, json_path=p, start=s, end=e, node_checksum=c) for b, r, p, s, e, c in rows}

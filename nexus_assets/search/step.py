@@ -1,0 +1,161 @@
+"""`nexus search`: ranked full-text search (BM25) over the visible bricks of every topic.
+
+The index is tantivy's (Lucene's design in Rust: BM25 scoring, stemming, phrase queries and
+highlighted snippets), kept on disk beside the vault in `<vault stem>.search/`. It is derived
+data: it records which manifest of each topic it holds, the pipeline brings a topic's documents
+in step after publishing its manifest, a search brings any topic that is out of step (an older
+vault, a sync from elsewhere), and forgetting removes the directory so the next use rebuilds it
+from the vault alone — deleted documents must not linger in old segments.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from nexus_assets.vault.connection import derived_path
+from nexus_assets.vault.store import Vault
+
+STATE_FILE = "nexus-index.json"
+LOCK_WAIT_S = 10.0
+DEFAULT_LIMIT = 20
+
+
+def index_dir(db_path: str | Path) -> Path:
+    return derived_path(db_path, ".search")
+
+
+def forget_index(db_path: str | Path) -> None:
+    """Drop the whole index: the next search or sync rebuilds it from what the vault still holds."""
+    shutil.rmtree(index_dir(db_path), ignore_errors=True)
+
+
+def _schema():
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("brick_id", stored=True, tokenizer_name="raw")
+    sb.add_text_field("topic_id", stored=True, tokenizer_name="raw")
+    sb.add_text_field("content", stored=True, tokenizer_name="en_stem")
+    return sb.build()
+
+
+def _open(path: Path):
+    import tantivy
+
+    path.mkdir(parents=True, exist_ok=True)
+    schema = _schema()
+    return tantivy.Index(schema, path=str(path)), schema
+
+
+def _state(path: Path) -> dict[str, str]:
+    try:
+        return json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = None) -> list[str]:
+    """Bring the index in step with each topic's latest manifest; returns the topics re-indexed.
+    Returns [] without waiting forever when another process holds the index writer."""
+    path = index_dir(db_path)
+    hashes = vault.latest_manifest_hashes()
+    held = _state(path) if (path / STATE_FILE).exists() else {}
+    wanted = set(hashes) if topics is None else set(topics) & set(hashes)
+    stale = sorted(t for t in wanted if held.get(t) != hashes[t])
+    gone = sorted(t for t in held if t not in hashes)
+    if not stale and not gone:
+        return []
+    index, _ = _open(path)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            writer = index.writer()
+            break
+        except ValueError:  # LockBusy: another process is writing the index
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.2)
+    import tantivy
+
+    try:
+        for t in stale + gone:
+            writer.delete_documents_by_term("topic_id", t)
+        for t in stale:
+            for brick_id, content in vault.topics.visible_texts(t):
+                writer.add_document(tantivy.Document(brick_id=brick_id, topic_id=t, content=content))
+        writer.commit()
+        writer.wait_merging_threads()
+    finally:
+        del writer
+    state = {t: h for t, h in _state(path).items() if t in hashes}
+    state.update({t: hashes[t] for t in stale})
+    tmp = path / (STATE_FILE + ".partial")
+    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+    tmp.replace(path / STATE_FILE)
+    return stale
+
+
+@dataclass(frozen=True)
+class Hit:
+    brick_id: str
+    topic_id: str
+    content: str
+    score: float
+    highlights: tuple[tuple[int, int], ...]  # code-point offsets into content
+
+
+def _char_spans(text: str, fragment: str, byte_spans) -> tuple[tuple[int, int], ...]:
+    base = text.find(fragment)
+    raw = fragment.encode("utf-8")
+    spans = []
+    for r in byte_spans:
+        start = len(raw[: r.start].decode("utf-8", "ignore"))
+        end = len(raw[: r.end].decode("utf-8", "ignore"))
+        spans.append((base + start, base + end))
+    return tuple(spans)
+
+
+def search(db_path: str | Path, text: str, topics: Iterable[str] | None = None, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+    """Bricks ranked by BM25 for `text` (words, or "a phrase" in quotes), best first."""
+    import tantivy
+
+    path = index_dir(db_path)
+    if not (path / STATE_FILE).exists():
+        return []
+    index, schema = _open(path)
+    index.reload()
+    searcher = index.searcher()
+    try:
+        query = index.parse_query(text, ["content"])
+    except ValueError:
+        # Unbalanced quotes and the like: read it as plainly as possible rather than refuse.
+        query, _ = index.parse_query_lenient(text, ["content"])
+    wanted = sorted(set(topics or ()))
+    if wanted:
+        scope = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "topic_id", t)) for t in wanted]
+        )
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, scope)])
+    snippets = tantivy.SnippetGenerator.create(searcher, query, schema, "content")
+    snippets.set_max_num_chars(1_000_000)
+    hits = []
+    for score, address in searcher.search(query, limit).hits:
+        doc = searcher.doc(address)
+        content = doc["content"][0]
+        snippet = snippets.snippet_from_doc(doc)
+        hits.append(
+            Hit(
+                brick_id=doc["brick_id"][0],
+                topic_id=doc["topic_id"][0],
+                content=content,
+                score=float(score),
+                highlights=_char_spans(content, snippet.fragment(), snippet.highlighted()),
+            )
+        )
+    # Equal scores in a stable order: the same query always lists the same way.
+    return sorted(hits, key=lambda h: (-round(h.score, 6), h.topic_id, h.brick_id))

@@ -1,0 +1,50 @@
+"""Trace: for each source address of a brick, the node it was lifted from, with the brick's span."""
+
+from __future__ import annotations
+
+from nexus_assets.core.paths import resolve_string
+from nexus_assets.drift.records import node_key
+from nexus_assets.vault.store import RunVersion, Vault
+
+
+def trace_brick(vault: Vault, brick_id: str) -> dict:
+    (brick,) = vault.bricks.select(brick_ids=[brick_id])
+    seen_in = vault.history.occurrence_versions(brick.topic_id)
+    keys = {}
+    for a in brick.sources:
+        version = seen_in.get((a.run_id, a.json_path, a.start, a.end, a.node_checksum))
+        if version:
+            keys[a] = RunVersion(a.run_id, version)
+    runs = vault.runs.load_runs(set(keys.values()))
+    status = vault.runs.run_status({a.run_id for a in brick.sources})
+    # The recorded status (invariant 14), so trace says what verify, bricks and the check say.
+    problems = vault.drift.source_problems(brick.sources)
+    traces = []
+    for a in brick.sources:
+        run = runs.get(keys.get(a))
+        node_text = resolve_string(run.document, a.json_path)[1] if run else ""
+        problem = problems.get(node_key(a))
+        traces.append(
+            {
+                **a.model_dump(),
+                "version_id": keys[a].version_id if a in keys else None,
+                "node_text": node_text,
+                "quote": node_text[a.start : a.end],
+                "current": problem is None,
+                "problem": problem,
+                "run_status": status.get(a.run_id),
+            }
+        )
+    return {
+        "brick_id": brick.brick_id,
+        "topic_id": brick.topic_id,
+        "content": brick.content,
+        "fingerprint": brick.fingerprint,
+        "state": brick.state,
+        "order_index": brick.order_index,
+        "superseded_by": brick.superseded_by,
+        "stale": brick.stale,
+        "abandoned": brick.abandoned,
+        "sources": [s.model_dump() for s in brick.sources],
+        "traces": traces,
+    }
