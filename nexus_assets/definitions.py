@@ -60,6 +60,7 @@ def build_resources(
         topics_dir=topics_dir or basics.topics_dir or DEFAULT_TOPICS_DIR,
         open_after=open_after or basics.open_after or None,
         progress=progress,
+        recall=not basics.no_recall,
     )
     duckdb = DuckDBResource(database=db_path or basics.db)
     return {

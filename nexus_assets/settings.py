@@ -71,6 +71,7 @@ class Basics(NamedTuple):
     extractor: str
     open_after: str | None
     vault_memory: str | None  # None: DEFAULT_VAULT_MEMORY
+    no_recall: bool = False  # NEXUS_NO_RECALL: a sync leaves the recall group (embeddings, vector index) out
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Basics:
@@ -82,7 +83,13 @@ class Basics(NamedTuple):
             extractor=env.get("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR),
             open_after=env.get("NEXUS_OPEN_AFTER"),
             vault_memory=env.get("NEXUS_VAULT_MEMORY") or None,
+            no_recall=truthy(env.get("NEXUS_NO_RECALL")),
         )
+
+
+def truthy(value: str | None) -> bool:
+    """A switch as the environment gives it: 1, true, yes or on (any case) is on; unset or anything else is off."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def user(environ: Mapping[str, str] | None = None) -> str | None:
@@ -140,6 +147,7 @@ def _define() -> type[BaseSettings]:
         extractor: str = env("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai")
         open_after: str | None = env("NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN")
         vault_memory: str | None = env("NEXUS_VAULT_MEMORY", None, f"DuckDB's memory for the vault (unset: {DEFAULT_VAULT_MEMORY})")
+        no_recall: str | None = env("NEXUS_NO_RECALL", None, "1: a sync builds no embeddings or vector index (as --no-recall)")
         viewer_url: str = env("NEXUS_VIEWER_URL", DEFAULT_VIEWER_URL, "where the trace viewer's pages are linked")
         dagster_home: str | None = env("DAGSTER_HOME", None, "Dagster's instance (unset: dagster_home/ beside the vault, if any)")
         user: str | None = env("USER", None, "who asks, for audit rows (unset: the login name)")
@@ -190,7 +198,10 @@ def _define() -> type[BaseSettings]:
 
         @property
         def basics(self) -> Basics:
-            return Basics(self.db, self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None)
+            return Basics(
+                self.db, self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None,
+                truthy(self.no_recall),
+            )
 
         def limits(self) -> dict[str, int]:
             """The input limits by variable; ValueError naming the variable for one that is not a

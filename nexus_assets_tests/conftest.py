@@ -35,5 +35,5 @@ def _settings_handed_over_afresh():
 def _no_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests use ephemeral instances unless they set DAGSTER_HOME themselves.
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    for var in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR", "NEXUS_EXTRACTOR"):
+    for var in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR", "NEXUS_EXTRACTOR", "NEXUS_NO_RECALL"):
         monkeypatch.delenv(var, raising=False)

@@ -82,6 +82,12 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     p.add_argument("--extractor", choices=["embedded", "openai"], default=extractor_default)
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
+    p.add_argument(
+        "--no-recall",
+        action="store_true",
+        default=basics.no_recall,
+        help="build no embeddings or vector index this time (default $NEXUS_NO_RECALL); a later sync without it builds what is missing",
+    )
     p.add_argument("--batch", action="store_true", help="openai: send through the Batch API (half price on OpenAI; resumes a recorded batch)")
     p.add_argument(
         "--max-cost",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from nexus_assets import settings
 from nexus_assets.cli.common import (
@@ -32,13 +33,19 @@ def _topics(args: argparse.Namespace) -> list[str] | None:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from nexus_assets.recall.service import recall
+    from nexus_assets.recall.service import NothingToRecall, recall
 
     if not require_utf8(args.query, "query").strip():
         raise UsageError("give a query")
     if args.k < 1:
         raise UsageError("--k must be at least 1")
-    out = recall(args.db, args.query, _topics(args), k=args.k, env=settings.load().as_env())
+    try:
+        out = recall(args.db, args.query, _topics(args), k=args.k, env=settings.load().as_env())
+    except NothingToRecall as exc:
+        raise UsageError(str(exc)) from None
+    if out["not_embedded"]:
+        print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
+              "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
     lines = [
         f"{i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  {one_line(r['content'], 110)}"
         for i, r in enumerate(out["results"], 1)
@@ -49,13 +56,16 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from nexus_assets.recall.service import ask
+    from nexus_assets.recall.service import NothingToRecall, ask
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
     config = settings.load()
     user = args.user or config.current_user()
-    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env())
+    try:
+        out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env())
+    except NothingToRecall as exc:
+        raise UsageError(str(exc)) from None
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
     else:

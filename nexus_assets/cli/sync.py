@@ -241,7 +241,12 @@ def _ingest(args: argparse.Namespace, request: _Request, job, instance, outcome:
 
 def _compile_topic(args: argparse.Namespace, job, instance, topic_id: str, outcome: _Outcome, signals: _SignalLog | None) -> bool:
     """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
-    result = job.execute_in_process(partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET)
+    from nexus_assets.defs.jobs import without_recall
+
+    selection = without_recall(ingest=False) if args.no_recall else None
+    result = job.execute_in_process(
+        partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET, asset_selection=selection
+    )
     if problem := storage_failure(args.db, result):
         raise problem  # the next topic would fail the same way: one line, exit 2
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -378,6 +383,8 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         "gold": {t: [str(g), file_stat(g)] for t in sorted(defined) if (g := _gold_file(defined[t], Path(args.topics_dir)))},
         "selected": sorted(selected),
         "extractor": [args.extractor, bool(args.replay_only), args.open_after, bool(args.batch)],
+        # A sync without recall is not the one a later sync with it can skip: embeddings are missing.
+        "recall": not args.no_recall,
         "settings": settings.prefixed(),
         "release": [release, LATEST],
     }

@@ -20,3 +20,13 @@ compile_job = dg.define_asset_job(
     selection=TOPIC_GRAPH - dg.AssetSelection.assets("run_files"),
     description="Compile one topic from what is already ingested: raw runs to manifest, with its checks.",
 )
+
+# `nexus sync --no-recall` / NEXUS_NO_RECALL=1: the same jobs with the recall group (embeddings and
+# the vector index) left out, by asset selection at launch. test_no_recall checks this list against
+# TOPIC_GRAPH, so a new asset cannot be forgotten here.
+COMPILE_ASSETS = ("raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest")
+
+
+def without_recall(*, ingest: bool) -> list[dg.AssetKey]:
+    """The assets a run selects when recall is off: the compile graph, with `run_files` when the job ingests."""
+    return [dg.AssetKey(name) for name in (("run_files",) if ingest else ()) + COMPILE_ASSETS]

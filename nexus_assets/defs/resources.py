@@ -31,6 +31,16 @@ class NexusSettings(dg.ConfigurableResource):
     max_run_file_bytes: int | None = Field(default=None, description="Default: NEXUS_MAX_RUN_FILE_BYTES or 32 MiB.")
     max_json_depth: int | None = Field(default=None, description="Default: NEXUS_MAX_JSON_DEPTH or 64.")
     progress: bool = Field(default=False, description="Print one-line progress to stderr (the CLI sets it).")
+    recall: bool = Field(
+        default=True,
+        description="Scheduled and sensor runs build embeddings and the vector index (off: NEXUS_NO_RECALL=1).",
+    )
+
+    def run_selection(self) -> list[dg.AssetKey] | None:
+        """What a scheduled or sensor run of `sync_topics` selects: everything (None), or all but recall."""
+        from nexus_assets.defs.jobs import without_recall
+
+        return None if self.recall else without_recall(ingest=True)
 
     @property
     def limits(self) -> Limits:

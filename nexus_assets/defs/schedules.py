@@ -35,4 +35,8 @@ def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings)
     if missing:
         context.instance.add_dynamic_partitions(topics_partitions.name, missing)
     stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
-    return [dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}", tags={FULL_VERIFY_TAG: "true"}) for t in active]
+    selection = settings.run_selection()
+    return [
+        dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}", tags={FULL_VERIFY_TAG: "true"}, asset_selection=selection)
+        for t in active
+    ]

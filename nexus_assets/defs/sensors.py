@@ -54,7 +54,13 @@ def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSetti
         if topic.state not in COMPILED_STATES:
             continue
         if cursor.get("runs") != runs_digest or cursor.get("topics", {}).get(tid) != topic_digests[tid]:
-            requests.append(dg.RunRequest(partition_key=tid, run_key=f"{tid}:{runs_digest[:16]}:{topic_digests[tid][:16]}"))
+            requests.append(
+                dg.RunRequest(
+                    partition_key=tid,
+                    run_key=f"{tid}:{runs_digest[:16]}:{topic_digests[tid][:16]}",
+                    asset_selection=settings.run_selection(),
+                )
+            )
     partition_requests = []
     if new_keys:
         partition_requests.append(topics_partitions.build_add_request(new_keys))

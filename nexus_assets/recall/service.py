@@ -36,7 +36,8 @@ OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from
 
 
 class NothingToRecall(LookupError):
-    pass
+    """The topics asked about have visible bricks but none is embedded: the vault was synced without
+    recall. The message says how to build the embeddings."""
 
 
 def _confidence(similarity: float) -> float:
@@ -50,6 +51,13 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
     with Vault.open(db_path, read_only=True) as vault:
         wanted = topics or sorted(vault.latest_manifest_hashes())
         indexes = [ensure(vault, db_path, t)[0] for t in wanted]
+        not_embedded = vault.recall.unembedded_count(wanted, MODEL)
+        if not_embedded and not any(idx.brick_ids for idx in indexes):
+            raise NothingToRecall(
+                f"no brick of {', '.join(wanted)} is embedded yet ({not_embedded} visible bricks): the vault was synced "
+                "with --no-recall or NEXUS_NO_RECALL=1; run `nexus sync` without it to build the embeddings "
+                "(only what is missing is embedded)"
+            )
         qv = embed([query])
         hits: dict[str, float] = {}
         for idx in indexes:
@@ -106,6 +114,7 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         "results": results,
         "reranker_used": results[0]["reranker_used"] if results else None,
         "fell_through": notes,
+        "not_embedded": not_embedded,  # visible bricks recall cannot see until a sync with recall embeds them
         "latency_ms": int((time.monotonic() - started) * 1000),
     }
 

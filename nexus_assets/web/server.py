@@ -171,11 +171,15 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 topics = views.topic_summaries(v)
             recalled = None
             if query:
-                from nexus_assets.recall.service import (
-                    recall,  # read-only: the same code as `nexus recall`
+                from nexus_assets.recall.service import (  # read-only: the same code as `nexus recall`
+                    NothingToRecall,
+                    recall,
                 )
 
-                recalled = recall(self.server.db_path, query, None, k=5)
+                try:
+                    recalled = recall(self.server.db_path, query, None, k=5)
+                except NothingToRecall as exc:
+                    recalled = {"results": [], "problem": str(exc)}
             return html(HTTPStatus.OK, "index.html", topics=topics, db=str(self.server.db_path), recall_query=query, recalled=recalled)
         if m := TOPIC_ROUTE.fullmatch(path):
             query = params.get("q", [""])[0][:MAX_QUERY]
