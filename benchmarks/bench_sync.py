@@ -45,7 +45,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-EXPORTS_MODULE = REPO / "nexus_assets" / "core" / "formats" / "exports.py"
+EXPORTS_MODULE = REPO / "nexus_assets" / "ingest" / "formats" / "exports.py"
 
 # Keywords of the two generated topics (same style as data/topics); every sentence that carries
 # one becomes a pointer, so their share drives how much compiler work there is.
@@ -378,23 +378,13 @@ def measure_export_floor(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def drop_recall_group() -> None:
-    """`--no-recall`: the CLI's compile job without the recall group (embeddings, vector index), to
-    see the compiler's own cost apart from the model's. Must run before nexus_assets.definitions
-    is imported; the product has no such switch."""
-    import dagster as dg
-
-    import nexus_assets.defs.jobs as jobs
-
-    assert "nexus_assets.definitions" not in sys.modules
-    jobs.compile_job = dg.define_asset_job(
-        "compile_topic",
-        selection=jobs.TOPIC_GRAPH - dg.AssetSelection.groups("recall") - dg.AssetSelection.assets("run_files"),
-    )
+# `--no-recall`: every sync leaves the recall group out (the product's own switch), to see the
+# compiler's cost apart from the model's.
+NO_RECALL: list[str] = []
 
 
 def sync_argv(db: Path, runs_dir: Path, topics_dir: Path) -> list[str]:
-    return ["--db", str(db), "sync", "--json", "--runs-dir", str(runs_dir), "--topics-dir", str(topics_dir)]
+    return ["--db", str(db), "sync", "--json", "--runs-dir", str(runs_dir), "--topics-dir", str(topics_dir), *NO_RECALL]
 
 
 def summarize(results: list[dict]) -> dict:
@@ -429,15 +419,14 @@ def sync_in_process(
     return elapsed, cpu, summarize(json.loads(out.getvalue()))
 
 
-def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path, no_recall: bool = False) -> tuple[float, float, int | None, dict]:
+def sync_subprocess(db: Path, runs_dir: Path, topics_dir: Path) -> tuple[float, float, int | None, dict]:
     """Wall and CPU seconds, child peak RSS (bytes) and summary. ru_maxrss of RUSAGE_CHILDREN is the maximum
     over every child ever waited for, so it only belongs to this sync if it rose (or was 0)."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    command = [sys.executable, __file__, "--child-no-recall"] if no_recall else [sys.executable, "-m", "nexus_assets.cli"]
     proc = subprocess.run(
-        [*command, *sync_argv(db, runs_dir, topics_dir)],
+        [sys.executable, "-m", "nexus_assets.cli", *sync_argv(db, runs_dir, topics_dir)],
         capture_output=True,
         text=True,
         env=env,
@@ -568,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-recall", action="store_true", help="leave the recall group (embeddings, vector index) out of every sync")
     args = parser.parse_args(argv)
     if args.no_recall:
-        drop_recall_group()
+        NO_RECALL.append("--no-recall")
 
     # The CLI would otherwise record every benchmark run in the user's Dagster instance.
     os.environ.pop("DAGSTER_HOME", None)
@@ -595,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                 export_runs = work / "export-runs"
                 gen = write_chatgpt_export(export_runs / "conversations.json", int(args.export_mb * 1024 * 1024), args.seed)
                 floor = measure_export_floor(export_runs / "conversations.json")
-                seconds, cpu, peak, summary = sync_subprocess(work / "export.duckdb", export_runs, topics_dir, args.no_recall)
+                seconds, cpu, peak, summary = sync_subprocess(work / "export.duckdb", export_runs, topics_dir)
                 fig["export"] = {
                     **gen,
                     "floor_s": round(floor, 3),
@@ -671,9 +660,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child-no-recall"]:  # the export subprocess of --no-recall
-        drop_recall_group()
-        from nexus_assets.cli import main as nexus_main
-
-        sys.exit(nexus_main(sys.argv[2:]))
     sys.exit(main())

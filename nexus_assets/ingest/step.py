@@ -75,138 +75,154 @@ def ingest_runs(
     Small files are committed together, up to BATCH runs a transaction; a file's runs and its
     `run_files` row always commit together, so an interrupted sync re-reads exactly what was lost.
     """
-    report = IngestReport()
-    scan = scan_runs_dir(runs_dir)
-    files = scan.files
-    report.side_files = [escaped(str(p)) for p in scan.side_files]
-    report.files_scanned = len(files)
-    if scan.skipped:
+    return _Ingestion(vault, limits or Limits(), open_after, progress).run(runs_dir)
+
+
+class _Ingestion:
+    """One ingestion pass: each file is unchanged (skipped), a copy of a file in this batch, bytes
+    read before (a restore or a verdict to copy, no parse), or new bytes (parsed once). Writes are
+    gathered and flushed in batches."""
+
+    def __init__(self, vault: Vault, limits: Limits, open_after: str | None, progress: Callable[[str], None] | None):
+        self.vault, self.limits, self.open_after, self.progress = vault, limits, open_after, progress
+        self.report = IngestReport()
+        self.batch: list[tuple[Run, str, str]] = []
+        self.finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
+        # The first of finished_files with each content hash: a batch may hold hundreds of files.
+        self.first_finished: dict[str, tuple[str, str, int, list[IngestionError]]] = {}
+        self.finished_errors: list[IngestionError] = []
+        self.read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
+        self.known_stats = vault.runs.file_stats()
+        self.forgotten_runs = vault.forgetting.forgotten_runs()
+        self.forgotten_files = vault.forgetting.forgotten_files()
+        self.seen = vault.runs.files_seen()
+        self.claimed: dict[str, tuple[str, str]] = {}
+        # What a file whose bytes were read before needs (a restore? a copied verdict?), read once and
+        # again only after a write that can change it: one query per sync, not two per file.
+        self.known: tuple[dict[str, frozenset[str]], dict[str, tuple[frozenset[str], bool]]] | None = None
+        self.error_cap = max_errors_per_file()
+
+    def run(self, runs_dir: Path) -> IngestReport:
+        report = self.report
+        scan = scan_runs_dir(runs_dir)
+        files = scan.files
+        report.side_files = [escaped(str(p)) for p in scan.side_files]
+        report.files_scanned = len(files)
+        if scan.skipped:
+            self._skipped(scan.skipped)
+        step = max(1, len(files) // 10)
+        for n, path in enumerate(files, 1):
+            source = str(path.resolve())
+            stat = file_stat(path)
+            if stat is not None and self.known_stats.get(source) == stat:
+                report.files_unchanged += 1
+                continue
+            shown = display_name(path)
+            data, sha, gone = _snapshot(path, self.limits)
+            if gone is not None:
+                report.errors.append(gone)
+                with self.vault.transaction():
+                    self.vault.runs.record_errors([gone])
+                continue
+            tombstone = self.forgotten_files.get(sha)
+            if tombstone is not None:
+                # Not recorded as read: every sync that meets it again says so.
+                report.forgotten.append(f"skipped {shown}: it was forgotten (tombstone {tombstone}); delete it or leave it, it is never read")
+                continue
+            if sha in self.first_finished:
+                self._copy_in_batch(sha, shown, source, stat)
+                continue
+            if sha in self.seen:
+                self._read_before(sha, shown, source, stat)
+                continue
+            report.files_new += 1
+            if self.progress and (n % step == 0 or len(data or b"") > 16 * 1024 * 1024):
+                self.progress(f"ingesting {shown} ({n}/{len(files)})")
+            self._read_new(path, shown, source, stat, sha, data)
+            if len(self.batch) >= BATCH or len(self.finished_files) >= BATCH or len(self.read_stats) >= BATCH:
+                self._flush()
+        # read_stats too: a file whose bytes were read before (moved, restored) is not hashed again.
+        if self.batch or self.finished_files or self.finished_errors or self.read_stats:
+            self._flush()
+        for old, new, run_ids in follow_moved_files(self.vault):
+            listed = ", ".join(run_ids[:5]) + (", …" if len(run_ids) > 5 else "")
+            report.moved.append(f"{display_name(Path(old))} moved to {display_name(Path(new))}: its {len(run_ids)} run(s) ({listed}) are read from there now")
+            if self.progress:
+                self.progress(report.moved[-1])
+        if self.progress and report.side_files_note:
+            self.progress(report.side_files_note)
+        return report
+
+    def _skipped(self, skipped_paths) -> None:
         # Named at every sync (they are never read), recorded once in `nexus errors`.
-        skipped = [IngestionError(display_name(path), problem) for path, problem in scan.skipped]
-        report.errors.extend(skipped)
-        with vault.transaction():
-            vault.runs.record_errors_once(skipped)
-        if progress:
+        skipped = [IngestionError(display_name(path), problem) for path, problem in skipped_paths]
+        self.report.errors.extend(skipped)
+        with self.vault.transaction():
+            self.vault.runs.record_errors_once(skipped)
+        if self.progress:
             for e in skipped:
-                progress(f"skipped {e.file}: {e.problem}")
-    batch: list[tuple[Run, str, str]] = []
-    finished_files: list[tuple[str, str, int, list[IngestionError]]] = []
-    # The first of finished_files with each content hash: a batch may hold hundreds of files.
-    first_finished: dict[str, tuple[str, str, int, list[IngestionError]]] = {}
-    finished_errors: list[IngestionError] = []
-    read_stats: list[tuple[str, tuple[int, int, int, int], str]] = []
-    known_stats = vault.runs.file_stats()
-    forgotten_runs = vault.forgetting.forgotten_runs()
-    forgotten_files = vault.forgetting.forgotten_files()
-    seen = vault.runs.files_seen()
+                self.progress(f"skipped {e.file}: {e.problem}")
 
-    claimed: dict[str, tuple[str, str]] = {}
-    # What a file whose bytes were read before needs (a restore? a copied verdict?), read once and
-    # again only after a write that can change it: one query per sync, not two per file.
-    known: tuple[dict[str, frozenset[str]], dict[str, tuple[frozenset[str], bool]]] | None = None
+    def _copy_in_batch(self, sha: str, shown: str, source: str, stat) -> None:
+        """Identical bytes under another name in this batch: the same verdict, but this file is named too."""
+        first = self.first_finished[sha]
+        copies = [IngestionError(shown, e.problem, e.conversation, sha) for e in first[3]]
+        self.finished_files.append((sha, shown, first[2], copies))
+        self.report.errors.extend(copies)
+        if stat is not None:
+            self.read_stats.append((source, stat, sha))
 
-    def flush() -> None:
-        nonlocal known
-        if batch or finished_files:
-            known = None
-        duplicates = _refuse_duplicate_run_ids(vault, batch, claimed)
-        report.errors.extend(duplicates)
-        with vault.transaction():
-            fresh, changed = vault.runs.store_runs(batch)
-            vault.runs.record_errors([e for *_, errors in finished_files for e in errors] + finished_errors + duplicates)
-            vault.runs.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in finished_files])
-            vault.runs.record_file_stats(read_stats)
-        report.runs_new += len(fresh)
-        report.versions_new += len(changed)
-        report.changed_runs.extend(r.run_id for r in changed)
-        seen.update(sha for sha, *_ in finished_files)
-        batch.clear()
-        finished_files.clear()
-        first_finished.clear()
-        finished_errors.clear()
-        read_stats.clear()
+    def _read_before(self, sha: str, shown: str, source: str, stat) -> None:
+        """Bytes read before. Most often only the stat moved (touched, copied back, checked out
+        again): the runs from this path already come from these bytes and their verdict already
+        names it, so nothing is written (a restore and a verdict query per file took 24 s for 10,000)."""
+        if self.known is None:
+            self.known = self.vault.runs.latest_sources(), self.vault.runs.file_verdicts()
+        latest_sources, verdicts = self.known
+        if not latest_sources.get(source, frozenset()) <= {sha}:
+            with self.vault.transaction():
+                restored = self.vault.drift.restore_versions(sha, source)
+            if restored:
+                self.known = None
+                if self.progress:
+                    self.progress(f"{shown} is back to content read before; its earlier version is current again for {len(restored)} run(s)")
+        names, broken = verdicts.get(sha, (frozenset(), True))
+        if broken and shown not in names:
+            copies = self.vault.runs.copy_file_verdict(sha, shown)
+            if copies:
+                self.known = None
+            self.report.errors.extend(copies)
+        if stat is not None:
+            self.read_stats.append((source, stat, sha))
 
-    limits = limits or Limits()
-    error_cap = max_errors_per_file()
-    step = max(1, len(files) // 10)
-    for n, path in enumerate(files, 1):
-        source = str(path.resolve())
-        stat = file_stat(path)
-        if stat is not None and known_stats.get(source) == stat:
-            report.files_unchanged += 1
-            continue
-        shown = display_name(path)
-        data, sha, gone = _snapshot(path, limits)
-        if gone is not None:
-            report.errors.append(gone)
-            with vault.transaction():
-                vault.runs.record_errors([gone])
-            continue
-        tombstone = forgotten_files.get(sha)
-        if tombstone is not None:
-            # Not recorded as read: every sync that meets it again says so.
-            report.forgotten.append(f"skipped {shown}: it was forgotten (tombstone {tombstone}); delete it or leave it, it is never read")
-            continue
-        first = first_finished.get(sha)
-        if first is not None:
-            # Identical bytes under another name: the same verdict, but this file is named too.
-            copies = [IngestionError(shown, e.problem, e.conversation, sha) for e in first[3]]
-            finished_files.append((sha, shown, first[2], copies))
-            report.errors.extend(copies)
-            if stat is not None:
-                read_stats.append((source, stat, sha))
-            continue
-        if sha in seen:
-            # Most often only the stat moved (touched, copied back, checked out again): the runs
-            # from this path already come from these bytes and their verdict already names it, so
-            # nothing is written (a restore and a verdict query per file took 24 s for 10,000).
-            if known is None:
-                known = vault.runs.latest_sources(), vault.runs.file_verdicts()
-            latest_sources, verdicts = known
-            if not latest_sources.get(source, frozenset()) <= {sha}:
-                with vault.transaction():
-                    restored = vault.drift.restore_versions(sha, source)
-                if restored:
-                    known = None
-                    if progress:
-                        progress(f"{shown} is back to content read before; its earlier version is current again for {len(restored)} run(s)")
-            names, broken = verdicts.get(sha, (frozenset(), True))
-            if broken and shown not in names:
-                copies = vault.runs.copy_file_verdict(sha, shown)
-                if copies:
-                    known = None
-                report.errors.extend(copies)
-            if stat is not None:
-                read_stats.append((source, stat, sha))
-            continue
-        report.files_new += 1
-        if progress and (n % step == 0 or len(data or b"") > 16 * 1024 * 1024):
-            progress(f"ingesting {shown} ({n}/{len(files)})")
+    def _read_new(self, path: Path, shown: str, source: str, stat, sha: str, data: bytes | None) -> None:
+        """New bytes: parsed once, their runs batched; problems capped per file."""
+        report = self.report
         runs_in_file = 0
         errors: list[IngestionError] = []
         dropped = 0
         retry = False
-        for item in iter_run_file(path, shown, sha=sha, limits=limits, open_after=open_after, data=data):
+        for item in iter_run_file(path, shown, sha=sha, limits=self.limits, open_after=self.open_after, data=data):
             if isinstance(item, IngestionError):
                 retry = retry or isinstance(item, RetryableError)
-                if len(errors) < error_cap:
+                if len(errors) < self.error_cap:
                     errors.append(item)
                 else:
                     dropped += 1
                 continue
-            if item.run_id in forgotten_runs:
-                report.forgotten.append(f"skipped run {item.run_id} in {shown}: it was forgotten (tombstone {forgotten_runs[item.run_id]})")
+            if item.run_id in self.forgotten_runs:
+                report.forgotten.append(f"skipped run {item.run_id} in {shown}: it was forgotten (tombstone {self.forgotten_runs[item.run_id]})")
                 continue
             runs_in_file += 1
-            batch.append((item, source, sha))
-            if len(batch) >= BATCH:
+            self.batch.append((item, source, sha))
+            if len(self.batch) >= BATCH:
                 # A large export is committed in parts; its file row comes with the last part.
-                flush()
+                self._flush()
         if dropped:
             errors.append(
                 IngestionError(
                     shown,
-                    f"{dropped} more problems in this file were not recorded (NEXUS_MAX_ERRORS_PER_FILE={error_cap}); "
+                    f"{dropped} more problems in this file were not recorded (NEXUS_MAX_ERRORS_PER_FILE={self.error_cap}); "
                     "fix the ones above and sync again",
                     file_sha256=sha,
                 )
@@ -225,25 +241,33 @@ def ingest_runs(
         report.errors.extend(errors)
         if retry:
             # Not marked as read: the next sync reads it again.
-            finished_errors.extend(errors)
+            self.finished_errors.extend(errors)
         else:
-            finished_files.append((sha, shown, runs_in_file, errors))
-            first_finished.setdefault(sha, finished_files[-1])
+            self.finished_files.append((sha, shown, runs_in_file, errors))
+            self.first_finished.setdefault(sha, self.finished_files[-1])
             if stat is not None:
-                read_stats.append((source, stat, sha))
-        if len(batch) >= BATCH or len(finished_files) >= BATCH or len(read_stats) >= BATCH:
-            flush()
-    # read_stats too: a file whose bytes were read before (moved, restored) is not hashed again.
-    if batch or finished_files or finished_errors or read_stats:
-        flush()
-    for old, new, run_ids in follow_moved_files(vault):
-        listed = ", ".join(run_ids[:5]) + (", …" if len(run_ids) > 5 else "")
-        report.moved.append(f"{display_name(Path(old))} moved to {display_name(Path(new))}: its {len(run_ids)} run(s) ({listed}) are read from there now")
-        if progress:
-            progress(report.moved[-1])
-    if progress and report.side_files_note:
-        progress(report.side_files_note)
-    return report
+                self.read_stats.append((source, stat, sha))
+
+    def _flush(self) -> None:
+        if self.batch or self.finished_files:
+            self.known = None
+        duplicates = _refuse_duplicate_run_ids(self.vault, self.batch, self.claimed)
+        self.report.errors.extend(duplicates)
+        runs = self.vault.runs
+        with self.vault.transaction():
+            fresh, changed = runs.store_runs(self.batch)
+            runs.record_errors([e for *_, errors in self.finished_files for e in errors] + self.finished_errors + duplicates)
+            runs.record_files([(sha, shown, n, len(errors)) for sha, shown, n, errors in self.finished_files])
+            runs.record_file_stats(self.read_stats)
+        self.report.runs_new += len(fresh)
+        self.report.versions_new += len(changed)
+        self.report.changed_runs.extend(r.run_id for r in changed)
+        self.seen.update(sha for sha, *_ in self.finished_files)
+        self.batch.clear()
+        self.finished_files.clear()
+        self.first_finished.clear()
+        self.finished_errors.clear()
+        self.read_stats.clear()
 
 
 def follow_moved_files(vault: Vault) -> list[tuple[str, str, list[str]]]:
