@@ -1,7 +1,7 @@
 """The vault's record of drift (invariant 14): each source node's status as the files stand now,
 every flip of it, and the brick-level `stale` flag derived from it.
 
-A mixin of `Vault`. Status is kept per source node (run, path, checksum): every address into
+`vault.drift`. Status is kept per source node (run, path, checksum): every address into
 one node shares its fate. A brick is stale when its canonical source (seq 0) has drifted.
 """
 

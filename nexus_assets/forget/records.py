@@ -1,7 +1,7 @@
 """The vault's side of lineage and forgetting (invariant 15): what a source gave rise to, the rows
 that hold its text, and the tombstones that keep it out.
 
-A mixin of `Vault`. Tables added by other features (embeddings, the answer audit trail) are
+`vault.forgetting`. Tables added by other features (embeddings, the answer audit trail) are
 looked up by name, so lineage and forgetting reach them whenever they exist.
 """
 

@@ -1,5 +1,5 @@
 """What the LLM path keeps: each topic's answer (replayed by its key), each request as sent, each
-Batch API job; and the `CallStore` interface the vault implements (nexus_assets/vault/llm_calls.py)."""
+Batch API job; and the `CallStore` interface the vault implements (nexus_assets/llm/store.py, `vault.llm_calls`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The vault's side of recall (DESIGN §8): embeddings keyed by (model, fingerprint) and the
-append-only audit trail of answers. A mixin of `Vault`.
+append-only audit trail of answers: `vault.recall`.
 
 The audit trail holds ids, hashes and figures, never question or answer text, so forgetting a
 source never has to edit it (invariant 15) and nothing ever does (invariant 16).

@@ -1,6 +1,6 @@
 """The vault's queries about history: topic transitions, syncs, seal snapshots, runs since a time.
 
-A mixin of `Vault`: the lifecycle, the viewer and the CLI read these through named methods, so
+`vault.history`: the lifecycle, the viewer and the CLI read these through named methods, so
 all SQL stays in this package.
 """
 
