@@ -16,6 +16,7 @@ from nexus_assets import settings
 from nexus_assets.cli.common import COMPILED_STATES, UsageError, emit, open_vault, project_dagster_home, require_folder, storage_failure
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.order import normalize_timestamp
+from nexus_assets.recall import embedder
 from nexus_assets.runfiles import file_stat, scan_run_files
 from nexus_assets.topicfiles import read_topic_files, topic_id_conflicts
 from nexus_assets.usecases.lifecycle import TopicFileError, record_topic_files
@@ -370,6 +371,8 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         "extractor": [args.extractor, bool(args.replay_only), args.open_after, bool(args.batch)],
         "settings": settings.prefixed(),
         "release": [release, LATEST],
+        # Another embedding model means every brick is embedded again (brick_embeddings): not unchanged.
+        "embedding_model": embedder.MODEL,
     }
 
 
