@@ -25,6 +25,7 @@ from nexus_assets.cli.common import (
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.lifecycle.step import TopicFileError, record_topic_files
+from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.topics.files import read_topic_files, topic_id_conflicts
 from nexus_assets.vault.migrations import LATEST
@@ -387,6 +388,8 @@ def sync_inputs(args: argparse.Namespace, runs_dir: Path, defined: dict, selecte
         "recall": not args.no_recall,
         "settings": settings.prefixed(),
         "release": [release, LATEST],
+        # Another embedding model means every brick is embedded again (brick_embeddings): not unchanged.
+        "embedding_model": embedder.MODEL,
     }
 
 

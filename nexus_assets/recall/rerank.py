@@ -1,6 +1,6 @@
 """Tiered reranking (DESIGN §8): LLM (an OpenAI-compatible endpoint) → cross-encoder (a local
-model path) → heuristic (always there). A tier that is not configured or fails falls through to
-the next; every result says which tier ranked it."""
+model path; it needs the `torch` extra) → heuristic (always there). A tier that is not configured,
+not installed or fails falls through to the next; every result says which tier ranked it."""
 
 from __future__ import annotations
 

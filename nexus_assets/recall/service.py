@@ -55,8 +55,8 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         if not_embedded and not any(idx.brick_ids for idx in indexes):
             raise NothingToRecall(
                 f"no brick of {', '.join(wanted)} is embedded yet ({not_embedded} visible bricks): the vault was synced "
-                "with --no-recall or NEXUS_NO_RECALL=1; run `nexus sync` without it to build the embeddings "
-                "(only what is missing is embedded)"
+                "with --no-recall or NEXUS_NO_RECALL=1, or by a release with another embedding model; run `nexus sync` "
+                "without --no-recall to build the embeddings (only what is missing is embedded)"
             )
         qv = embed([query])
         hits: dict[str, float] = {}
