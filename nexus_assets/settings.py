@@ -41,14 +41,10 @@ LIMIT_DEFAULTS: dict[str, int] = {
 }
 
 # Variables that only SET something for a third-party library, never read as our configuration:
-# recall/embedder.py (HF_HUB_OFFLINE, TOKENIZERS_PARALLELISM, HF_HUB_DISABLE_PROGRESS_BARS,
-# TRANSFORMERS_VERBOSITY), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
+# recall/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
 # cli/sync.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
 WRITTEN_FOR_LIBRARIES = (
-    "HF_HUB_OFFLINE",
     "TOKENIZERS_PARALLELISM",
-    "HF_HUB_DISABLE_PROGRESS_BARS",
-    "TRANSFORMERS_VERBOSITY",
     "PYDANTIC_DISABLE_PLUGINS",
     "DAGSTER_HOME",
 )

@@ -26,8 +26,8 @@ from nexus_assets_tests.project import Project, nexus_run
 TOPIC = "vault-notes"
 DEEP = 200_000
 CAP_MB = 2048  # address space, not resident memory: DuckDB reserves more than it touches
-# A whole sync also embeds its bricks: torch and its libraries map ~1.5 GB of address space they
-# never touch. Still a hard cap: a reader that grew without bound would hit it.
+# A whole sync also embeds its bricks: onnxruntime, FAISS and Dagster map address space they never
+# touch. Still a hard cap: a reader that grew without bound would hit it.
 SYNC_CAP_MB = 4096
 NEXUS = "import sys; from nexus_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 READER = """
