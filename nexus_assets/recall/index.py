@@ -100,10 +100,17 @@ def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
 _warm: dict[tuple[str, str], tuple[tuple[str, str | None, int], TopicIndex]] = {}
 
 
-def ensure(vault: Vault, db_path: str | Path, topic_id: str) -> tuple[TopicIndex, bool]:
-    """The topic's index, rebuilt from the vault when missing or out of step; (index, rebuilt)."""
-    manifest = vault.latest_manifest_hashes().get(topic_id)
-    state = (MODEL, manifest, vault.recall.unembedded_count([topic_id], MODEL))
+def ensure(
+    vault: Vault, db_path: str | Path, topic_id: str, *, manifest_hash: str | None = None, unembedded: int | None = None
+) -> tuple[TopicIndex, bool]:
+    """The topic's index, rebuilt from the vault when missing or out of step; (index, rebuilt).
+    A caller that has read the topic's newest manifest hash and its count of bricks without a vector
+    (recall reads them for every topic at once) passes them in."""
+    if manifest_hash is None:
+        manifest_hash = vault.latest_manifest_hashes().get(topic_id)
+    if unembedded is None:
+        unembedded = vault.recall.unembedded_counts([topic_id], MODEL).get(topic_id, 0)
+    state = (MODEL, manifest_hash, unembedded)
     place = (str(Path(db_path).resolve()), topic_id)
     held = _warm.get(place)
     # The files beside the vault are kept too: one that was removed is written again.

@@ -67,14 +67,18 @@ class RecallRecords(Records):
             vectors[[place[f] for f in chunk["fingerprint"]]] = np.stack(chunk["vector"].to_numpy())
         return ids, vectors
 
-    def unembedded_count(self, topic_ids: Sequence[str], model: str) -> int:
-        """How many visible bricks of these topics have no vector from `model` (a sync without recall)."""
-        return self.conn.execute(
-            """SELECT count(*) FROM bricks b
-               WHERE b.topic_id IN (SELECT unnest(?)) AND b.state <> 'SUPERSEDED'
-                 AND b.fingerprint NOT IN (SELECT fingerprint FROM embeddings WHERE model = ?)""",
-            [list(topic_ids), model],
-        ).fetchone()[0]
+    def unembedded_counts(self, topic_ids: Sequence[str], model: str) -> dict[str, int]:
+        """Per topic, how many visible bricks have no vector from `model` (a sync without recall);
+        topics with none are left out."""
+        return dict(
+            self.conn.execute(
+                """SELECT topic_id, count(*) FROM bricks
+                   WHERE topic_id IN (SELECT unnest(?)) AND state <> 'SUPERSEDED'
+                     AND fingerprint NOT IN (SELECT fingerprint FROM embeddings WHERE model = ?)
+                   GROUP BY topic_id""",
+                [list(topic_ids), model],
+            ).fetchall()
+        )
 
     def visible_brick_count(self, topic_id: str) -> int:
         return self.conn.execute(

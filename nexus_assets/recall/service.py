@@ -49,9 +49,11 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
     or out-of-step vector index beside it is rebuilt from the vault's embeddings."""
     started = time.monotonic()
     with Vault.open(db_path, read_only=True) as vault:
-        wanted = topics or sorted(vault.latest_manifest_hashes())
-        indexes = [ensure(vault, db_path, t)[0] for t in wanted]
-        not_embedded = vault.recall.unembedded_count(wanted, MODEL)
+        hashes = vault.latest_manifest_hashes()
+        wanted = topics or sorted(hashes)
+        missing = vault.recall.unembedded_counts(wanted, MODEL)
+        indexes = [ensure(vault, db_path, t, manifest_hash=hashes.get(t), unembedded=missing.get(t, 0))[0] for t in wanted]
+        not_embedded = sum(missing.values())
         if not_embedded and not any(idx.brick_ids for idx in indexes):
             raise NothingToRecall(
                 f"no brick of {', '.join(wanted)} is embedded yet ({not_embedded} visible bricks): the vault was synced "
