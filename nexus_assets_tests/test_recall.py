@@ -327,3 +327,28 @@ def test_an_audit_trail_from_before_answer_hashes_opens_and_keeps_its_rows(synce
         assert v.conn.execute("SELECT * EXCLUDE (answer_sha256) FROM audit").fetchall() == before
     out = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC)
     assert run_json(capsys, *synced.cli_args(), "audit")[1]["answer_sha256"] == hashlib.sha256(out["answer"].encode("utf-8")).hexdigest()
+
+
+def test_recall_repl_answers_every_line_of_its_input_in_one_process(synced: Project):
+    """`nexus recall --repl`: one answer per query line (blank lines skipped), the same results as
+    single recalls, from one process that loads the model and each index once."""
+    import os
+    import subprocess
+    import sys
+
+    from nexus_assets_tests.project import REPO
+
+    queries = [QUESTION, "", "why DuckDB for the vault", "checksums of the manifest"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "nexus_assets.cli", *synced.cli_args(), "recall", "--repl", "--json", "--k", "3"],
+        input="\n".join(queries) + "\n", capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=synced.root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [a["query"] for a in answers] == [q for q in queries if q]
+    single = run_nexus(*synced.cli_args(), "recall", QUESTION, "--json", "--k", "3", cwd=synced.root)
+    assert [r["brick_id"] for r in answers[0]["results"]] == [r["brick_id"] for r in json.loads(single.stdout)["results"]]
+    assert answers[0]["results"][0]["content"] == QUESTION
+    no_query = run_nexus(*synced.cli_args(), "recall")
+    assert no_query.returncode == 2 and "--repl" in no_query.stderr

@@ -167,7 +167,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     _handler(p, "eval:cmd_eval")
 
     p = sub.add_parser("recall", parents=[common], help="semantic recall over bricks; read-only")
-    p.add_argument("query")
+    p.add_argument("query", nargs="?", help="what to recall (or --repl)")
+    p.add_argument(
+        "--repl", action="store_true", help="read one query per line from standard input and answer each, loading the model once"
+    )
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--k", type=int, default=5, help="results (default 5)")
     _handler(p, "recall:cmd_recall")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from nexus_assets import settings
@@ -33,14 +34,35 @@ def _topics(args: argparse.Namespace) -> list[str] | None:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from nexus_assets.recall.service import NothingToRecall, recall
-
-    if not require_utf8(args.query, "query").strip():
-        raise UsageError("give a query")
     if args.k < 1:
         raise UsageError("--k must be at least 1")
+    if args.repl:
+        return _repl(args)
+    if args.query is None or not require_utf8(args.query, "query").strip():
+        raise UsageError("give a query (or --repl to read queries from standard input)")
+    out, text = _recall_once(args, args.query, _topics(args), settings.load().as_env())
+    emit(args, out, text)
+    return 0
+
+
+def _repl(args: argparse.Namespace) -> int:
+    """One answer per line of standard input, in one process: the model and each topic's index are
+    loaded once. With --json, one JSON object per line."""
+    topics, env = _topics(args), settings.load().as_env()
+    for line in sys.stdin:
+        query = line.strip()
+        if not query:
+            continue
+        out, text = _recall_once(args, query, topics, env)
+        print(json.dumps(out, ensure_ascii=False, default=str) if args.json else text + "\n", flush=True)
+    return 0
+
+
+def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None, env: dict) -> tuple[dict, str]:
+    from nexus_assets.recall.service import NothingToRecall, recall
+
     try:
-        out = recall(args.db, args.query, _topics(args), k=args.k, env=settings.load().as_env())
+        out = recall(args.db, query, topics, k=args.k, env=env)
     except NothingToRecall as exc:
         raise UsageError(str(exc)) from None
     if out["not_embedded"]:
@@ -49,10 +71,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
     lines = [
         f"{i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  {one_line(r['content'], 110)}"
         for i, r in enumerate(out["results"], 1)
-    ] or [f"nothing recalled for {args.query!r}"]
+    ] or [f"nothing recalled for {query!r}"]
     lines += [f"(fell through: {n})" for n in out["fell_through"]]
-    emit(args, out, "\n".join(lines))
-    return 0
+    return out, "\n".join(lines)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
