@@ -60,10 +60,12 @@ def build(vault: Vault, db_path: str | Path, topic_id: str) -> TopicIndex:
     faiss = _faiss()
     import numpy as np
 
-    brick_ids, vectors = vault.recall.visible_vectors(topic_id, MODEL)
+    # Slice by slice, in manifest order: the vectors exist once, in the index.
     index = faiss.IndexFlatIP(DIMENSIONS)
-    if brick_ids:
+    brick_ids: list[str] = []
+    for ids, vectors in vault.recall.visible_vector_chunks(topic_id, MODEL):
         index.add(np.ascontiguousarray(vectors))
+        brick_ids += ids
     manifest = vault.bricks.latest_manifest(topic_id)
     built = TopicIndex(topic_id, index, brick_ids, manifest.manifest_hash if manifest else None)
     _write(vector_index_dir(db_path, topic_id), index, built.brick_ids, built.manifest_hash)

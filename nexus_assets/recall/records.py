@@ -45,27 +45,36 @@ class RecallRecords(Records):
             )
 
     def visible_vectors(self, topic_id: str, model: str):
-        """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order.
-
-        Only ids are sorted; the vectors stream into their rows a few thousand at a time. Joining and
-        sorting 130k vectors (200 MB) inside DuckDB's bounded pool ran out of memory."""
+        """(brick ids, (n, 384) float32 array) of the topic's visible embedded bricks in manifest order."""
         import numpy as np
 
-        rows = self._visible_embedded(topic_id, model)
-        ids = [b for b, _ in rows]
-        vectors = np.zeros((len(ids), 384), "float32")
-        if not ids:
-            return ids, vectors
-        place = {fingerprint: i for i, (_, fingerprint) in enumerate(rows)}  # one visible brick per fingerprint
-        del rows
-        cursor = self.conn.execute(
-            """SELECT fingerprint, vector FROM embeddings
-               WHERE model = ? AND fingerprint IN (SELECT fingerprint FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED')""",
-            [model, topic_id],
-        )
-        while len(chunk := cursor.fetch_df_chunk(4)):
-            vectors[[place[f] for f in chunk["fingerprint"]]] = np.stack(chunk["vector"].to_numpy())
-        return ids, vectors
+        ids: list[str] = []
+        parts = []
+        for chunk_ids, vectors in self.visible_vector_chunks(topic_id, model):
+            ids += chunk_ids
+            parts.append(vectors)
+        return ids, (np.concatenate(parts) if parts else np.zeros((0, 384), "float32"))
+
+    def visible_vector_chunks(self, topic_id: str, model: str, rows: int = 8192):
+        """`visible_vectors` a slice at a time, in manifest order: an index can be built from them
+        without the whole array existing twice (a 125k-brick topic's vectors are 190 MB).
+
+        Only ids are sorted; each slice's vectors are looked up by fingerprint and put in their rows.
+        Joining and sorting 130k vectors (200 MB) inside DuckDB's bounded pool ran out of memory."""
+        import numpy as np
+
+        ordered = self._visible_embedded(topic_id, model)
+        for start in range(0, len(ordered), rows):
+            piece = ordered[start : start + rows]
+            place = {fingerprint: i for i, (_, fingerprint) in enumerate(piece)}  # one visible brick per fingerprint
+            vectors = np.zeros((len(piece), 384), "float32")
+            cursor = self.conn.execute(
+                "SELECT fingerprint, vector FROM embeddings WHERE model = ? AND fingerprint IN (SELECT unnest(?))",
+                [model, list(place)],
+            )
+            while len(found := cursor.fetch_df_chunk(1)):
+                vectors[[place[f] for f in found["fingerprint"]]] = np.stack(found["vector"].to_numpy())
+            yield [b for b, _ in piece], vectors
 
     def unembedded_counts(self, topic_ids: Sequence[str], model: str) -> dict[str, int]:
         """Per topic, how many visible bricks have no vector from `model` (a sync without recall);
