@@ -12,6 +12,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from nexus_assets import settings
+from nexus_assets.defs.jobs import without_recall
 from nexus_assets.extract.backends import EmbeddedExtractor, Extractor, OpenAIExtractor
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
@@ -38,8 +39,6 @@ class NexusSettings(dg.ConfigurableResource):
 
     def run_selection(self) -> list[dg.AssetKey] | None:
         """What a scheduled or sensor run of `sync_topics` selects: everything (None), or all but recall."""
-        from nexus_assets.defs.jobs import without_recall
-
         return None if self.recall else without_recall(ingest=True)
 
     @property

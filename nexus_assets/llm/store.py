@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
 import duckdb
 
 from nexus_assets.llm.client import BatchRecord, CallRecord, RequestRecord
 from nexus_assets.vault.connection import now
+from nexus_assets.vault.records import storable_json, storable_text
 
 CALL_COLUMNS = (
     "call_key", "topic_id", "run_id", "model", "prompt_version", "prompt_hash", "request_json", "raw_response",
@@ -25,29 +25,10 @@ REQUEST_COLUMNS = (
 )
 
 
-def _storable(value: Any) -> Any:
-    """Untrusted text as DuckDB can hold it: a lone surrogate becomes its `\\udXXX` escape."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
-
-
-def _json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value)  # \\u escapes read back to the very same string
-    return text
-
-
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...], row: dict) -> None:
     conn.execute(
         f"INSERT INTO {table} ({', '.join(columns)}, recorded_at) VALUES ({', '.join('?' * (len(columns) + 1))})",
-        [_storable(row.get(c)) for c in columns] + [now()],
+        [storable_text(v) if isinstance(v := row.get(c), str) else v for c in columns] + [now()],
     )
 
 
@@ -77,12 +58,12 @@ class LLMCallRecords:
 
     def put(self, record: CallRecord) -> None:
         row = record.model_dump(exclude={"key", "pointers", "cached"})
-        _insert(self.conn, "llm_calls", CALL_COLUMNS, {**row, "call_key": record.key, "pointers_json": _json(record.pointers)})
+        _insert(self.conn, "llm_calls", CALL_COLUMNS, {**row, "call_key": record.key, "pointers_json": storable_json(record.pointers)})
 
     def put_request(self, record: RequestRecord) -> None:
         row = record.model_dump(exclude={"key", "topic_ids"})
         _insert(
-            self.conn, "llm_requests", REQUEST_COLUMNS, {**row, "request_key": record.key, "topic_ids_json": _json(record.topic_ids)}
+            self.conn, "llm_requests", REQUEST_COLUMNS, {**row, "request_key": record.key, "topic_ids_json": storable_json(record.topic_ids)}
         )
 
     def open_batches(self, model: str) -> list[BatchRecord]:
@@ -100,7 +81,7 @@ class LLMCallRecords:
             """INSERT INTO llm_batches VALUES (?, ?, ?, ?, ?, ?, NULL)
                ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status,
                    finished_at = CASE WHEN excluded.status = 'applied' THEN now() ELSE NULL END""",
-            [record.batch_id, record.model, record.input_file_id, _json(record.request_keys), record.status, now()],
+            [record.batch_id, record.model, record.input_file_id, storable_json(record.request_keys), record.status, now()],
         )
 
     # Reading the audit trail
