@@ -236,5 +236,7 @@ def test_a_resolution_replaced_in_the_stage_is_not_published(project: Project):
         assert v.bricks.select(topic_id) == bricks and v.bricks.manifests(topic_id) == manifests
         # The stage that is there publishes as usual.
         manifest, recorded = publish_phase(v, topic, Resolution(staged=True, inputs_digest="newer"), dagster_run_id=None)
-        assert recorded and [e.brick_id for e in manifest.bricks] == [bricks[0].brick_id]
-        assert [v.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0, 0, 0]
+        latest = v.bricks.latest_manifest(topic_id)
+        assert recorded and manifest.manifest_hash == latest.manifest_hash and manifest.bricks == 1
+        assert [e.brick_id for e in latest.bricks] == [bricks[0].brick_id]
+        assert [v.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STAGE_TABLES] == [0] * len(STAGE_TABLES)

@@ -266,6 +266,8 @@ def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_nex
             "UPDATE syncs SET inputs_digest = ? WHERE topic_id = ? AND finished_at = (SELECT max(finished_at) FROM syncs WHERE topic_id = ?)",
             [old_digest, topic, topic],
         )
+        # Nor did it keep what each resolution read per run (migration 19): it resolves in full.
+        v.conn.execute("DELETE FROM resolution_inputs")
     (wrong,) = run_json(capsys, *p.cli_args(), "bricks", topic)
     assert (wrong["content"], wrong["stale"]) == ("Keep the vault append-only.", False)
     before = snapshot(p.db)
@@ -277,3 +279,30 @@ def test_a_brick_the_previous_rules_gave_the_edited_text_is_put_right_by_the_nex
     after = snapshot(p.db)
     assert after["manifests"] == before["manifests"], "no new manifest: brick order and states did not change"
     assert after["occurrences"] == before["occurrences"] and after["runs"] == before["runs"]
+
+
+def test_a_release_vault_resolves_in_full_once_then_follows_the_change(old_vault, capsys):
+    """Migration 19: bricks from before it have no place keys and no record of what their
+    resolution read, so the first sync resolves each topic in full (keeping every id and hash) and
+    records both; a new run after that is resolved incrementally, and equals a full resolution."""
+    before = snapshot(old_vault)
+    base = ["--db", str(old_vault), "sync", "--runs-dir", "runs", "--topics-dir", "topics", "--no-recall"]
+    topics = sum((["--topic", t] for t in SAMPLE_TOPICS), [])
+    assert all(r["success"] for r in run_json(capsys, *base, *topics))
+    after = snapshot(old_vault)
+    assert after["bricks"] == before["bricks"] and after["manifests"] == before["manifests"]
+    with duckdb.connect(str(old_vault), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM bricks WHERE topic_id IN ? AND first_key IS NULL", [SAMPLE_TOPICS]).fetchone()[0] == 0
+        assert con.execute("SELECT count(DISTINCT topic_id) FROM resolution_inputs").fetchone()[0] >= 2
+
+    run = nexus_run("run-after-upgrade", [("user", "The sync reads new runs; the storage keeps every brick.")])
+    (old_vault.parent / "runs" / "after-upgrade.json").write_text(__import__("json").dumps(run))
+    full = old_vault.with_name("full.duckdb")
+    shutil.copy(old_vault, full)
+    with duckdb.connect(str(full)) as con:
+        con.execute("DELETE FROM resolution_inputs")
+    assert all(r["success"] for r in run_json(capsys, *base, *topics))
+    assert all(r["success"] for r in run_json(capsys, *base[:1], str(full), *base[2:], *topics))
+    incremental, reference = snapshot(old_vault), snapshot(full)
+    assert incremental["bricks"] == reference["bricks"] and incremental["manifests"] == reference["manifests"]
+    assert len(incremental["manifests"]) > len(after["manifests"])

@@ -217,6 +217,20 @@ class Tombstone(BaseModel):
     forgotten_at: str
 
 
+@dataclass(frozen=True)
+class ManifestHead:
+    """What a manifest is known by without its brick list: its hash, the hash it chains to, and
+    how many bricks it lists."""
+
+    manifest_hash: str
+    previous_hash: str | None
+    bricks: int
+
+    @classmethod
+    def of(cls, manifest: "Manifest") -> "ManifestHead":
+        return cls(manifest.manifest_hash, manifest.previous_hash, len(manifest.bricks))
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 

@@ -292,18 +292,21 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
             resolution,
             metadata={"topic_id": topic_id, "unchanged": True, "inputs_digest": resolution.inputs_digest, **drift_metadata},
         )
+    # An incremental resolution counts the bricks it changed (the topic's totals are the manifest's).
+    counted = "changed_" if resolution.incremental else ""
     return dg.Output(
         resolution,
         metadata={
             "topic_id": topic_id,
             "unchanged": False,
+            "resolution": "incremental" if resolution.incremental else "full",
             "inputs_digest": resolution.inputs_digest,
-            "bricks": tally.bricks,
-            "visible": tally.visible,
-            "linked_sources": tally.linked_sources,
-            "stale": tally.stale,
-            **{f"state_{state.lower()}": n for state, n in sorted(tally.states.items())},
-            **non_empty(preview=bricks_preview(tally.preview)),
+            f"{counted}bricks": tally.bricks,
+            f"{counted}visible": tally.visible,
+            f"{counted}linked_sources": tally.linked_sources,
+            f"{counted}stale": tally.stale,
+            **{f"{counted}state_{state.lower()}": n for state, n in sorted(tally.states.items())},
+            **non_empty(**{f"{counted}preview": bricks_preview(tally.preview)}),
             **drift_metadata,
         },
     )
@@ -324,7 +327,7 @@ def topic_manifest(
             manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run.run_id)
         except StageMissing as exc:
             raise dg.Failure(str(exc)) from None
-        visible = len(manifest.bricks) if manifest else 0
+        visible = manifest.bricks if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks.select(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
         # The search index follows the manifest (derived data: a failure here loses nothing).

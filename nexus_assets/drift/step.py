@@ -12,32 +12,33 @@ from nexus_assets.ingest.runfiles import file_stat, iter_run_file, source_proble
 from nexus_assets.vault.store import RunVersion, Vault
 
 
-def verbatim_problems(vault: Vault, topic_id: str) -> tuple[int, int, list[str]]:
+def verbatim_problems(vault: Vault, topic_id: str, runs: set[str] | None = None) -> tuple[int, int, list[str]]:
     """Invariant 1 over the vault: every stored occurrence is the exact slice of its node in the
     run version it was seen in, and every brick's content is its canonical occurrence's text.
     Compared against the stored text nodes in SQL; only an occurrence at a path that is not a text
-    node (a pointer at another string leaf) needs its run's document.
+    node (a pointer at another string leaf) needs its run's document. `runs`: only the occurrences
+    of these runs and the bricks with a source in them (what a sync changed).
     Returns (occurrences checked, bricks checked, problems)."""
     problems: list[str] = []
     undecided: dict[RunVersion, list] = defaultdict(list)
-    for occ, version, problem in vault.occurrences.occurrences_not_matching_nodes(topic_id):
+    for occ, version, problem in vault.occurrences.occurrences_not_matching_nodes(topic_id, runs):
         a = occ.address
         if problem is None:
             undecided[RunVersion(a.run_id, version)].append(occ)
         else:
             problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {_NODE_PROBLEMS[problem].format(a=a)}")
-    runs = vault.runs.load_runs(undecided) if undecided else {}
+    documents = vault.runs.load_runs(undecided) if undecided else {}
     for rv, occurrences in sorted(undecided.items(), key=lambda kv: (kv[0].run_id, kv[0].version_id)):
-        run = runs.get(rv)
+        run = documents.get(rv)
         cache = NodeCache(run.document) if run else None
         for occ in occurrences:
             a = occ.address
             problem = slice_problem(run.document, a, occ.content, cache) if run else f"run version {rv.version_id[:12]} is missing"
             if problem:
                 problems.append(f"{a.run_id} {a.json_path}[{a.start}:{a.end}]: {problem}")
-    bricks_checked, bad_bricks = vault.occurrences.canonical_content_mismatches(topic_id)
+    bricks_checked, bad_bricks = vault.occurrences.canonical_content_mismatches(topic_id, runs)
     problems += [f"brick {b[:12]}: content is not the text at its canonical source" for b in bad_bricks]
-    return vault.occurrences.occurrence_count(topic_id), bricks_checked, problems
+    return vault.occurrences.occurrence_count(topic_id, runs), bricks_checked, problems
 
 
 _NODE_PROBLEMS = {

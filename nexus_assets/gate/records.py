@@ -3,7 +3,7 @@ rejections (with reason codes), and what the hallucination check and `nexus eval
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from nexus_assets.core.models import (
     Occurrence,
@@ -72,19 +72,20 @@ class OccurrenceRecords(Records):
                 [[key for key, *_ in results]],
             )
 
-    def stream(self, topic_id: str) -> Iterator[tuple[Occurrence, str]]:
-        """Every occurrence ever validated for the topic, with the run version it was seen in.
-        Streamed in batches, so the raw rows of a large topic are never all held at once; consume
-        it before the next query on this vault."""
+    def stream(self, topic_id: str, *, fingerprints: Iterable[str] | None = None) -> Iterator[tuple[Occurrence, str]]:
+        """Every occurrence ever validated for the topic (or only those of these `fingerprints`),
+        with the run version it was seen in. Streamed in batches, so the raw rows of a large topic
+        are never all held at once; consume it before the next query on this vault."""
+        only = "" if fingerprints is None else "AND o.fingerprint IN (SELECT unnest(?))"
         cursor = self.conn.execute(
-            """SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint, o.ts,
+            f"""SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint, o.ts,
                       o.position, o.version_id, o.node_type, o.branch, r.version_seq
                FROM occurrences o LEFT JOIN (
                    -- Each version's place among its run's versions, oldest first (see `canonical_key`).
                    SELECT run_id, version_id, row_number() OVER (PARTITION BY run_id ORDER BY ingested_at, version_id) AS version_seq
                    FROM runs) r USING (run_id, version_id)
-               WHERE o.topic_id = ?""",
-            [topic_id],
+               WHERE o.topic_id = ? {only}""",
+            [topic_id] if fingerprints is None else [topic_id, list(fingerprints)],
         )
         # Built with `trusted`: a 200 MB export holds hundreds of thousands of occurrences. Ids and
         # paths repeat across them; each is held once.
@@ -102,15 +103,18 @@ class OccurrenceRecords(Records):
                 )
                 yield occurrence, held(r[9])
 
-    def occurrence_count(self, topic_id: str) -> int:
-        return self.conn.execute("SELECT count(*) FROM occurrences WHERE topic_id = ?", [topic_id]).fetchone()[0]
+    def occurrence_count(self, topic_id: str, runs: Iterable[str] | None = None) -> int:
+        only, params = _of_runs("run_id", runs)
+        return self.conn.execute(f"SELECT count(*) FROM occurrences WHERE topic_id = ? {only}", [topic_id, *params]).fetchone()[0]
 
-    def occurrences_not_matching_nodes(self, topic_id: str) -> list[tuple[Occurrence, str, str | None]]:
+    def occurrences_not_matching_nodes(self, topic_id: str, runs: Iterable[str] | None = None) -> list[tuple[Occurrence, str, str | None]]:
         """Occurrences whose stored node does not hold their text (invariant 1), with their run
         version and what is wrong; the problem is None where no text node was stored at that path
-        (a pointer at another string leaf), which only the run's document can settle."""
+        (a pointer at another string leaf), which only the run's document can settle. `runs`: only
+        the occurrences of these."""
+        only, params = _of_runs("o.run_id", runs)
         rows = self.conn.execute(
-            """SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint,
+            f"""SELECT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content, o.fingerprint,
                       o.ts, o.position, o.version_id,
                       CASE WHEN n.text IS NULL THEN NULL
                            WHEN n.checksum <> o.node_checksum THEN 'checksum'
@@ -118,11 +122,11 @@ class OccurrenceRecords(Records):
                            ELSE 'slice' END AS problem
                FROM occurrences o LEFT JOIN nodes n
                  ON n.run_id = o.run_id AND n.version_id = o.version_id AND n.json_path = o.json_path
-               WHERE o.topic_id = ? AND (n.text IS NULL OR n.checksum <> o.node_checksum
+               WHERE o.topic_id = ? {only} AND (n.text IS NULL OR n.checksum <> o.node_checksum
                      OR length(n.text) < o.end_offset
                      OR substring(n.text, o.start_offset + 1, o.end_offset - o.start_offset) <> o.content)
                ORDER BY o.run_id, o.version_id, o.json_path, o.start_offset""",
-            [topic_id],
+            [topic_id, *params],
         ).fetchall()
         out = []
         for r in rows:
@@ -137,21 +141,24 @@ class OccurrenceRecords(Records):
             out.append((occ, r[9], r[10]))
         return out
 
-    def canonical_content_mismatches(self, topic_id: str) -> tuple[int, list[str]]:
-        """(bricks checked, ids of bricks whose content is not the text of their canonical occurrence)."""
-        total = self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
+    def canonical_content_mismatches(self, topic_id: str, runs: Iterable[str] | None = None) -> tuple[int, list[str]]:
+        """(bricks checked, ids of bricks whose content is not the text of their canonical occurrence);
+        `runs`: only the bricks with a source in these."""
+        only, params = _of_runs("run_id", runs)
+        scope = f"AND brick_id IN (SELECT brick_id FROM brick_sources WHERE true {only})" if runs is not None else ""
         rows = self.conn.execute(
-            """SELECT b.brick_id FROM bricks b
-               LEFT JOIN brick_sources s ON s.brick_id = b.brick_id AND s.seq = 0
-               LEFT JOIN (SELECT DISTINCT run_id, json_path, start_offset, end_offset, node_checksum, content
-                          FROM occurrences WHERE topic_id = ?) o
-                 ON o.run_id = s.run_id AND o.json_path = s.json_path AND o.start_offset = s.start_offset
-                AND o.end_offset = s.end_offset AND o.node_checksum = s.node_checksum
-               WHERE b.topic_id = ? AND (o.content IS NULL OR o.content <> b.content)
-               ORDER BY b.brick_id""",
-            [topic_id, topic_id],
-        ).fetchall()
-        return total, [r[0] for r in rows]
+            f"""WITH scoped AS (SELECT brick_id, content FROM bricks WHERE topic_id = ? {scope}),
+                     canon AS (SELECT s.* FROM brick_sources s SEMI JOIN scoped USING (brick_id) WHERE s.seq = 0),
+                     occ AS (SELECT DISTINCT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content
+                             FROM occurrences o SEMI JOIN canon c USING (run_id, json_path, start_offset, end_offset, node_checksum)
+                             WHERE o.topic_id = ?)
+                SELECT count(*), list(b.brick_id ORDER BY b.brick_id) FILTER (WHERE o.content IS NULL OR o.content <> b.content)
+                FROM scoped b
+                LEFT JOIN canon s USING (brick_id)
+                LEFT JOIN occ o USING (run_id, json_path, start_offset, end_offset, node_checksum)""",
+            [topic_id, *params, topic_id],
+        ).fetchone()
+        return rows[0], list(rows[1] or [])
 
     def addresses_changed_in_latest(self, topic_id: str) -> tuple[set[SourceAddress], list[tuple[SourceAddress, str]]]:
         """Addresses of the topic whose run has a newer version: (those whose node there no longer has
@@ -208,3 +215,10 @@ class OccurrenceRecords(Records):
                WHERE b.topic_id = ? ORDER BY ALL""",
             [topic_id],
         ).fetchall()
+
+
+def _of_runs(column: str, runs: Iterable[str] | None) -> tuple[str, list]:
+    """A filter to `runs` (nothing when None), and its parameter."""
+    if runs is None:
+        return "", []
+    return f"AND {column} IN (SELECT unnest(?))", [sorted(runs)]

@@ -100,15 +100,24 @@ def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = Tru
     `full=False` (the check after each sync) re-hashes only the newest manifest and follows the
     links of the rest: re-hashing every manifest ever written would make each sync cost more than
     the last. The nightly run, `nexus verify` and sealing re-hash them all."""
-    latest = vault.bricks.latest_manifest(topic_id)
+    latest: Manifest | None = None
     if not with_chain:
         problems = []
     elif full:
         problems = chain_problems(vault.bricks.manifests(topic_id))
     else:
         links = vault.history.manifest_links(topic_id)
-        problems = link_problems(topic_id, links) + (hash_problems(len(links) - 1, latest) if latest else [])
+        problems = link_problems(topic_id, links)
+        if links:
+            # Re-hashed in SQL where it can be: parsing a large list costs more than the rest of the sync.
+            rehashed = vault.bricks.latest_hash_problems(topic_id, len(links) - 1)
+            if rehashed is None:
+                latest = vault.bricks.latest_manifest(topic_id)
+                rehashed = hash_problems(len(links) - 1, latest) if latest else []
+            problems += rehashed
     sealed = sealed_manifest(vault, topic_id)
+    if sealed is not None and latest is None:
+        latest = vault.bricks.latest_manifest(topic_id)
     # Never sealed: only a FINAL brick (which nothing but a seal may make) is a problem to look at.
     bricks = vault.bricks.select(topic_id) if sealed is not None else vault.bricks.select(topic_id, state="FINAL")
     return problems + final_problems(topic_id, bricks, sealed, sealed_snapshot(vault, topic_id), latest)
@@ -447,7 +456,7 @@ def seal(
             "run `nexus verify` and repair the vault before sealing again"
         )
     vault.topics.transition_topic(topic_id, "LOCKED", actor=actor)
-    result = SealResult(topic_id, "LOCKED", manifest.manifest_hash, len(manifest.bricks), new_manifest=recorded)
+    result = SealResult(topic_id, "LOCKED", manifest.manifest_hash, manifest.bricks, new_manifest=recorded)
     if topics_dir is not None:
         tf = find_topic(topics_dir, topic_id)
         if tf is None:

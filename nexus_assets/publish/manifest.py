@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Iterable, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
@@ -28,6 +29,27 @@ def manifest_hash(
     if tombstone is not None:
         body["tombstone"] = tombstone.model_dump(mode="json")
     return sha256_hex(canonical_json(body))
+
+
+def hash_of_listing(topic_id: str, previous_hash: str | None, canonical_entries: str) -> str:
+    """`manifest_hash` of a manifest without a tombstone whose entries are given already in canonical
+    JSON, joined by commas (as the vault writes them in SQL): the same bytes `canonical_json` makes
+    of the whole body, so a large topic's manifest is hashed without a Python object per entry."""
+    h = hashlib.sha256(b'{"bricks":[')
+    h.update(canonical_entries.encode("utf-8"))
+    h.update(('],"previous_hash":' + canonical_json(previous_hash) + ',"topic_id":' + canonical_json(topic_id) + "}").encode("utf-8"))
+    return h.hexdigest()
+
+
+def canonical_entries(entries: Iterable[ManifestEntry]) -> str:
+    """The entries as `hash_of_listing` reads them: each in canonical JSON, joined by commas."""
+    return ",".join(canonical_json(e.model_dump()) for e in entries)
+
+
+def entries_sha256(entries: Iterable[ManifestEntry]) -> str:
+    """A digest of a brick list alone (no link, no topic): the vault finds a manifest listing the
+    same bricks by it without reading every stored list."""
+    return sha256_hex(canonical_entries(entries))
 
 
 def tombstone_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None, tombstone: Tombstone) -> Manifest:
@@ -87,10 +109,13 @@ def link_problems(topic_id: str, links: Sequence[tuple[str | None, str]]) -> lis
 
 def hash_problems(seq: int, m: Manifest) -> list[str]:
     """Whether manifest #seq still hashes to its stored hash."""
-    expected = manifest_hash(m.topic_id, m.previous_hash, m.bricks, m.tombstone)
-    if expected == m.manifest_hash:
+    return altered(seq, m.topic_id, m.manifest_hash, manifest_hash(m.topic_id, m.previous_hash, m.bricks, m.tombstone))
+
+
+def altered(seq: int, topic_id: str, stored: str, expected: str) -> list[str]:
+    if expected == stored:
         return []
-    return [f"manifest #{seq} of {m.topic_id} was altered: stored hash {m.manifest_hash[:12]}… != recomputed {expected[:12]}…"]
+    return [f"manifest #{seq} of {topic_id} was altered: stored hash {stored[:12]}… != recomputed {expected[:12]}…"]
 
 
 def chain_problems(manifests: list[Manifest]) -> list[str]:

@@ -4,20 +4,35 @@ publish phase writes in one transaction, and what every read command lists."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
+import duckdb
+
+from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.models import (
     Brick,
     Manifest,
     ManifestEntry,
+    ManifestHead,
     SourceAddress,
     Tombstone,
     trusted,
 )
 from nexus_assets.publish.immutability import FinalBrickChanged, final_brick_changes
+from nexus_assets.publish.manifest import altered, entries_sha256, hash_of_listing
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A topic's visible bricks in manifest order, as its hash reads the entries (`hash_of_listing`)."""
+
+    canonical: str
+    count: int
+    digest: str  # its entries_sha256
 
 
 class BrickRecords(Records):
@@ -128,6 +143,167 @@ class BrickRecords(Records):
         """Write a topic's staged bricks and (when the list changed) its next manifest, atomically,
         and empty the stage. `forgetting`: the one exception to FINAL immutability (invariant 15),
         under a tombstone."""
+        self._refuse_final_changes(topic_id, forgetting)
+        stamp = now()
+        with self.transaction():
+            # The manifest row goes first: DuckDB needs several copies of its one large brick list
+            # while inserting it, and does best before the brick writes below fill its memory.
+            if manifest is not None:
+                self._insert_manifest(topic_id, manifest, sealed, dagster_run_id, stamp)
+            self._apply_stage(topic_id, stamp)
+            self._finish(topic_id, dagster_run_id, stamp, inputs_digest)
+
+    def publish_changes(
+        self,
+        topic_id: str,
+        decide: Callable[[tuple[ManifestEntry, ...]], Manifest | None],
+        *,
+        dagster_run_id: str | None,
+        inputs_digest: str | None = None,
+    ) -> tuple[ManifestHead | None, bool]:
+        """Publish a partial stage (an incremental resolution): write the changed bricks, re-rank
+        the topic from its kept keys, and record the manifest the visible bricks now call for, all
+        in one transaction. Returns (the topic's current manifest, whether it is a new one).
+
+        The list is built, compared with the chain and hashed inside DuckDB (`listing`,
+        `hash_of_listing`), so the cost does not grow with a Python object per brick; `decide` (the
+        rule on entries) is the fallback where the stored ids are not what the vault writes."""
+        self._refuse_final_changes(topic_id, False)
+        stamp = now()
+        with self.transaction():
+            low = self._lowest_moved_key(topic_id)
+            self._apply_stage(topic_id, stamp)
+            self._rank(topic_id, low)
+            listing = self.listing(topic_id)
+            latest = self._latest(topic_id)
+            if listing is None:
+                manifest = decide(self.manifest_entries(topic_id))
+                head = ManifestHead.of(manifest) if manifest is not None else None
+                if manifest is not None:
+                    self._insert_manifest(topic_id, manifest, False, dagster_run_id, stamp)
+            elif self._lists_latest(topic_id, listing, latest):
+                head = None
+            else:
+                stored = self.stored_listing(topic_id)
+                earlier = self.vault.history.earlier_manifest_head(topic_id, stored, listing.digest) if latest is not None else None
+                if earlier is None:
+                    previous_hash = latest[0].manifest_hash if latest is not None else None
+                    earlier = (hash_of_listing(topic_id, previous_hash, listing.canonical), previous_hash)
+                head = ManifestHead(earlier[0], earlier[1], listing.count)
+                self._insert_listing(topic_id, head, stored, listing.digest, dagster_run_id, stamp)
+            self._finish(topic_id, dagster_run_id, stamp, inputs_digest)
+        return (head or (latest[0] if latest else None)), head is not None
+
+    def listing(self, topic_id: str) -> Listing | None:
+        """The published visible bricks in manifest order as their hash reads them (canonical JSON
+        entries), built in SQL; None where an id, fingerprint or state is not one this vault writes
+        (such a list goes through the Python rule, which escapes whatever it holds)."""
+        # list() then array_to_string: an ordered string_agg is several times slower in DuckDB.
+        canonical, count, plain = self.conn.execute(
+            """SELECT coalesce(array_to_string(list('{"brick_id":"' || brick_id || '","fingerprint":"' || fingerprint
+                                                    || '","order_index":' || order_index || ',"state":"' || state || '"}'
+                                                    ORDER BY order_index, brick_id), ','), ''),
+                      count(*),
+                      coalesce(bool_and(regexp_full_match(brick_id || fingerprint, '[0-9a-f]{128}')
+                                        AND state IN ('IMPROVISE', 'FORMING', 'FINAL') AND order_index IS NOT NULL), true)
+               FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'""",
+            [topic_id],
+        ).fetchone()
+        return Listing(canonical, count, sha256_hex(canonical)) if plain else None
+
+    def _latest(self, topic_id: str) -> tuple[ManifestHead, bool, str | None] | None:
+        """The newest manifest's head, whether it carries a tombstone, and its `entries_sha256`."""
+        row = self.conn.execute(
+            """SELECT manifest_hash, previous_hash, coalesce(entry_count, json_array_length(bricks_json)),
+                      tombstone_json IS NOT NULL, entries_sha256
+               FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1""",
+            [topic_id],
+        ).fetchone()
+        return (ManifestHead(*row[:3]), row[3], row[4]) if row else None
+
+    def _lists_latest(self, topic_id: str, listing: Listing, latest: tuple[ManifestHead, bool, str | None] | None) -> bool:
+        """Whether the newest manifest lists exactly these entries, known without reading its list:
+        by its entries digest, or (written before the digest was kept) by its own hash; one with a
+        tombstone and no digest hashes that too, so its stored list is compared."""
+        if latest is None:
+            return False
+        head, tombstoned, digest = latest
+        if digest is not None:
+            return digest == listing.digest
+        if not tombstoned:
+            return hash_of_listing(topic_id, head.previous_hash, listing.canonical) == head.manifest_hash
+        return self._latest_lists(topic_id, self.stored_listing(topic_id))
+
+    def stored_listing(self, topic_id: str) -> str:
+        """The same list as the `manifests` table stores it (`json.dumps` of the entries)."""
+        return self.conn.execute(
+            """SELECT '[' || coalesce(array_to_string(list('{"order_index": ' || order_index || ', "brick_id": "' || brick_id
+                                                       || '", "fingerprint": "' || fingerprint || '", "state": "' || state || '"}'
+                                                       ORDER BY order_index, brick_id), ', '), '') || ']'
+               FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'""",
+            [topic_id],
+        ).fetchone()[0]
+
+    def latest_hash_problems(self, topic_id: str, seq: int) -> list[str] | None:
+        """`hash_problems` of the newest manifest (#seq), re-hashed from its stored list inside
+        DuckDB; None where SQL cannot judge it (a tombstone, or a list holding anything but what
+        the vault writes): then the caller parses it and asks the Python rule."""
+        try:
+            row = self.conn.execute(
+                """WITH m AS (
+                       SELECT manifest_hash, previous_hash, tombstone_json,
+                              from_json(bricks_json, '[{"order_index":"BIGINT","brick_id":"VARCHAR","fingerprint":"VARCHAR","state":"VARCHAR"}]') AS entries
+                       FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1)
+                   SELECT manifest_hash, previous_hash, tombstone_json IS NULL
+                          AND coalesce(list_bool_and(list_transform(entries, lambda e:
+                                regexp_full_match(e.brick_id, '[0-9a-f]{64}') AND regexp_full_match(e.fingerprint, '[0-9a-f]{64}')
+                                AND e.state IN ('IMPROVISE', 'FORMING', 'FINAL') AND e.order_index IS NOT NULL)), true),
+                          array_to_string(list_transform(entries, lambda e:
+                                '{"brick_id":"' || e.brick_id || '","fingerprint":"' || e.fingerprint
+                                || '","order_index":' || e.order_index || ',"state":"' || e.state || '"}'), ',')
+                   FROM m""",
+                [topic_id],
+            ).fetchone()
+        except duckdb.Error:
+            return None
+        if row is None or not row[2]:
+            return None
+        stored, previous_hash, _, canonical = row
+        return altered(seq, topic_id, stored, hash_of_listing(topic_id, previous_hash, canonical or ""))
+
+    def latest_head(self, topic_id: str) -> ManifestHead | None:
+        """The topic's newest manifest, without parsing its brick list."""
+        latest = self._latest(topic_id)
+        return latest[0] if latest else None
+
+    def _latest_lists(self, topic_id: str, stored_listing: str) -> bool:
+        row = self.conn.execute(
+            "SELECT bricks_json = ? FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1", [stored_listing, topic_id]
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _insert_listing(
+        self, topic_id: str, head: ManifestHead, stored_listing: str, entries_sha256: str, dagster_run_id: str | None, stamp: datetime
+    ) -> None:
+        self.conn.execute(
+            """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed, dagster_run_id, created_at,
+                                      entries_sha256, entry_count)
+               VALUES ($topic, (SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = $topic), $hash, $previous,
+                       $listing, false, $run, $at, $digest, $count)""",
+            {"topic": topic_id, "hash": head.manifest_hash, "previous": head.previous_hash, "listing": stored_listing,
+             "run": dagster_run_id, "at": stamp, "digest": entries_sha256, "count": head.bricks},
+        )
+
+    def manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]:
+        """The published visible bricks in manifest order, read as entries only."""
+        rows = self.conn.execute(
+            """SELECT order_index, brick_id, fingerprint, state FROM bricks
+               WHERE topic_id = ? AND state <> 'SUPERSEDED' ORDER BY order_index, brick_id""",
+            [topic_id],
+        ).fetchall()
+        return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=s) for o, b, f, s in rows)
+
+    def _refuse_final_changes(self, topic_id: str, forgetting: bool) -> None:
         # Only FINAL bricks and their staged successors are read back whole (immutability is judged
         # on them); everything else is compared and copied inside DuckDB.
         final = {b.brick_id: b for b in self.select(topic_id, state="FINAL")}
@@ -138,70 +314,124 @@ class BrickRecords(Records):
                 f"refusing to publish {topic_id!r}: FINAL bricks are immutable; corrections arrive as new bricks "
                 f"in a new topic. {'; '.join(refused[:10])}"
             )
-        stamp = now()
+
+    def _insert_manifest(self, topic_id: str, manifest: Manifest, sealed: bool, dagster_run_id: str | None, stamp: datetime) -> None:
+        seq = self.conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]).fetchone()[0]
+        self.conn.execute(
+            """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
+                                      dagster_run_id, created_at, tombstone_json, entries_sha256, entry_count)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                topic_id,
+                seq,
+                manifest.manifest_hash,
+                manifest.previous_hash,
+                json.dumps([e.model_dump() for e in manifest.bricks]),
+                sealed,
+                dagster_run_id,
+                stamp,
+                manifest.tombstone.model_dump_json() if manifest.tombstone else None,
+                entries_sha256(manifest.bricks),
+                len(manifest.bricks),
+            ],
+        )
+
+    def _apply_stage(self, topic_id: str, stamp: datetime) -> None:
+        """The staged bricks written over the published ones (new ones inserted, changed ones
+        updated, their sources rewritten where they changed)."""
         address = "run_id, json_path, start_offset, end_offset, node_checksum"
         staged_bricks = "(SELECT * FROM staged_bricks WHERE topic_id = $topic)"
         staged_sources = "(SELECT * FROM staged_brick_sources WHERE topic_id = $topic)"
-        with self.transaction():
-            # The manifest row goes first: DuckDB needs several copies of its one large brick list
-            # while inserting it, and does best before the brick writes below fill its memory.
-            if manifest is not None:
-                seq = self.conn.execute(
-                    "SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]
-                ).fetchone()[0]
-                self.conn.execute(
-                    """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
-                                              dagster_run_id, created_at, tombstone_json)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [
-                        topic_id,
-                        seq,
-                        manifest.manifest_hash,
-                        manifest.previous_hash,
-                        json.dumps([e.model_dump() for e in manifest.bricks]),
-                        sealed,
-                        dagster_run_id,
-                        stamp,
-                        manifest.tombstone.model_dump_json() if manifest.tombstone else None,
-                    ],
-                )
-            self.conn.execute(
-                f"""INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
-                                        first_seen, updated_at)
-                    SELECT brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, $stamp, $stamp
-                    FROM {staged_bricks} WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = $topic)""",
-                {"topic": topic_id, "stamp": stamp},
-            )
-            self.conn.execute(
-                f"""UPDATE bricks SET state = n.state, order_index = n.order_index, superseded_by = n.superseded_by,
-                                      stale = n.stale, content = n.content, updated_at = $stamp
-                    FROM {staged_bricks} n
-                    WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = $topic
-                      AND (bricks.state, bricks.order_index, bricks.superseded_by, bricks.stale, bricks.content)
-                          IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
-                {"topic": topic_id, "stamp": stamp},
-            )
-            # A brick whose sources changed, or only their order, gets them written again; canonical
-            # first: a source that arrived later, or an older version of its node, can take seq 0,
-            # so seq is refreshed.
-            self.conn.execute(
-                f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
-                    SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources}
-                    WHERE brick_id IN (
-                        SELECT brick_id FROM (
-                            (SELECT brick_id, seq, {address} FROM {staged_sources}
-                             EXCEPT SELECT brick_id, seq, {address} FROM brick_sources
-                                    WHERE brick_id IN (SELECT brick_id FROM {staged_bricks}))
-                            UNION ALL
-                            (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
-                             EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources})))
-                    ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
-                {"topic": topic_id},
-            )
-            self.vault.stage.drop(topic_id)
-            # A linked source may have become canonical: stale follows the canonical source's status.
-            self.vault.drift.refresh_topic_stale(topic_id)
-            self._record_sync(topic_id, dagster_run_id, None, stamp, inputs_digest)
+        self.conn.execute(
+            f"""INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale,
+                                    first_seen, updated_at, first_key, rank_key)
+                SELECT brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, $stamp, $stamp,
+                       first_key, rank_key
+                FROM {staged_bricks} WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = $topic)""",
+            {"topic": topic_id, "stamp": stamp},
+        )
+        self.conn.execute(
+            # updated_at moves when what a brick says or is moves, not its place alone (a brick
+            # superseded early in a topic shifts every later one; the search index follows updated_at).
+            f"""UPDATE bricks SET state = n.state, order_index = n.order_index, superseded_by = n.superseded_by,
+                                  stale = n.stale, content = n.content,
+                                  updated_at = CASE WHEN (bricks.state, bricks.superseded_by, bricks.stale, bricks.content)
+                                                         IS DISTINCT FROM (n.state, n.superseded_by, n.stale, n.content)
+                                               THEN $stamp ELSE bricks.updated_at END
+                FROM {staged_bricks} n
+                WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = $topic
+                  AND (bricks.state, bricks.order_index, bricks.superseded_by, bricks.stale, bricks.content)
+                      IS DISTINCT FROM (n.state, n.order_index, n.superseded_by, n.stale, n.content)""",
+            {"topic": topic_id, "stamp": stamp},
+        )
+        # The keys are not part of a brick as published (updated_at does not move for them).
+        self.conn.execute(
+            f"""UPDATE bricks SET first_key = n.first_key, rank_key = n.rank_key
+                FROM {staged_bricks} n
+                WHERE bricks.brick_id = n.brick_id AND bricks.topic_id = $topic
+                  AND (bricks.first_key, bricks.rank_key) IS DISTINCT FROM (n.first_key, n.rank_key)""",
+            {"topic": topic_id},
+        )
+        # A brick whose sources changed, or only their order, gets them written again; canonical
+        # first: a source that arrived later, or an older version of its node, can take seq 0,
+        # so seq is refreshed.
+        self.conn.execute(
+            f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
+                SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources}
+                WHERE brick_id IN (
+                    SELECT brick_id FROM (
+                        (SELECT brick_id, seq, {address} FROM {staged_sources}
+                         EXCEPT SELECT brick_id, seq, {address} FROM brick_sources
+                                WHERE brick_id IN (SELECT brick_id FROM {staged_bricks}))
+                        UNION ALL
+                        (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
+                         EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources})))
+                ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
+            {"topic": topic_id},
+        )
+
+    def _lowest_moved_key(self, topic_id: str) -> bytes | None:
+        """The smallest place key a staged brick had or will have: no brick placed before it moves."""
+        return self.conn.execute(
+            """SELECT min(k) FROM (
+                   SELECT coalesce(rank_key, first_key) AS k FROM staged_bricks WHERE topic_id = $topic
+                   UNION ALL
+                   SELECT coalesce(rank_key, first_key) FROM bricks
+                   WHERE topic_id = $topic AND brick_id IN (SELECT brick_id FROM staged_bricks WHERE topic_id = $topic))""",
+            {"topic": topic_id},
+        ).fetchone()[0]
+
+    def _rank(self, topic_id: str, low: bytes | None) -> None:
+        """Every visible brick's place from the kept keys, as `resolve/incremental.ranked_order`
+        (and a full resolution) decide it: FINAL bricks keep theirs; the rest follow in rank-key
+        order (a BLOB sorts bytewise, as the keys were made to). Only bricks from `low` on are
+        ranked again: those before it kept their places (a new run usually comes last)."""
+        if low is None:
+            return
+        self.conn.execute(
+            """UPDATE bricks SET order_index = r.idx
+               FROM (SELECT brick_id,
+                            (SELECT count(*) FROM bricks WHERE topic_id = $topic AND state = 'FINAL' AND order_index IS NOT NULL)
+                            + (SELECT count(*) FROM bricks WHERE topic_id = $topic AND state NOT IN ('FINAL', 'SUPERSEDED')
+                                                           AND coalesce(rank_key, first_key) < $low)
+                            + row_number() OVER (ORDER BY coalesce(rank_key, first_key)) - 1 AS idx
+                     FROM bricks WHERE topic_id = $topic AND state NOT IN ('FINAL', 'SUPERSEDED')
+                                       AND coalesce(rank_key, first_key) >= $low) r
+               WHERE bricks.brick_id = r.brick_id AND bricks.order_index IS DISTINCT FROM r.idx""",
+            {"topic": topic_id, "low": low},
+        )
+
+    def _finish(self, topic_id: str, dagster_run_id: str | None, stamp: datetime, inputs_digest: str | None) -> None:
+        # What this resolution read per run, for the next sync to compare with (none: a stage
+        # written without them, e.g. by forgetting, makes the next resolution a full one).
+        self.conn.execute("DELETE FROM resolution_inputs WHERE topic_id = ?", [topic_id])
+        self.conn.execute(
+            "INSERT INTO resolution_inputs SELECT topic_id, run_id, line FROM staged_resolution_inputs WHERE topic_id = ?", [topic_id]
+        )
+        self.vault.stage.drop(topic_id)
+        # A linked source may have become canonical: stale follows the canonical source's status.
+        self.vault.drift.refresh_topic_stale(topic_id)
+        self._record_sync(topic_id, dagster_run_id, None, stamp, inputs_digest)
 
     def manifests(self, topic_id: str) -> list[Manifest]:
         rows = self.conn.execute(

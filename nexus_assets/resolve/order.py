@@ -82,3 +82,25 @@ def brick_sort_key(
 def first_ingestion(run_ids: list[str], ingestion_seq: Mapping[str, int]) -> int | None:
     seqs = [ingestion_seq[r] for r in run_ids if r in ingestion_seq]
     return min(seqs) if seqs else None
+
+
+def key_bytes(key: OrderKey) -> bytes:
+    """`key` as bytes that sort (bytewise, as DuckDB sorts a BLOB) exactly as the tuple sorts in
+    Python: a topic's order is kept in the vault, so one new run re-ranks its bricks in SQL
+    instead of re-sorting every occurrence. Nested tuples continue the key; strings end in
+    00 00 with a NUL of their own escaped as 00 ff (so "a" < "a\\x00" < "ab"), ints are biased
+    big-endian."""
+    out = bytearray()
+    for part in key:
+        if isinstance(part, tuple):
+            out += key_bytes(part)
+        elif isinstance(part, bool):
+            out += b"\x01" if part else b"\x00"
+        elif isinstance(part, int):
+            out += (part + (1 << 63)).to_bytes(8, "big")
+        elif isinstance(part, str):
+            # UTF-8 (lone surrogates included) sorts bytewise in code point order, as str does.
+            out += part.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff") + b"\x00\x00"
+        else:
+            raise TypeError(f"cannot encode {type(part).__name__} in an order key")
+    return bytes(out)

@@ -26,6 +26,7 @@ from nexus_assets.resolve.order import (
     brick_sort_key,
     canonical_key,
     first_ingestion,
+    key_bytes,
     occurrence_key,
 )
 
@@ -90,7 +91,24 @@ def resolve_topic(topic_id: str, occurrences: Iterable[Occurrence], **options: A
     return list(resolve_lazily(topic_id, occurrences, **options))
 
 
-def resolve_lazily(
+class Keyed(NamedTuple):
+    """A resolved brick with the keys its place was decided by, as `key_bytes`: `first_key` of its
+    first occurrence (the canonical order, which also breaks ties between supersets) and
+    `rank_key` of its place under the topic's ordering rule (None: the same as `first_key`). The
+    vault keeps them, so a later sync re-ranks without reading every occurrence again."""
+
+    brick: Brick
+    first_key: bytes
+    rank_key: bytes | None
+
+
+def resolve_lazily(topic_id: str, occurrences: Iterable[Occurrence], **options: Any) -> Iterator[Brick]:
+    """`resolve_topic`'s bricks in the same order, made one at a time as they are asked for; see
+    `resolve_keyed`, which makes them with their keys."""
+    return (k.brick for k in resolve_keyed(topic_id, occurrences, **options))
+
+
+def resolve_keyed(
     topic_id: str,
     occurrences: Iterable[Occurrence],
     *,
@@ -101,8 +119,8 @@ def resolve_lazily(
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     withdrawn: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     ingestion_seq: Mapping[str, int] | None = None,
-) -> Iterator[Brick]:
-    """`resolve_topic`'s bricks in the same order, made one at a time as they are asked for.
+) -> Iterator[Keyed]:
+    """`resolve_topic`'s bricks in the same order, with their keys, made one at a time as they are asked for.
 
     Everything is decided, and `occurrences` read to the end, before this returns; each group is
     let go once its brick is made. A consumer that writes bricks away as they come (the stage)
@@ -151,13 +169,22 @@ def resolve_lazily(
     frozen = {bid: b.order_index for bid, b in prior.items() if b.state == "FINAL" and b.order_index is not None}
     visible = [g for g in groups if states[g.brick_id] != "SUPERSEDED"]
     kept = sorted((g for g in visible if g.brick_id in frozen), key=lambda g: frozen[g.brick_id])
-    fresh = sorted(
-        (g for g in visible if g.brick_id not in frozen),
-        key=lambda g: brick_sort_key(g.first, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq)),
-    )
+    fresh = sorted((g for g in visible if g.brick_id not in frozen), key=lambda g: rank_key(g, ordering_rule, ingestion_seq))
     order: list[_Group | None] = [*kept, *fresh, *(g for g in groups if states[g.brick_id] == "SUPERSEDED")]
     del groups, visible, kept, fresh
-    return _bricks(topic_id, order, states, superseded_by, prior, stale_addresses)
+    return _bricks(topic_id, order, states, superseded_by, prior, stale_addresses, ordering_rule, ingestion_seq)
+
+
+def rank_key(g: _Group, ordering_rule: OrderingRule, ingestion_seq: Mapping[str, int]) -> tuple:
+    return brick_sort_key(g.first, ordering_rule, first_ingestion([s.run_id for s in g.sources], ingestion_seq))
+
+
+def group_keys(g: _Group, ordering_rule: OrderingRule, ingestion_seq: Mapping[str, int]) -> tuple[bytes, bytes | None]:
+    """(first_key, rank_key) of a group, as `Keyed` holds them."""
+    first = key_bytes(occurrence_key(g.first))
+    if ordering_rule == "chronological":
+        return first, None
+    return first, key_bytes(rank_key(g, ordering_rule, ingestion_seq))
 
 
 def _bricks(
@@ -167,7 +194,9 @@ def _bricks(
     superseded_by: Mapping[str, str],
     prior: Mapping[str, Brick | PriorState],
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress],
-) -> Iterator[Brick]:
+    ordering_rule: OrderingRule,
+    ingestion_seq: Mapping[str, int],
+) -> Iterator[Keyed]:
     def is_stale(sources: Sequence[SourceAddress]) -> bool:
         # Invariant 14: a brick is stale when its canonical source no longer matches.
         return bool(sources) and sources[0] in stale_addresses
@@ -176,12 +205,13 @@ def _bricks(
         g, order[index] = order[index], None
         state = states[g.brick_id]
         before = prior.get(g.brick_id)
+        keys = group_keys(g, ordering_rule, ingestion_seq)
         if state == "SUPERSEDED":
-            yield _brick(topic_id, g, state, None, superseded_by.get(g.brick_id), is_stale(g.sources))
+            yield Keyed(_brick(topic_id, g, state, None, superseded_by.get(g.brick_id), is_stale(g.sources)), *keys)
         elif before is not None and before.state == "FINAL":
-            yield before.model_copy(update={"stale": is_stale(before.sources)})
+            yield Keyed(before.model_copy(update={"stale": is_stale(before.sources)}), *keys)
         else:
-            yield _brick(topic_id, g, state, index, None, is_stale(g.sources))
+            yield Keyed(_brick(topic_id, g, state, index, None, is_stale(g.sources)), *keys)
 
 
 _SEPARATOR = "\x00"
@@ -223,14 +253,16 @@ class _Text(NamedTuple):
     normalized: str
 
 
-def _smallest_supersets(candidates: list[_Text], groups: list[_Text]) -> dict[str, str]:
-    """brick_id -> the smallest brick whose normalized text strictly contains it (ties: canonical order).
+def _smallest_supersets(candidates: list[_Text], groups: list[_Text], order: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """brick_id -> the smallest brick whose normalized text strictly contains it (ties: canonical
+    order: `groups`' own, or `order`'s keys).
 
     A candidate is looked for only among the bricks that hold the rarest of its anchors, so the
     search does not grow with (candidates × every text in the topic). Needles too short to have an
     anchor are found in one haystack of all texts, a few C-level `str.find` calls each.
     """
-    order = {g.brick_id: i for i, g in enumerate(groups)}  # groups are in canonical order
+    if order is None:
+        order = {g.brick_id: i for i, g in enumerate(groups)}  # groups are in canonical order
     anchors = {g.brick_id: _anchors(g.normalized) for g in candidates}
     holders: dict[Anchor, list[_Text]] = {a: [] for keys in anchors.values() for a in keys}
     if holders:

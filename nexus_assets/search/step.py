@@ -21,6 +21,9 @@ from nexus_assets.vault.connection import derived_path
 from nexus_assets.vault.store import Vault
 
 STATE_FILE = "nexus-index.json"
+# Per topic, the newest `updated_at` of its bricks when the index last took it: what changed after
+# it is all a refresh re-indexes.
+MARKS_FILE = "nexus-index-marks.json"
 LOCK_WAIT_S = 10.0
 DEFAULT_LIMIT = 20
 
@@ -52,9 +55,9 @@ def _open(path: Path):
     return tantivy.Index(schema, path=str(path)), schema
 
 
-def _state(path: Path) -> dict[str, str]:
+def _state(file: Path) -> dict[str, str]:
     try:
-        return json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+        return json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -64,7 +67,7 @@ def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = No
     Returns [] without waiting forever when another process holds the index writer."""
     path = index_dir(db_path)
     hashes = vault.latest_manifest_hashes()
-    held = _state(path) if (path / STATE_FILE).exists() else {}
+    held = _state(path / STATE_FILE) if (path / STATE_FILE).exists() else {}
     wanted = set(hashes) if topics is None else set(topics) & set(hashes)
     stale = sorted(t for t in wanted if held.get(t) != hashes[t])
     gone = sorted(t for t in held if t not in hashes)
@@ -82,22 +85,44 @@ def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = No
             time.sleep(0.2)
     import tantivy
 
+    marks = _state(path / MARKS_FILE) if held else {}
+    new_marks = {}
     try:
-        for t in stale + gone:
+        for t in gone:
             writer.delete_documents_by_term("topic_id", t)
         for t in stale:
-            for brick_id, content in vault.topics.visible_texts(t):
-                writer.add_document(tantivy.Document(brick_id=brick_id, topic_id=t, content=content))
+            new_marks[t] = vault.topics.last_brick_update(t)
+            # Only the bricks written since the index last took the topic, when it holds the topic
+            # at all: a new run into a large topic re-indexes its few bricks, not all of them.
+            changed = vault.topics.texts_updated_since(t, marks[t]) if t in held and marks.get(t) else None
+            if changed is None:
+                writer.delete_documents_by_term("topic_id", t)
+                texts = ((brick_id, content, True) for brick_id, content in vault.topics.visible_texts(t))
+            else:
+                texts = changed
+                for brick_id, _, _ in changed:
+                    writer.delete_documents_by_term("brick_id", brick_id)
+            for brick_id, content, visible in texts:
+                if visible:
+                    writer.add_document(tantivy.Document(brick_id=brick_id, topic_id=t, content=content))
         writer.commit()
         writer.wait_merging_threads()
     finally:
         del writer
-    state = {t: h for t, h in _state(path).items() if t in hashes}
+    state = {t: h for t, h in _state(path / STATE_FILE).items() if t in hashes}
     state.update({t: hashes[t] for t in stale})
-    tmp = path / (STATE_FILE + ".partial")
-    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-    tmp.replace(path / STATE_FILE)
+    marks = {t: m for t, m in marks.items() if t in hashes}
+    marks.update({t: m for t, m in new_marks.items() if m is not None})
+    # The marks first: a state without its mark only makes the next refresh a whole one.
+    _write(path / MARKS_FILE, marks)
+    _write(path / STATE_FILE, state)
     return stale
+
+
+def _write(target: Path, state: dict[str, str]) -> None:
+    tmp = target.with_name(target.name + ".partial")
+    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+    tmp.replace(target)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,21 @@ class TopicRecords(Records):
         while rows := cursor.fetchmany(10_000):
             yield from rows
 
+    def last_brick_update(self, topic_id: str) -> str | None:
+        row = self.conn.execute("SELECT max(updated_at)::VARCHAR FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()
+        return row[0] if row else None
+
+    def texts_updated_since(self, topic_id: str, mark: str) -> list[tuple[str, str, bool]] | None:
+        """(brick_id, content, visible) of the topic's bricks written after `mark` (a
+        `last_brick_update`); None when that is most of the topic (re-reading it whole is cheaper)."""
+        rows = self.conn.execute(
+            """SELECT brick_id, content, state <> 'SUPERSEDED' FROM bricks
+               WHERE topic_id = ? AND updated_at > ?::TIMESTAMPTZ""",
+            [topic_id, mark],
+        ).fetchall()
+        total = self.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic_id]).fetchone()[0]
+        return None if len(rows) > max(1_000, total // 4) else rows
+
     def topic(self, topic_id: str) -> Topic | None:
         row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
         return Topic.model_validate({**json.loads(row[0]), "state": row[1]}) if row else None

@@ -522,11 +522,36 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        19,
+        "bricks keep the keys of their place, each topic what its last resolution read per run, and each manifest a digest "
+        "of its list, so a sync resolves and publishes only what changed",
+        # NULL keys (every brick before this release): the topic's next resolution is a full one.
+        """
+        ALTER TABLE bricks ADD COLUMN IF NOT EXISTS first_key BLOB;
+        ALTER TABLE bricks ADD COLUMN IF NOT EXISTS rank_key BLOB;
+        ALTER TABLE staged_bricks ADD COLUMN IF NOT EXISTS first_key BLOB;
+        ALTER TABLE staged_bricks ADD COLUMN IF NOT EXISTS rank_key BLOB;
+        ALTER TABLE staged_resolutions ADD COLUMN IF NOT EXISTS partial BOOLEAN DEFAULT false;
+        ALTER TABLE manifests ADD COLUMN IF NOT EXISTS entries_sha256 TEXT;
+        ALTER TABLE manifests ADD COLUMN IF NOT EXISTS entry_count INTEGER;
+        CREATE TABLE IF NOT EXISTS resolution_inputs (
+            topic_id TEXT NOT NULL,
+            run_id TEXT,
+            line TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS staged_resolution_inputs (
+            topic_id TEXT NOT NULL,
+            run_id TEXT,
+            line TEXT NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")
 # A resolution waiting to be published (migration 13): always written and dropped whole, per topic.
-STAGE_TABLES = ("staged_brick_sources", "staged_bricks", "staged_resolutions")
+STAGE_TABLES = ("staged_brick_sources", "staged_bricks", "staged_resolutions", "staged_resolution_inputs")
 
 
 class VaultTooNew(RuntimeError):
