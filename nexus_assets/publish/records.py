@@ -21,7 +21,12 @@ from nexus_assets.core.models import (
     trusted,
 )
 from nexus_assets.publish.immutability import FinalBrickChanged, final_brick_changes
-from nexus_assets.publish.manifest import altered, entries_sha256, hash_of_listing
+from nexus_assets.publish.manifest import (
+    altered,
+    canonical_entries,
+    entries_sha256,
+    hash_of_listing,
+)
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records
 
@@ -184,13 +189,12 @@ class BrickRecords(Records):
             elif self._lists_latest(topic_id, listing, latest):
                 head = None
             else:
-                stored = self.stored_listing(topic_id)
-                earlier = self.vault.history.earlier_manifest_head(topic_id, stored, listing.digest) if latest is not None else None
+                earlier = self.vault.history.earlier_manifest_head(topic_id, listing.digest) if latest is not None else None
                 if earlier is None:
                     previous_hash = latest[0].manifest_hash if latest is not None else None
                     earlier = (hash_of_listing(topic_id, previous_hash, listing.canonical), previous_hash)
                 head = ManifestHead(earlier[0], earlier[1], listing.count)
-                self._insert_listing(topic_id, head, stored, listing.digest, dagster_run_id, stamp)
+                self._insert_listing(topic_id, head, listing, dagster_run_id, stamp)
             self._finish(topic_id, dagster_run_id, stamp, inputs_digest)
         return (head or (latest[0] if latest else None)), head is not None
 
@@ -223,31 +227,31 @@ class BrickRecords(Records):
 
     def _lists_latest(self, topic_id: str, listing: Listing, latest: tuple[ManifestHead, bool, str | None] | None) -> bool:
         """Whether the newest manifest lists exactly these entries, known without reading its list:
-        by its entries digest, or (written before the digest was kept) by its own hash; one with a
-        tombstone and no digest hashes that too, so its stored list is compared."""
+        by its entries digest (or, with none, its own hash; one with a tombstone and no digest is
+        taken as different, and the next manifest is written)."""
         if latest is None:
             return False
         head, tombstoned, digest = latest
         if digest is not None:
             return digest == listing.digest
-        if not tombstoned:
-            return hash_of_listing(topic_id, head.previous_hash, listing.canonical) == head.manifest_hash
-        return self._latest_lists(topic_id, self.stored_listing(topic_id))
-
-    def stored_listing(self, topic_id: str) -> str:
-        """The same list as the `manifests` table stores it (`json.dumps` of the entries)."""
-        return self.conn.execute(
-            """SELECT '[' || coalesce(array_to_string(list('{"order_index": ' || order_index || ', "brick_id": "' || brick_id
-                                                       || '", "fingerprint": "' || fingerprint || '", "state": "' || state || '"}'
-                                                       ORDER BY order_index, brick_id), ', '), '') || ']'
-               FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'""",
-            [topic_id],
-        ).fetchone()[0]
+        return not tombstoned and hash_of_listing(topic_id, head.previous_hash, listing.canonical) == head.manifest_hash
 
     def latest_hash_problems(self, topic_id: str, seq: int) -> list[str] | None:
         """`hash_problems` of the newest manifest (#seq), re-hashed from its stored list inside
         DuckDB; None where SQL cannot judge it (a tombstone, or a list holding anything but what
-        the vault writes): then the caller parses it and asks the Python rule."""
+        the vault writes): then the caller parses it and asks the Python rule.
+
+        A list stored as the vault now writes it (`[` + its canonical entries + `]`) is hashed as
+        it is stored: equal hashes prove the stored text is the hashed one, so its entries too."""
+        row = self.conn.execute(
+            """SELECT manifest_hash, previous_hash, tombstone_json IS NULL, bricks_json FROM manifests
+               WHERE topic_id = ? AND (bricks_json = '[]' OR starts_with(bricks_json, '[{"brick_id":"'))
+                 AND seq = (SELECT max(seq) FROM manifests WHERE topic_id = ?)""",
+            [topic_id, topic_id],
+        ).fetchone()
+        if row is not None and row[2]:
+            stored, previous_hash, _, listed = row
+            return altered(seq, topic_id, stored, hash_of_listing(topic_id, previous_hash, listed[1:-1]))
         try:
             row = self.conn.execute(
                 """WITH m AS (
@@ -276,22 +280,14 @@ class BrickRecords(Records):
         latest = self._latest(topic_id)
         return latest[0] if latest else None
 
-    def _latest_lists(self, topic_id: str, stored_listing: str) -> bool:
-        row = self.conn.execute(
-            "SELECT bricks_json = ? FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1", [stored_listing, topic_id]
-        ).fetchone()
-        return bool(row and row[0])
-
-    def _insert_listing(
-        self, topic_id: str, head: ManifestHead, stored_listing: str, entries_sha256: str, dagster_run_id: str | None, stamp: datetime
-    ) -> None:
+    def _insert_listing(self, topic_id: str, head: ManifestHead, listing: Listing, dagster_run_id: str | None, stamp: datetime) -> None:
         self.conn.execute(
             """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed, dagster_run_id, created_at,
                                       entries_sha256, entry_count)
                VALUES ($topic, (SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = $topic), $hash, $previous,
                        $listing, false, $run, $at, $digest, $count)""",
-            {"topic": topic_id, "hash": head.manifest_hash, "previous": head.previous_hash, "listing": stored_listing,
-             "run": dagster_run_id, "at": stamp, "digest": entries_sha256, "count": head.bricks},
+            {"topic": topic_id, "hash": head.manifest_hash, "previous": head.previous_hash, "listing": f"[{listing.canonical}]",
+             "run": dagster_run_id, "at": stamp, "digest": listing.digest, "count": head.bricks},
         )
 
     def manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]:
@@ -326,7 +322,7 @@ class BrickRecords(Records):
                 seq,
                 manifest.manifest_hash,
                 manifest.previous_hash,
-                json.dumps([e.model_dump() for e in manifest.bricks]),
+                f"[{canonical_entries(manifest.bricks)}]",
                 sealed,
                 dagster_run_id,
                 stamp,

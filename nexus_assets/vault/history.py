@@ -149,24 +149,23 @@ class HistoryQueries(Records):
     def earlier_manifest_listing(self, topic_id: str, entries: Sequence[ManifestEntry]) -> Manifest | None:
         """The newest manifest of the topic, before its latest and after its last tombstone or seal,
         whose brick list is `entries` (for `next_manifest`: a return to it)."""
-        row = self.earlier_manifest_head(topic_id, json.dumps([e.model_dump() for e in entries]), entries_sha256(entries))
+        row = self.earlier_manifest_head(topic_id, entries_sha256(entries))
         if row is None:
             return None
         return Manifest(topic_id=topic_id, manifest_hash=row[0], previous_hash=row[1], bricks=tuple(entries))
 
-    def earlier_manifest_head(self, topic_id: str, stored_listing: str, digest: str) -> tuple[str, str | None] | None:
-        """`earlier_manifest_listing` for a list already in its stored form and its `entries_sha256`:
-        (hash, previous hash). Lists are compared by digest; only those of manifests written before
-        the digest was kept are read whole."""
+    def earlier_manifest_head(self, topic_id: str, digest: str) -> tuple[str, str | None] | None:
+        """`earlier_manifest_listing` for a list known by its `entries_sha256`: (hash, previous hash).
+        Lists are compared by digest (migration 19 gave every stored manifest one), never read."""
         return self.conn.execute(
             """SELECT manifest_hash, previous_hash FROM manifests
                WHERE topic_id = $topic AND NOT sealed AND tombstone_json IS NULL
-                 AND (entries_sha256 = $digest OR (entries_sha256 IS NULL AND bricks_json = $listing))
+                 AND entries_sha256 = $digest
                  AND seq > coalesce((SELECT max(seq) FROM manifests WHERE topic_id = $topic
                                      AND (sealed OR tombstone_json IS NOT NULL)), -1)
                  AND seq < (SELECT max(seq) FROM manifests WHERE topic_id = $topic)
                ORDER BY seq DESC LIMIT 1""",
-            {"topic": topic_id, "listing": stored_listing, "digest": digest},
+            {"topic": topic_id, "digest": digest},
         ).fetchone()
 
     def brick_source_runs(self, topic_id: str) -> set[str]:

@@ -289,6 +289,26 @@ def _backfill_source_status(conn: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+_ENTRY = '[{"order_index":"BIGINT","brick_id":"VARCHAR","fingerprint":"VARCHAR","state":"VARCHAR"}]'
+
+
+def _backfill_manifest_digests(conn: duckdb.DuckDBPyConnection) -> None:
+    """Migration 19: every stored manifest gets the digest of its list (`entries_sha256`, by which
+    a sync finds a manifest listing the same bricks) and its count, computed in SQL. A row whose
+    list does not read as entries (edited by hand) keeps NULL: it is never matched, and verify
+    reports it."""
+    conn.execute(
+        f"""UPDATE manifests SET entry_count = len(m.e),
+                   entries_sha256 = sha256(coalesce(array_to_string(list_transform(m.e, lambda x:
+                       '{{"brick_id":"' || x.brick_id || '","fingerprint":"' || x.fingerprint
+                       || '","order_index":' || x.order_index || ',"state":"' || x.state || '"}}'), ','), ''))
+            FROM (SELECT topic_id AS t, seq AS n, try(from_json(bricks_json, '{_ENTRY}')) AS e FROM manifests) m
+            WHERE manifests.topic_id = m.t AND manifests.seq = m.n AND m.e IS NOT NULL
+              AND len(list_filter(m.e, lambda x: x.brick_id IS NULL OR x.fingerprint IS NULL
+                                                 OR x.order_index IS NULL OR x.state IS NULL)) = 0"""
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
     Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
@@ -535,6 +555,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE staged_resolutions ADD COLUMN IF NOT EXISTS partial BOOLEAN DEFAULT false;
         ALTER TABLE manifests ADD COLUMN IF NOT EXISTS entries_sha256 TEXT;
         ALTER TABLE manifests ADD COLUMN IF NOT EXISTS entry_count INTEGER;
+
         CREATE TABLE IF NOT EXISTS resolution_inputs (
             topic_id TEXT NOT NULL,
             run_id TEXT,
@@ -546,6 +567,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             line TEXT NOT NULL
         );
         """,
+        _backfill_manifest_digests,
     ),
 )
 LATEST = MIGRATIONS[-1].version
