@@ -161,3 +161,32 @@ def test_the_incremental_path_is_taken_and_reported(project: Project, capsys):
     with Vault.open(project.db) as v:
         runs = v.conn.execute("SELECT count(*) FROM resolution_inputs WHERE run_id = 'run-incremental'").fetchone()[0]
         assert runs >= 1
+
+
+def test_the_verbatim_check_after_a_sync_reads_what_changed_and_the_nightly_run_reads_all(project: Project):
+    """Stored texts never change after they are validated, so the blocking check after a sync
+    verifies the occurrences of the runs that sync changed (its cost follows the change); the
+    nightly run re-reads every one, and finds a text edited behind Nexus's back in an old run."""
+    import dagster as dg
+
+    from nexus_assets.defs.assets import FULL_VERIFY_TAG
+    from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
+
+    topic = "nexus-server-sync"
+    with dg.instance_for_test() as instance:
+        assert materialize_topic(project, topic, instance).success
+        with Vault.open(project.db) as v:
+            old_run, path = v.conn.execute(
+                "SELECT run_id, json_path FROM occurrences WHERE topic_id = ? ORDER BY ALL LIMIT 1", [topic]
+            ).fetchone()
+            v.conn.execute(
+                "UPDATE occurrences SET content = 'edited behind its back' WHERE topic_id = ? AND run_id = ? AND json_path = ?",
+                [topic, old_run, path],
+            )
+        project.write_run("later/new.json", nexus_run("run-later", [("user", "The sync of a later run is checked.")]))
+        after_sync = materialize_topic(project, topic, instance)
+        meta = next(e.metadata for e in after_sync.get_asset_check_evaluations() if e.check_name == "hallucination_rejection")
+        assert check_results(after_sync)["hallucination_rejection"] is True
+        assert meta["checked"].value == "the texts of 1 changed runs"
+        nightly = materialize_topic(project, topic, instance, tags={FULL_VERIFY_TAG: "true"})
+        assert check_results(nightly)["hallucination_rejection"] is False

@@ -218,12 +218,18 @@ class BrickRecords(Records):
     def _latest(self, topic_id: str) -> tuple[ManifestHead, bool, str | None] | None:
         """The newest manifest's head, whether it carries a tombstone, and its `entries_sha256`."""
         row = self.conn.execute(
-            """SELECT manifest_hash, previous_hash, coalesce(entry_count, json_array_length(bricks_json)),
-                      tombstone_json IS NOT NULL, entries_sha256
+            """SELECT manifest_hash, previous_hash, entry_count, tombstone_json IS NOT NULL, entries_sha256, seq
                FROM manifests WHERE topic_id = ? ORDER BY seq DESC LIMIT 1""",
             [topic_id],
         ).fetchone()
-        return (ManifestHead(*row[:3]), row[3], row[4]) if row else None
+        if row is None:
+            return None
+        count = row[2]
+        if count is None:  # only a list the migration could not read; counted the slow way
+            count = self.conn.execute(
+                "SELECT json_array_length(bricks_json) FROM manifests WHERE topic_id = ? AND seq = ?", [topic_id, row[5]]
+            ).fetchone()[0]
+        return ManifestHead(row[0], row[1], count), row[3], row[4]
 
     def _lists_latest(self, topic_id: str, listing: Listing, latest: tuple[ManifestHead, bool, str | None] | None) -> bool:
         """Whether the newest manifest lists exactly these entries, known without reading its list:
