@@ -65,7 +65,7 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
     watch(nexus_assets.ingest.step, "iter_run_file", "ingest")
     watch(EmbeddedExtractor, "extract", "extract")
     watch(nexus_assets.gate.step, "validate_pointers", "validate")
-    watch(nexus_assets.resolve.step, "resolve_lazily", "resolve")
+    watch(nexus_assets.resolve.step, "resolve_keyed", "resolve")
     watch(StageRecords, "write", "stage")
     watch(nexus_assets.publish.step, "next_manifest", "publish")
 

@@ -162,8 +162,11 @@ def test_an_unchanged_topic_is_not_resolved_or_published_again(empty_project: Pr
     import nexus_assets.resolve.step
 
     spy = Spy(monkeypatch)
-    spy.wrap(nexus_assets.resolve.step, "resolved_bricks", "resolve", key=lambda vault, topic, **k: topic.topic_id)
+    # A resolution is full (resolve_keyed) or of what changed (resolve_changes); so is publishing.
+    spy.wrap(nexus_assets.resolve.step, "resolve_keyed", "resolve", key=lambda topic_id, *a, **k: topic_id)
+    spy.wrap(nexus_assets.resolve.step, "resolve_changes", "resolve", key=lambda topic_id, *a, **k: topic_id)
     spy.wrap(BrickRecords, "publish_staged", "publish", key=lambda self, topic_id, *a, **k: topic_id)
+    spy.wrap(BrickRecords, "publish_changes", "publish", key=lambda self, topic_id, *a, **k: topic_id)
     p = project(empty_project)
     p.write_run("open.json", nexus_run("run-open", [("user", "An open vault thought.")], status="OPEN"))
     first = run_json(capsys, *p.sync_args())

@@ -222,7 +222,8 @@ def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(
     with Vault.open(tmp_path / "v.duckdb") as v:
         # Brick i holds fingerprint fi, the vector (i, i+1, ...), and place n - i: manifest order is reversed.
         v.conn.execute(
-            "INSERT INTO bricks SELECT 'b' || i, 't', 'x', 'f' || i, 'FORMING', ? - i, NULL, false, now(), now() FROM range(?) r(i)",
+            "INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, first_seen, updated_at) "
+            "SELECT 'b' || i, 't', 'x', 'f' || i, 'FORMING', ? - i, NULL, false, now(), now() FROM range(?) r(i)",
             [n, n],
         )
         v.conn.execute("UPDATE bricks SET state = 'SUPERSEDED', order_index = NULL WHERE brick_id = 'b7'")

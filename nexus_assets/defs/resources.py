@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Literal
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
@@ -17,7 +17,6 @@ from nexus_assets.extract.backends import EmbeddedExtractor, Extractor, OpenAIEx
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
-from nexus_assets.vault.connection import hold_open
 from nexus_assets.vault.store import Vault
 
 
@@ -120,19 +119,6 @@ class VaultResource(dg.ConfigurableResource):
     Nexus opens it (`Vault.open`: writer intent announced, waiting while another writer holds it)."""
 
     duckdb: dg.ResourceDependency[DuckDBResource]
-    _held: object | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        # The vault is held open in this process for the whole run, so each step's `open` shares one
-        # DuckDB instance instead of opening the file again and checkpointing its log at every close
-        # (on a 100 MB vault, 44 opens of one sync cost 4.9 s). Readers elsewhere wait for the run,
-        # as they waited for each step. If it cannot be held, each step opens it (and reports why).
-        self._held = hold_open(self.duckdb.database)
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._held is not None:
-            self._held.close()
-            self._held = None
 
     @contextmanager
     def open(self) -> Iterator[Vault]:

@@ -179,21 +179,6 @@ def writer_waiting(db_path: str | Path) -> bool:
     return False
 
 
-def hold_open(db_path: str | Path) -> duckdb.DuckDBPyConnection | None:
-    """A read-write connection that keeps the vault's DuckDB instance alive in this process while
-    it is held: every `connect` here meanwhile shares it, and the write-ahead log is checkpointed
-    once, when the last connection closes. None where the vault cannot be opened now (not waited
-    for: the caller's own opens wait, and report what is wrong)."""
-    db_path = Path(db_path)
-    if not db_path.exists():
-        return None  # the first step creates (and migrates) it
-    try:
-        conn = connect(db_path, wait_s=0)
-    except Exception:  # noqa: BLE001 - busy, damaged, not a vault: each open says which
-        return None
-    return conn
-
-
 def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
     """Open the vault, waiting for another writer to finish instead of failing at once. The one
     place that waits for the vault: the CLI, the Dagster resource and the viewer all come here.
