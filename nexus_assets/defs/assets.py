@@ -240,11 +240,28 @@ def pointer_extractions(
     pool=WRITER_POOL,
     description="The hallucination gate: pointers whose quote is verbatim in the node they name, with offsets; the rest as rejections.",
 )
-def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
+def validated_bricks(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
+) -> dg.MaterializeResult:
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
-        report = validate_phase(v, topic)
+        veto, note = extractor.semantic_veto(topic, v)
+        if note:
+            settings.say(context, note)
+        report = validate_phase(v, topic, veto)
         totals = v.occurrences.rejection_counts(topic.topic_id)
+    veto_metadata = {}
+    if veto is not None:
+        t = veto.tally
+        veto_metadata = {"veto_questions": t.questions, "veto_replayed": t.replayed, "veto_sent": t.sent,
+                         "veto_discarded": t.discarded, "veto_kept_unsure_or_failed": t.kept_unsure}
+        settings.say(
+            context,
+            f"{topic.topic_id}: semantic veto: {t.questions} questions ({t.replayed} replayed, {t.sent} sent), "
+            f"{t.discarded} discarded, {t.kept_unsure} kept as unsure or failed",
+        )
+        for line in t.notes:
+            context.log.warning(line)
     settings.say(
         context,
         f"{topic.topic_id}: {report.accepted} pointers passed the gate, {sum(report.rejected.values())} rejected",
@@ -256,6 +273,7 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
             "accepted": report.accepted,
             "rejected": sum(report.rejected.values()),
             "rejections_total": sum(totals.values()),
+            **veto_metadata,
             **non_empty(
                 rejected_now_by_reason=counts_table(report.rejected, "reason"),
                 rejections_by_reason=counts_table(totals, "reason"),

@@ -146,3 +146,14 @@ class RelationRecords(Records):
             b: {"run_id": run, "json_path": path, "start": start, "end": end, "said_at": said}
             for b, run, path, start, end, said in rows
         }
+
+    def known_fingerprints(self, topic_id: str, fingerprints: Sequence[str]) -> set[str]:
+        """Which of these texts the topic has seen pass the gate before (a brick of any state, or an
+        occurrence): those are no new brick, and the veto never asks about them. Reads the bricks
+        and occurrences tables; writes neither."""
+        rows = self.conn.execute(
+            """SELECT fingerprint FROM bricks WHERE topic_id = ? AND fingerprint IN (SELECT unnest(?))
+               UNION SELECT fingerprint FROM occurrences WHERE topic_id = ? AND fingerprint IN (SELECT unnest(?))""",
+            [topic_id, list(fingerprints), topic_id, list(fingerprints)],
+        ).fetchall()
+        return {r[0] for r in rows}
