@@ -247,7 +247,9 @@ def validated_bricks(
         topic = current_topic(v, context.partition_key)
         veto, note = extractor.semantic_veto(topic, v)
         if note:
-            settings.say(context, note)
+            # Always said, even under --json: the topic asked for a veto that is not running.
+            context.log.warning(note)
+            print(f"nexus: {note}", file=sys.stderr, flush=True)
         report = validate_phase(v, topic, veto)
         totals = v.occurrences.rejection_counts(topic.topic_id)
     veto_metadata = {}
