@@ -126,3 +126,17 @@ def test_without_an_llm_or_with_the_veto_off_nothing_changes(tmp_path, capsys, m
         outcomes[veto] = (manifest["manifest_hash"], contents(capsys, p), vetoed(capsys, p))
     assert outcomes[True] == outcomes[False]
     assert outcomes[True][2] == []
+
+
+def test_nexus_plan_shows_what_the_veto_may_cost(project: Project, capsys, monkeypatch):
+    p = project
+    monkeypatch.setenv("NEXUS_PRICE_IN_PER_MTOK", "0.15")
+    monkeypatch.setenv("NEXUS_PRICE_OUT_PER_MTOK", "0.60")
+    p.write_run("b.json", nexus_run("run-b", [("user", AGAIN), ("user", OTHER)]))
+    plan = run_json(capsys, *p.cli_args(), "plan", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    (veto,) = plan["semantic_veto"]
+    # Offline, the embedded extractor's new texts are known: a ceiling on the questions.
+    assert veto["veto_questions_at_most"] == 3 and veto["veto_answers_stored"] == 0
+    assert veto["veto_cost_per_question_usd"] > 0 and veto["veto_cost_at_most_usd"] >= 3 * veto["veto_cost_per_question_usd"] * 0.5
+    code, out, _ = run_cli(capsys, *p.cli_args(), "plan", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    assert code == 0 and f"{TOPIC}: semantic veto: at most 3 questions" in out

@@ -216,3 +216,36 @@ def semantic_veto_for(
     from nexus_assets.recall.embedder import MODEL, embed
 
     return SemanticVeto(config, store, embed, MODEL, replay_only=replay_only), None
+
+
+VETO_OUTPUT_TOKENS_EST = 32  # {"verdict": ..., "reason": one short sentence}
+
+
+def plan_veto(topic: Topic, new_texts: Sequence[str] | None, *, stored_answers: int, config: LLMConfig) -> dict:
+    """What the veto of one topic would cost a sync (`nexus plan`); sends nothing. `new_texts`:
+    the texts the extractor would bring that the topic has not seen (None: not known before the
+    extractor runs). Each is asked about at most once, and only when it has related bricks, so the
+    figures are a ceiling; each question is costed as if it showed the most related bricks."""
+    from nexus_assets.llm.chunking import estimate_tokens
+    from nexus_assets.llm.plan import estimate_cost
+    from nexus_assets.llm.requests import TOKENS_PER_MESSAGE
+
+    def tokens(text: str) -> int:
+        return sum(estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in render_veto(topic, text, [text] * MAX_RELATED_SHOWN))
+
+    per_question = [tokens(t) for t in new_texts] if new_texts else [tokens("x" * 120)]
+    typical_in = -(-sum(per_question) // len(per_question))
+    out = {
+        "topic_id": topic.topic_id,
+        "veto_answers_stored": stored_answers,
+        "veto_tokens_per_question_est": typical_in + VETO_OUTPUT_TOKENS_EST,
+        "veto_cost_per_question_usd": estimate_cost(typical_in, VETO_OUTPUT_TOKENS_EST, config),
+    }
+    if new_texts is None:
+        out |= {"veto_questions_at_most": None, "veto_cost_at_most_usd": None}
+    else:
+        out |= {
+            "veto_questions_at_most": len(new_texts),
+            "veto_cost_at_most_usd": estimate_cost(sum(per_question), VETO_OUTPUT_TOKENS_EST * len(new_texts), config),
+        }
+    return out
