@@ -165,14 +165,15 @@ def test_exact_search_equals_brute_force_with_ties_broken_by_id():
     near = np.concatenate([base[:5] + 0.01 * rng.standard_normal((5, 384)).astype("float32"), base[:3]])
     vectors = np.concatenate([base, near])
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    found = candidate_pairs(vectors, None, 0.9)
+    found, _ = candidate_pairs(vectors, None, 0.9)
     lists = nearest_lists(range(len(vectors)), found, limit=3)
     exact = np.round(vectors.astype(np.float64) @ vectors.astype(np.float64).T, 4)
     for i in range(len(vectors)):
         want = nearest(str(i).zfill(3), [(str(j).zfill(3), exact[i, j]) for j in range(len(vectors)) if exact[i, j] >= 0.9], limit=3)
         assert [(str(j).zfill(3), s) for j, s in lists[i]] == want
-    some = candidate_pairs(vectors, [0, 41], 0.9)
+    some, near = candidate_pairs(vectors, [0, 41], 0.9)
     assert nearest_lists([0, 41], some, limit=3) == {0: lists[0], 41: lists[41]}
+    assert set(near.tolist()) == {j for r in (0, 41) for j in range(len(vectors)) if j != r and exact[r, j] >= 0.9}
 
 
 CONFLICT_SET = Path(__file__).parent / "fixtures" / "relations" / "conflict_pairs.json"

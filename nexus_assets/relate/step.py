@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from nexus_assets.core.models import Topic
-from nexus_assets.relate.rules import conflict_between, contains_either, round_similarity
+from nexus_assets.core.fingerprint import normalize
+from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:
     from nexus_assets.vault.store import Vault
@@ -56,23 +57,24 @@ def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
 
     if len(new) == len(ids):
         rows = new
-        found = candidate_pairs(vectors, None, threshold)
+        found, _ = candidate_pairs(vectors, None, threshold)
     else:
-        first = candidate_pairs(vectors, new, threshold)
+        first, near = candidate_pairs(vectors, new, threshold)
         fresh = set(new)
-        # Existing bricks a new one is related to, and those that lost a partner, look again.
-        affected = {int(j) for j in first[1] if int(j) not in fresh}
+        # Existing bricks a new one is near, and those that lost a partner, look again.
+        affected = {int(j) for j in near if int(j) not in fresh}
         affected |= {position[b] for b in vault.relations.holding(topic_id, model, dropped) if b in position}
         rows = sorted(fresh | affected)
-        again = candidate_pairs(vectors, sorted(affected), threshold) if affected else None
+        again = candidate_pairs(vectors, affected, threshold)[0] if affected else None
         found = first if again is None else tuple(np.concatenate([x, y]) for x, y in zip(first, again))
 
-    involved = sorted({ids[k] for k in rows} | {ids[int(j)] for j in found[1]})
+    involved = sorted({ids[k] for k in rows} | {ids[j] for j in found[1].tolist()})
     texts = dict(vault.conn.execute(
         "SELECT brick_id, content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [involved]
     ).fetchall()) if involved else {}
     text_at = {position[b]: t for b, t in texts.items()}
-    lists = nearest_lists(rows, found, excluded=lambda i, j: contains_either(text_at[i], text_at[j]))
+    folded = {k: normalize(t) for k, t in text_at.items()}  # each text once, not once per pair
+    lists = nearest_lists(rows, found, excluded=lambda i, j: folded[i] in folded[j] or folded[j] in folded[i])
     verdicts: dict[tuple[int, int], str | None] = {}
 
     def conflict(i: int, j: int) -> str | None:
