@@ -128,11 +128,13 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
     for kind, left, right in (
         ("number", a.numbers, b.numbers),
         ("quoted", a.quoted, b.quoted),
-        ("identifier", a.identifiers - b.names, b.identifiers - a.names),
-        ("name", a.names - b.identifiers, b.names - a.identifiers),
+        # A thing is named either way ("Parquet" / "CSV"): identifiers and names are one kind.
+        ("identifier", a.identifiers | a.names, b.identifiers | b.names),
     ):
         found = _differ(left, right)
         if found is not None:
+            if kind == "identifier" and not (a.identifiers | b.identifiers) - (a.identifiers & b.identifiers):
+                kind = "name"
             return f"{kind}: {found[0]} ≠ {found[1]}"
     if a.negated != b.negated:
         rest_a = a.words - _NEGATIONS - {w for w in a.words if w.endswith("n't")}
