@@ -34,10 +34,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nexus_assets.core.models import ExtractionPolicy, Topic  # noqa: E402
-from nexus_assets.recall.embedder import MODEL, embed  # noqa: E402
-from nexus_assets.relate.step import relate_topic  # noqa: E402
-from nexus_assets.vault.store import Vault  # noqa: E402
+from nexus_assets.core.models import ExtractionPolicy, Topic
+from nexus_assets.recall.embedder import MODEL, embed
+from nexus_assets.relate.step import relate_topic
+from nexus_assets.vault.store import Vault
 
 RECALL_SET = REPO / "nexus_assets_tests" / "fixtures" / "embeddings" / "recall_set.json"
 TOPIC = Topic(

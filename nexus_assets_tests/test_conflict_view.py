@@ -14,8 +14,19 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from nexus_assets.cli import main
 from nexus_assets_tests.project import Project, nexus_run
-from nexus_assets_tests.test_relations import DOWN, SAID_FIRST, SAID_LATER, TOPIC, write_topic
-from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS, cli_json, running_viewer
+from nexus_assets_tests.test_relations import (
+    DOWN,
+    SAID_FIRST,
+    SAID_LATER,
+    TOPIC,
+    write_topic,
+)
+from nexus_assets_tests.test_viewer import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    cli_json,
+    running_viewer,
+)
 
 SCREENSHOT_COPY = Path("/tmp/nexus-conflict-view-screenshot.png")
 FRAGMENT = "The API gateway restarts"

@@ -14,7 +14,12 @@ import pytest
 import yaml
 
 from nexus_assets_tests.cli_helpers import run_cli, run_json
-from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, ErrorReply, FakeOpenAIServer
+from nexus_assets_tests.llm_server import (
+    DEFAULT_API_KEY,
+    DEFAULT_MODEL,
+    ErrorReply,
+    FakeOpenAIServer,
+)
 from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "outages"
@@ -118,7 +123,7 @@ def test_without_an_llm_or_with_the_veto_off_nothing_changes(tmp_path, capsys, m
         p = Project(tmp_path / f"veto-{veto}")
         write_topic(p, veto=veto)
         p.write_run("a.json", nexus_run("run-a", [("user", FIRST), ("user", AGAIN), ("user", OTHER)]))
-        code, out, err = run_cli(capsys, *p.sync_args(), "--json")
+        code, _, err = run_cli(capsys, *p.sync_args(), "--json")
         assert code == 0, err
         if veto:
             assert "semantic_veto is on but no LLM is configured" in err

@@ -11,7 +11,6 @@ import warnings
 import dagster as dg
 
 from nexus_assets.defs.assets import FULL_VERIFY_TAG, topic_manifest, validated_bricks
-from nexus_assets.defs.recall import brick_embeddings
 from nexus_assets.defs.metadata import (
     counts_table,
     non_empty,
@@ -20,12 +19,15 @@ from nexus_assets.defs.metadata import (
     table,
 )
 from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.recall import brick_embeddings
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift.step import verbatim_problems
 from nexus_assets.eval.rules import GoldError
 from nexus_assets.eval.step import evaluate, quality_gold_path
 from nexus_assets.lifecycle.step import immutability_problems, sealed_manifest
-from nexus_assets.recall.embedder import MODEL as EMBEDDING_MODEL  # the constant only: no model loads
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the constant only: no model loads
+)
 from nexus_assets.relate.step import conflict_rows
 
 # Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.

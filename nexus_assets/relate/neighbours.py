@@ -86,7 +86,7 @@ def candidate_pairs(
                 held = [_top_per_row(*(np.concatenate(x) for x in zip(*held)), CANDIDATES)]
                 count = len(held[0][0])
     if held:
-        i, j, s32 = _top_per_row(*(np.concatenate(x) for x in zip(*held)), CANDIDATES)
+        i, j, _ = _top_per_row(*(np.concatenate(x) for x in zip(*held)), CANDIDATES)
     else:
         i = j = np.zeros(0, np.int64)
     sim = exact_similarities(vectors, i, j)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from nexus_assets.core.models import Topic
 from nexus_assets.core.fingerprint import normalize
+from nexus_assets.core.models import Topic
 from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:

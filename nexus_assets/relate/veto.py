@@ -21,9 +21,24 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Occurrence, Rejection, Topic
-from nexus_assets.llm.client import CallFailed, CallRecord, CallStore, LLMConfig, LLMConfigError, PointerClient, call_key, prompt_hash
+from nexus_assets.llm.client import (
+    CallFailed,
+    CallRecord,
+    CallStore,
+    LLMConfig,
+    LLMConfigError,
+    PointerClient,
+    call_key,
+    prompt_hash,
+)
 from nexus_assets.llm.config import ReplyNotJSON
-from nexus_assets.relate.prompt import MAX_RELATED_SHOWN, VETO_FORMATS, VETO_PROMPT_VERSION, parse_verdict, render_veto
+from nexus_assets.relate.prompt import (
+    MAX_RELATED_SHOWN,
+    VETO_FORMATS,
+    VETO_PROMPT_VERSION,
+    parse_verdict,
+    render_veto,
+)
 from nexus_assets.relate.rules import contains_either, round_similarity
 
 if TYPE_CHECKING:

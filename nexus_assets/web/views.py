@@ -11,7 +11,9 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
-from nexus_assets.recall.embedder import MODEL as EMBEDDING_MODEL  # the name only: no model loads
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the name only: no model loads
+)
 from nexus_assets.relate.step import conflict_rows, related_rows
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
