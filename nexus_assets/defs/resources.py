@@ -97,6 +97,8 @@ class ExtractorResource(dg.ConfigurableResource):
         why not; a topic that does not ask for it gets (None, None)."""
         from nexus_assets.relate.veto import semantic_veto_for
 
+        if not topic.semantic_veto:
+            return None, None  # the settings are not even read
         return semantic_veto_for(
             topic, settings.load().as_env(), vault.llm_calls, replay_only=self.replay_only,
             model=self.model, base_url=self.base_url, concurrency=self.concurrency,
