@@ -201,3 +201,25 @@ def test_the_detector_is_precise_on_the_labelled_pairs():
     figures = conflict_figures()
     assert figures["pairs"] >= 60
     assert figures["precision"] >= 0.8, figures["false"]
+
+
+def test_the_open_conflicts_check_warns_and_the_manifest_metadata_counts_them(project: Project):
+    import dagster as dg
+
+    from nexus_assets_tests.dagster_helpers import materialize_topic
+
+    with dg.instance_for_test() as instance:
+        first = materialize_topic(project, TOPIC, instance)
+        assert first.success
+        (check,) = [e for e in first.get_asset_check_evaluations() if e.check_name == "open_conflicts"]
+        assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN
+        assert check.metadata["open_conflicts"].value == 1
+        (row,) = check.metadata["conflicts"].value.records
+        assert row.data["kind"] == "identifier" and {row.data["first_run"], row.data["second_run"]} == {"run-a", "run-b"}
+        assert SAID_FIRST not in str(check.metadata), "a check holds no text (forgetting never edits its history)"
+        embedded = first.asset_materializations_for_node("brick_embeddings")[0].metadata
+        assert embedded["open_conflicts"].value == 1 and embedded["relations_looked_at"].value == 4
+        # The manifest counts what was related when it was published: from the next sync on, this one.
+        again = materialize_topic(project, TOPIC, instance)
+        manifest = again.asset_materializations_for_node("topic_manifest")[0].metadata
+        assert manifest["open_conflicts"].value == 1 and manifest["related_pairs"].value == 2

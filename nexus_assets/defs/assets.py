@@ -31,6 +31,9 @@ from nexus_assets.lifecycle.step import (
 )
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.publish.step import publish_phase
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the name only: no model loads
+)
 from nexus_assets.resolve.step import Resolution, StageMissing, resolve_if_changed
 from nexus_assets.search.step import refresh as refresh_search
 from nexus_assets.topics.files import find_topic, read_topic_files, topic_id_conflicts
@@ -347,6 +350,9 @@ def topic_manifest(
         visible = len(manifest.bricks) if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks.select(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
+        # Conflicts among the published bricks as related so far: bricks new in this sync are related
+        # once embedded (brick_embeddings), and the open_conflicts check, which runs after that, counts them.
+        related_pairs, open_conflicts = v.relations.pair_counts(topic.topic_id, EMBEDDING_MODEL)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
             reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
@@ -368,6 +374,8 @@ def topic_manifest(
             "new_manifest": recorded,
             "search_reindexed": reindexed,
             "bricks": visible,
+            "open_conflicts": open_conflicts,
+            "related_pairs": related_pairs,
             **non_empty(preview=bricks_preview(preview)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }

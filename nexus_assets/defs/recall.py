@@ -50,15 +50,6 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
         )
     if related.conflicts:
         context.log.warning(f"{topic_id}: {related.conflicts} open conflicts between related bricks; see `nexus conflicts {topic_id}`")
-    # The manifest's own events carry the count too: it is found only once the bricks are embedded,
-    # after the manifest was published. Counts only, never text (forgetting never has to edit events).
-    context.log_event(
-        dg.AssetObservation(
-            asset_key=topic_manifest.key,
-            partition=topic_id,
-            metadata={"topic_id": topic_id, "open_conflicts": related.conflicts, "related_pairs": related.pairs},
-        )
-    )
     return dg.MaterializeResult(
         metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
                   "visible_bricks": visible, "related_pairs": related.pairs, "open_conflicts": related.conflicts,
