@@ -38,13 +38,17 @@ def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
 
     topic_id = topic.topic_id
     threshold = round_similarity(topic.related_threshold)
+    built = vault.relations.built(topic_id, model)
+    if all(t == threshold for t in built.values()) and set(built) == set(vault.recall.visible_embedded_ids(topic_id, model)):
+        # Nothing new, nothing gone: the vectors are not even read.
+        pairs, conflicts = vault.relations.pair_counts(topic_id, model)
+        return RelationReport(len(built), 0, 0, pairs, conflicts)
     manifest_ids, manifest_vectors = vault.recall.visible_vectors(topic_id, model)
     # Brick id order: ties go to the smaller id, and nothing depends on the manifest's order.
     order = sorted(range(len(manifest_ids)), key=manifest_ids.__getitem__)
     ids = [manifest_ids[k] for k in order]
     vectors = np.ascontiguousarray(manifest_vectors[order]) if order else manifest_vectors
     del manifest_vectors
-    built = vault.relations.built(topic_id, model)
     if any(t != threshold for t in built.values()):
         vault.relations.clear(topic_id, model)  # another threshold: every pair is looked for again
         built = {}
