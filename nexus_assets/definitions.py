@@ -18,6 +18,7 @@ from nexus_assets.defs.checks import (
     extraction_quality,
     final_immutability,
     hallucination_rejection,
+    open_conflicts,
 )
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
@@ -38,7 +39,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from her
 from nexus_assets.settings import apply as apply_settings
 
 ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
-CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step]
+CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step, open_conflicts]
 
 
 def build_resources(

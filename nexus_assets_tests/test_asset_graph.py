@@ -38,7 +38,9 @@ def test_definitions_load_with_the_documented_shape():
         "vector_index": "recall",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
-    assert checks == {"hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality", "vector_index_in_step"}
+    assert checks == {
+        "hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality", "vector_index_in_step", "open_conflicts",
+    }
     assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
     # Ingestion is one unpartitioned asset upstream of every topic partition.
     assert repo.asset_graph.get(dg.AssetKey("run_files")).partitions_def is None
@@ -54,7 +56,7 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             assert result.success
             assert check_results(result) == {
                 "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
-        "vector_index_in_step": True,
+        "vector_index_in_step": True, "open_conflicts": True,
             }
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0

@@ -306,3 +306,40 @@ def test_a_release_vault_resolves_in_full_once_then_follows_the_change(old_vault
     incremental, reference = snapshot(old_vault), snapshot(full)
     assert incremental["bricks"] == reference["bricks"] and incremental["manifests"] == reference["manifests"]
     assert len(incremental["manifests"]) > len(after["manifests"])
+
+
+def test_a_vault_from_before_relations_opens_keeps_everything_relates_once_and_replays_without_the_llm(tmp_path, capsys, monkeypatch):
+    """Migration 20 (related bricks): a vault the previous release wrote (schema 18, no relation
+    tables) opens with every brick and hash, a re-sync relates its bricks once without changing a
+    hash, and its LLM topic replays with no request."""
+    root = tmp_path / "proj"
+    db = release_vault(root)  # release 0.1, then brought to the previous release's schema
+    monkeypatch.chdir(root)
+    with Vault.open(db):
+        pass
+    with duckdb.connect(str(db)) as con:
+        for table in ("brick_relations", "relation_builds"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM schema_version WHERE version >= 19")
+        assert schema_version(con) == 18
+    before = snapshot(db)
+    with Vault.open(db) as v:
+        assert schema_version(v.conn) == LATEST == 20
+    assert snapshot(db) == before
+
+    base = ["--db", str(db), "sync", "--runs-dir", "runs", "--topics-dir", "topics"]
+    assert all(r["success"] for r in run_json(capsys, *base, *sum((["--topic", t] for t in SAMPLE_TOPICS), [])))
+    monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        (result,) = run_json(capsys, *base, "--topic", LLM_TOPIC, "--extractor", "openai", "--replay-only")
+        assert result["success"] and server.request_count == 0
+    after = snapshot(db)
+    latest = lambda snap: {t: max((m for m in snap["manifests"] if m[0] == t), key=lambda m: m[1])[2] for t in (*SAMPLE_TOPICS, LLM_TOPIC)}
+    assert latest(after) == latest(before)
+    assert (after["bricks"], after["sources"], after["llm_calls"]) == (before["bricks"], before["sources"], before["llm_calls"])
+    with duckdb.connect(str(db), read_only=True) as con:
+        related = con.execute("SELECT count(*) FROM relation_builds").fetchone()[0]
+        visible = con.execute("SELECT count(*) FROM bricks WHERE state <> 'SUPERSEDED'").fetchone()[0]
+    assert related == visible, "every visible brick was related once"

@@ -66,6 +66,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 explained += explain_cache(t, runs, config=config, store=_NoCalls(), last_calls={}, versions_seen={}, token_budget=budget)
         data["cache"] = explained
 
+    vetoing = [t for t in selected if t.semantic_veto]
+    if vetoing:
+        data["semantic_veto"] = _plan_veto(args, vetoing, runs, config)
     lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
     for p in plans:
         cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
@@ -82,6 +85,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"each chunk is sent once with every topic that needs it); ~{summary['input_tokens_to_send']} input + "
         f"~{summary['output_tokens_to_send']} output tokens; {total}"
     )
+    for v in data.get("semantic_veto", []):
+        at_most = v["veto_questions_at_most"]
+        per = f"${v['veto_cost_per_question_usd']:.6f}" if v["veto_cost_per_question_usd"] is not None else "cost unknown"
+        ceiling = (
+            f"at most {at_most} questions (new texts with related bricks only)"
+            + (f", ${v['veto_cost_at_most_usd']:.4f}" if v["veto_cost_at_most_usd"] is not None else "")
+            if at_most is not None
+            else "questions unknown until the openai extractor has answered (one per new text with related bricks)"
+        )
+        lines.append(
+            f"{v['topic_id']}: semantic veto: {ceiling}; ~{v['veto_tokens_per_question_est']} tokens ({per}) a question; "
+            f"{v['veto_answers_stored']} answers stored (replayed free)"
+        )
     for e in data.get("cache", []):
         lines.append(
             f"  {e['topic_id']} {e['run_id']}: {'cached' if e['status'] == 'cached' else 'will call'} "
@@ -89,3 +105,34 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     emit(args, data, "\n".join(lines))
     return 0
+
+
+def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> list[dict]:
+    """The semantic veto's share of the plan: with the embedded extractor the new texts are known
+    offline (a ceiling on the questions); with the openai one, only the cost of one question."""
+    from nexus_assets.core.fingerprint import fingerprint
+    from nexus_assets.extract.embedded import extract_embedded
+    from nexus_assets.relate.prompt import VETO_PROMPT_VERSION
+    from nexus_assets.relate.veto import plan_veto
+
+    embedded = settings.Basics.from_env().extractor == "embedded"
+    db = Path(args.db)
+    out = []
+    for topic in topics:
+        texts: dict[str, str] | None = None
+        if embedded:
+            texts = {}
+            for run in runs:
+                for p in extract_embedded(topic, run):
+                    texts.setdefault(fingerprint(p["verbatim_quote"]), p["verbatim_quote"])
+        stored = 0
+        if db.exists():
+            with open_vault(args) as vault:
+                if texts:
+                    known = vault.relations.known_fingerprints(topic.topic_id, list(texts))
+                    texts = {fp: t for fp, t in texts.items() if fp not in known}
+                stored = sum(
+                    1 for c in vault.llm_calls.calls(topic.topic_id) if c["prompt_version"] == VETO_PROMPT_VERSION and c["status"] == "ok"
+                )
+        out.append(plan_veto(topic, None if texts is None else list(texts.values()), stored_answers=stored, config=config))
+    return out

@@ -250,7 +250,10 @@ def _compile_topic(args: argparse.Namespace, job, instance, topic_id: str, outco
     )
     if problem := storage_failure(args.db, result):
         raise problem  # the next topic would fail the same way: one line, exit 2
-    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    evaluations = result.get_asset_check_evaluations()
+    # A check of WARN severity that did not pass (open_conflicts) tells a person something; it never fails a sync.
+    warnings = {e.check_name: e.description or "" for e in evaluations if not e.passed and e.severity.value == "WARN"}
+    checks = {e.check_name: e.passed or e.check_name in warnings for e in evaluations}
     errors = step_errors(result)
     outcome.failed |= not (result.success and all(checks.values()))
     # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
@@ -259,7 +262,10 @@ def _compile_topic(args: argparse.Namespace, job, instance, topic_id: str, outco
     if unextracted:
         outcome.not_extracted[topic_id] = unextracted
     outcome.cost_stop |= any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions)
-    outcome.results.append({"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors})
+    outcome.results.append(
+        {"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors,
+         **({"warnings": warnings} if warnings else {})}
+    )
     if _stopped(result, signals):
         outcome.interrupted = True
         return False
@@ -268,6 +274,8 @@ def _compile_topic(args: argparse.Namespace, job, instance, topic_id: str, outco
     for name, passed in checks.items():
         if not passed:
             print(f"check failed: {topic_id}: {name}", file=sys.stderr)
+    for name, description in warnings.items():
+        print(f"warning: {topic_id}: {name}: {description}", file=sys.stderr)
     return True
 
 

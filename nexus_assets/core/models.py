@@ -30,6 +30,7 @@ Branch = Literal["current", "abandoned"]
 BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+DEFAULT_RELATED_THRESHOLD = 0.85  # DESIGN §12
 
 RejectionReason = Literal[
     "malformed_pointer",
@@ -40,6 +41,8 @@ RejectionReason = Literal[
     "node_not_string",
     "quote_not_found",
     "out_of_scope",
+    # The optional semantic veto (DESIGN §12): the LLM said the brick adds nothing over its related bricks.
+    "semantic_veto",
 ]
 REASON_CODES: tuple[str, ...] = get_args(RejectionReason)
 
@@ -82,6 +85,11 @@ class Topic(BaseModel):
     # The hierarchy of truth: run-file glob pattern → authority level (1 authoritative records,
     # 2 reviewed, 3 everything else, the default). Recall breaks ties by it; answers lead with it.
     authority: dict[str, Literal[1, 2, 3]] | None = None
+    # Two bricks are related at or above this embedding similarity (DESIGN §12). Relations are
+    # records beside the bricks: neither this nor the veto switch changes a brick or a hash.
+    related_threshold: float = Field(default=DEFAULT_RELATED_THRESHOLD, ge=0.0, le=1.0)
+    # The semantic veto (DESIGN §12): off unless the topic asks and an LLM is configured.
+    semantic_veto: bool = False
 
     @model_serializer(mode="wrap")
     def _without_unset_options(self, handler):
@@ -91,6 +99,9 @@ class Topic(BaseModel):
         if isinstance(data, dict):
             for key in ("quality", "authority"):
                 if data.get(key, 0) is None:
+                    del data[key]
+            for key, default in (("related_threshold", DEFAULT_RELATED_THRESHOLD), ("semantic_veto", False)):
+                if key in data and data[key] == default:
                     del data[key]
         return data
 

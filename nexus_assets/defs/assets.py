@@ -31,6 +31,9 @@ from nexus_assets.lifecycle.step import (
 )
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.publish.step import publish_phase
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the name only: no model loads
+)
 from nexus_assets.resolve.step import Resolution, StageMissing, resolve_if_changed
 from nexus_assets.search.step import refresh as refresh_search
 from nexus_assets.topics.files import find_topic, read_topic_files, topic_id_conflicts
@@ -240,11 +243,30 @@ def pointer_extractions(
     pool=WRITER_POOL,
     description="The hallucination gate: pointers whose quote is verbatim in the node they name, with offsets; the rest as rejections.",
 )
-def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
+def validated_bricks(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
+) -> dg.MaterializeResult:
     with vault.open() as v:
         topic = current_topic(v, context.partition_key)
-        report = validate_phase(v, topic)
+        veto, note = extractor.semantic_veto(topic, v)
+        if note:
+            # Always said, even under --json: the topic asked for a veto that is not running.
+            context.log.warning(note)
+            print(f"nexus: {note}", file=sys.stderr, flush=True)
+        report = validate_phase(v, topic, veto)
         totals = v.occurrences.rejection_counts(topic.topic_id)
+    veto_metadata = {}
+    if veto is not None:
+        t = veto.tally
+        veto_metadata = {"veto_questions": t.questions, "veto_replayed": t.replayed, "veto_sent": t.sent,
+                         "veto_discarded": t.discarded, "veto_kept_unsure_or_failed": t.kept_unsure}
+        settings.say(
+            context,
+            f"{topic.topic_id}: semantic veto: {t.questions} questions ({t.replayed} replayed, {t.sent} sent), "
+            f"{t.discarded} discarded, {t.kept_unsure} kept as unsure or failed",
+        )
+        for line in t.notes:
+            context.log.warning(line)
     settings.say(
         context,
         f"{topic.topic_id}: {report.accepted} pointers passed the gate, {sum(report.rejected.values())} rejected",
@@ -256,6 +278,7 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
             "accepted": report.accepted,
             "rejected": sum(report.rejected.values()),
             "rejections_total": sum(totals.values()),
+            **veto_metadata,
             **non_empty(
                 rejected_now_by_reason=counts_table(report.rejected, "reason"),
                 rejections_by_reason=counts_table(totals, "reason"),
@@ -330,6 +353,9 @@ def topic_manifest(
         visible = manifest.bricks if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks.select(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
+        # Conflicts among the published bricks as related so far: bricks new in this sync are related
+        # once embedded (brick_embeddings), and the open_conflicts check, which runs after that, counts them.
+        related_pairs, open_conflicts = v.relations.pair_counts(topic.topic_id, EMBEDDING_MODEL)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
             reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
@@ -351,6 +377,8 @@ def topic_manifest(
             "new_manifest": recorded,
             "search_reindexed": reindexed,
             "bricks": visible,
+            "open_conflicts": open_conflicts,
+            "related_pairs": related_pairs,
             **non_empty(preview=bricks_preview(preview)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }

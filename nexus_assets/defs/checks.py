@@ -16,13 +16,19 @@ from nexus_assets.defs.metadata import (
     non_empty,
     problems_table,
     stale_table,
+    table,
 )
 from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.recall import brick_embeddings
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift.step import verbatim_problems
 from nexus_assets.eval.rules import GoldError
 from nexus_assets.eval.step import evaluate, quality_gold_path
 from nexus_assets.lifecycle.step import immutability_problems, sealed_manifest
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the constant only: no model loads
+)
+from nexus_assets.relate.step import conflict_rows
 
 # Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -174,5 +180,47 @@ def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResou
         },
         description="; ".join(failed) if failed else (
             f"overlap P {r['overlap_precision']:.3f} ≥ {gate.min_precision}, R {r['overlap_recall']:.3f} ≥ {gate.min_recall}"
+        ),
+    )
+
+
+@dg.asset_check(
+    asset=topic_manifest,
+    partitions_def=topics_partitions,
+    # After the bricks are embedded and related, when the sync builds them; a sync without recall
+    # reports the relations recorded so far.
+    additional_deps=[brick_embeddings],
+    description="Warns (never blocks) while related bricks of the topic state different values: a person "
+    "reads both sides in `nexus conflicts` or the viewer's Conflict View; Nexus never picks.",
+)
+def open_conflicts(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
+    topic_id = context.partition_key
+    with vault.open() as v:
+        rows = conflict_rows(v, topic_id, EMBEDDING_MODEL)
+        pairs, _ = v.relations.pair_counts(topic_id, EMBEDDING_MODEL)
+    # Ids, runs, paths and the kind of difference only: a check's history is never edited (forgetting).
+    listed = table(
+        [
+            {
+                "kind": r["conflict"].split(":", 1)[0],
+                "first": r["bricks"][0]["brick_id"][:12],
+                "first_run": r["bricks"][0]["source"]["run_id"] or "",
+                "second": r["bricks"][1]["brick_id"][:12],
+                "second_run": r["bricks"][1]["source"]["run_id"] or "",
+                "similarity": float(r["similarity"]),
+            }
+            for r in rows[:100]
+        ],
+        [("kind", "string"), ("first", "string"), ("first_run", "string"), ("second", "string"),
+         ("second_run", "string"), ("similarity", "float")],
+    )
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"topic_id": topic_id, "open_conflicts": len(rows), "related_pairs": pairs, **non_empty(conflicts=listed)},
+        description=(
+            f"{topic_id}: {len(rows)} pairs of related bricks state different values; see `nexus conflicts {topic_id}`"
+            if rows
+            else f"{topic_id}: no conflicting related bricks"
         ),
     )

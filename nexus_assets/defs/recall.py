@@ -14,6 +14,7 @@ from nexus_assets.recall.embedder import (  # torch loads on the first embed, no
     embed,
 )
 from nexus_assets.recall.index import ensure, load, vector_index_dir
+from nexus_assets.relate.step import relate_topic
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
@@ -26,7 +27,8 @@ EMBED_CHUNK = 2048
     deps=[topic_manifest],
     pool=WRITER_POOL,
     description="Every visible brick embedded once with all-MiniLM-L6-v2 (384-d, unit length), keyed by "
-    "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once.",
+    "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once. Then the topic's related "
+    "bricks and conflict candidates are brought up to date (DESIGN §12) for the bricks that changed.",
 )
 def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
     topic_id = context.partition_key
@@ -39,9 +41,19 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
             if len(todo) > EMBED_CHUNK:
                 context.log.info(f"{topic_id}: embedded {start + len(chunk)} of {len(todo)} bricks")
         visible = v.recall.visible_brick_count(topic_id)
+        topic = v.topics.topic(topic_id)
+        related = relate_topic(v, topic, MODEL) if topic is not None else None
+    if related is None:
+        return dg.MaterializeResult(
+            metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
+                      "visible_bricks": visible}
+        )
+    if related.conflicts:
+        context.log.warning(f"{topic_id}: {related.conflicts} open conflicts between related bricks; see `nexus conflicts {topic_id}`")
     return dg.MaterializeResult(
         metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
-                  "visible_bricks": visible}
+                  "visible_bricks": visible, "related_pairs": related.pairs, "open_conflicts": related.conflicts,
+                  "relations_looked_at": related.looked_at, "relations_dropped": related.dropped}
     )
 
 

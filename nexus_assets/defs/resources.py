@@ -92,6 +92,18 @@ class ExtractorResource(dg.ConfigurableResource):
         except LLMConfigError as exc:
             raise dg.Failure(str(exc)) from None
 
+    def semantic_veto(self, topic, vault: Vault):
+        """The topic's semantic veto (DESIGN §12) with this resource's endpoint options, or None and
+        why not; a topic that does not ask for it gets (None, None)."""
+        from nexus_assets.relate.veto import semantic_veto_for
+
+        if not topic.semantic_veto:
+            return None, None  # the settings are not even read
+        return semantic_veto_for(
+            topic, settings.load().as_env(), vault.llm_calls, replay_only=self.replay_only,
+            model=self.model, base_url=self.base_url, concurrency=self.concurrency,
+        )
+
     def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None) -> Extractor:
         if self.backend == "embedded":
             return EmbeddedExtractor()

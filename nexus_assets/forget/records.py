@@ -217,6 +217,12 @@ class ForgettingRecords(Records):
         # Errors name files and conversations, and their problem text may quote the source.
         delete("ingestion_errors", "file_sha256 IN (SELECT unnest(?)) OR conversation IN (SELECT unnest(?))", [forgotten_files, ids])
         delete("embeddings", "fingerprint IN (SELECT unnest(?))", [sorted(set(fingerprints_gone))])
+        # A conflict's reason quotes values of both texts: a removed brick's relations go whole, and
+        # the bricks that were related to it are looked at again by the next sync.
+        holders = [b for (b,) in self.conn.execute(
+            "SELECT DISTINCT brick_id FROM brick_relations WHERE related_id IN (SELECT unnest(?))", [doomed]).fetchall()]
+        delete("brick_relations", "brick_id IN (SELECT unnest(?)) OR related_id IN (SELECT unnest(?))", [doomed, doomed])
+        delete("relation_builds", "brick_id IN (SELECT unnest(?))", [sorted(set(doomed) | set(holders))])
         return {t: n for t, n in removed.items() if n}
 
     def record_tombstone(self, tombstone_id: str, *, run_ids, file_shas, brick_ids, topic_ids, reason: str, actor: str, at: datetime) -> None:

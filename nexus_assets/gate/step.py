@@ -36,8 +36,10 @@ class ValidateReport:
 
 
 @collector_paused
-def validate_phase(vault: GateStores, topic: Topic) -> ValidateReport:
-    """Run the hallucination gate over every extraction not yet validated."""
+def validate_phase(vault: GateStores, topic: Topic, veto=None) -> ValidateReport:
+    """Run the hallucination gate over every extraction not yet validated. `veto`: the topic's
+    semantic veto (`relate/veto.py`), which may turn a verbatim pointer at a text with nothing new
+    into a `semantic_veto` rejection; None (the default) changes nothing."""
     report = ValidateReport()
     scope = Scope.of(topic.extraction_policy, topic)
     pending = vault.extractions.unvalidated_extractions(topic.topic_id)
@@ -57,6 +59,9 @@ def validate_phase(vault: GateStores, topic: Topic) -> ValidateReport:
                 document_run = vault.runs.load_runs([rv])[rv]
                 occurrences, rejections = validate_pointers(pointers, topic_id=topic.topic_id, run=document_run, scope=scope)
             results.append((key, rv, occurrences, rejections))
+        if veto is not None:
+            results = veto.screen(vault, topic, results)
+        for _, _, occurrences, rejections in results:
             report.extractions += 1
             report.accepted += len(occurrences)
             report.rejected.update(r.reason for r in rejections)

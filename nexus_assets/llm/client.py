@@ -224,6 +224,30 @@ class PointerClient:
         except TransportError as exc:
             raise CallFailed(str(exc), attempts=exc.attempts) from None
 
+    def complete_many(self, conversations: list[list[dict[str, Any]]], *, formats=_RESPONSE_FORMATS) -> list[ChatReply | CallFailed]:
+        """`complete` for several conversations at once, at most `config.concurrency` in flight; each
+        outcome in the order given. A fatal error (bad key, unknown model) fails the calls not yet
+        answered, without sending them."""
+
+        async def all_of() -> list[ChatReply | CallFailed]:
+            chat = await self._chat()
+            stop: list[Fatal] = []
+
+            async def one(messages: list[dict[str, Any]]) -> ChatReply | CallFailed:
+                if stop:
+                    return CallFailed(f"not sent: {stop[0]}", attempts=0)
+                try:
+                    return await chat.complete(messages, formats)
+                except Fatal as exc:
+                    stop.append(exc)
+                    return CallFailed(str(exc), attempts=exc.attempts)
+                except TransportError as exc:
+                    return CallFailed(str(exc), attempts=exc.attempts)
+
+            return list(await asyncio.gather(*(one(m) for m in conversations)))
+
+        return self._run(all_of()) if conversations else []
+
     def extract(
         self,
         topic: Topic,

@@ -569,6 +569,31 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         _backfill_manifest_digests,
     ),
+    Migration(
+        20,
+        "related bricks (DESIGN §12): each visible brick's nearest related bricks by embedding, with any conflict "
+        "between their values, and which bricks were looked at; derived from bricks and embeddings, never part of a hash",
+        # No keys: DuckDB holds every index in memory, and a brick's rows are always replaced whole.
+        """
+        CREATE TABLE IF NOT EXISTS brick_relations (
+            topic_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            related_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            similarity DOUBLE NOT NULL,
+            conflict TEXT,
+            computed_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS relation_builds (
+            topic_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            threshold DOUBLE NOT NULL,
+            computed_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

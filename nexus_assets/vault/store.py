@@ -23,6 +23,7 @@ from nexus_assets.gate.records import OccurrenceRecords
 from nexus_assets.ingest.records import RunRecords
 from nexus_assets.publish.records import BrickRecords
 from nexus_assets.recall.records import RecallRecords
+from nexus_assets.relate.records import RelationRecords
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.topics.records import TopicRecords
 from nexus_assets.vault.catalog import Catalog
@@ -46,6 +47,7 @@ class Vault(Catalog):
         self.history = HistoryQueries(self)  # transitions, syncs, seal snapshots: what happened when
         self.forgetting = ForgettingRecords(self)  # lineage, erasure, tombstones
         self.recall = RecallRecords(self)  # embeddings and the answer audit trail
+        self.relations = RelationRecords(self)  # related bricks and their conflicts (derived from embeddings)
 
     @cached_property
     def llm_calls(self):

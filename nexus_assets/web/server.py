@@ -40,6 +40,7 @@ CSP = (
 STATIC = {"viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
 
 TOPIC_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")")
+CONFLICTS_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")/conflicts")
 # A whole brick id or a unique prefix of one, as `nexus trace` accepts.
 TRACE_ROUTE = re.compile(r"/api/bricks/([0-9a-f]{1,64})/trace")
 STATIC_ROUTE = re.compile(r"/static/([A-Za-z0-9_.-]+)")
@@ -188,6 +189,12 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 if page is None:
                     return self._not_found(f"No topic {m.group(1)!r} in this vault.")
                 return html(HTTPStatus.OK, "topic.html", page=page)
+        if m := CONFLICTS_ROUTE.fullmatch(path):
+            with self.server.vault() as v:
+                conflicts = views.conflict_page(v, m.group(1))
+            if conflicts is None:
+                return self._not_found(f"No topic {m.group(1)!r} in this vault.")
+            return html(HTTPStatus.OK, "conflicts.html", page=conflicts)
         if m := TRACE_ROUTE.fullmatch(path):
             with self.server.vault() as v:
                 matches = v.history.brick_ids_with_prefix(m.group(1))

@@ -11,6 +11,10 @@ from datetime import datetime, timezone
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
+from nexus_assets.recall.embedder import (
+    MODEL as EMBEDDING_MODEL,  # the name only: no model loads
+)
+from nexus_assets.relate.step import conflict_rows, related_rows
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
 from nexus_assets.vault.store import RunVersion, Vault
@@ -53,6 +57,8 @@ class BrickView:
     # (text, is_search_hit) pieces of the content, so the template escapes each piece itself.
     segments: list[tuple[str, bool]]
     history: list[Brick] = field(default_factory=list)
+    related: int = 0  # related bricks (DESIGN §12)
+    conflicts: int = 0  # of them, stating other values
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class TopicPage:
     bricks: list[BrickView]
     query: str
     manifest: Manifest | None
+    conflicts: int = 0
 
     @property
     def topic(self) -> Topic:
@@ -142,6 +149,7 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
     if manifest is not None:
         position = {e.brick_id: i for i, e in enumerate(manifest.bricks)}
         visible.sort(key=lambda b: (position.get(b.brick_id, len(position)), b.order_index or 0))
+    related, conflicted = _relation_counts(vault, topic_id)
     query = query.strip()
     if query and db_path is not None:
         # Ranked full-text search (BM25), the same as `nexus search --topic`.
@@ -154,10 +162,12 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
                 runs=list(dict.fromkeys(s.run_id for s in by_id[h.brick_id].sources)),
                 segments=highlight_segments(h.content, h.highlights),
                 history=_history(h.brick_id, children),
+                related=related.get(h.brick_id, 0),
+                conflicts=conflicted.get(h.brick_id, 0),
             )
             for h in hits
         ]
-        return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest)
+        return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest, conflicts=sum(conflicted.values()) // 2)
     # Plain substring, any case: the query is escaped, never read as a pattern.
     pattern = re.compile(re.escape(query), re.IGNORECASE) if query else None
     views = [
@@ -166,11 +176,44 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
             runs=list(dict.fromkeys(s.run_id for s in b.sources)),
             segments=search_segments(b.content, pattern),
             history=_history(b.brick_id, children),
+            related=related.get(b.brick_id, 0),
+            conflicts=conflicted.get(b.brick_id, 0),
         )
         for b in visible
         if pattern is None or pattern.search(b.content)
     ]
-    return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest)
+    return TopicPage(summary=summary, bricks=views, query=query, manifest=manifest, conflicts=sum(conflicted.values()) // 2)
+
+
+def _relation_counts(vault: Vault, topic_id: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Per visible brick: how many bricks it is related to, and how many of them conflict with it."""
+    related: dict[str, int] = {}
+    conflicted: dict[str, int] = {}
+    for p in vault.relations.pairs(topic_id, EMBEDDING_MODEL):
+        for b in (p["brick_a"], p["brick_b"]):
+            related[b] = related.get(b, 0) + 1
+            if p["conflict"]:
+                conflicted[b] = conflicted.get(b, 0) + 1
+    return related, conflicted
+
+
+@dataclass(frozen=True)
+class ConflictPage:
+    summary: TopicSummary
+    conflicts: list[dict]
+
+    @property
+    def topic(self) -> Topic:
+        return self.summary.topic
+
+
+def conflict_page(vault: Vault, topic_id: str) -> ConflictPage | None:
+    """The Conflict View: related bricks stating different values, side by side (DESIGN §12)."""
+    topic = vault.topics.topic(topic_id)
+    if topic is None:
+        return None
+    summary = _summary(vault, topic, vault.brick_counts(), _stale_counts(vault), _last_syncs(vault))
+    return ConflictPage(summary=summary, conflicts=conflict_rows(vault, topic_id, EMBEDDING_MODEL))
 
 
 def json_around(document, json_path: str) -> tuple[str, str]:
@@ -210,4 +253,23 @@ def brick_trace(vault: Vault, brick_id: str) -> dict | None:
         t["checksum_matches"] = t["current"]
         t["problems"] = [t["problem"]] if t["problem"] else []
         t["run_title"] = titles.get(t["run_id"])
+    # The brick view: its related bricks (nearest first, conflicts marked) and the superseded
+    # fragments under it (the shadow stack), each with its canonical source.
+    traced["related"] = related_rows(vault, traced["brick_id"], EMBEDDING_MODEL)
+    traced["history"] = _history_of(vault, found[0])
     return traced
+
+
+def _history_of(vault: Vault, brick: Brick) -> list[dict]:
+    """Every fragment this brick superseded, directly or through another, oldest first."""
+    children: dict[str, list[Brick]] = {}
+    for b in vault.bricks.select(brick.topic_id, state="SUPERSEDED"):
+        if b.superseded_by:
+            children.setdefault(b.superseded_by, []).append(b)
+    stack = _history(brick.brick_id, children)
+    stack.sort(key=lambda b: (b.order_index if b.order_index is not None else -1, b.brick_id))
+    return [
+        {"brick_id": b.brick_id, "content": b.content, "superseded_by": b.superseded_by,
+         "run_id": b.sources[0].run_id if b.sources else None, "json_path": b.sources[0].json_path if b.sources else None}
+        for b in stack
+    ]

@@ -71,6 +71,31 @@
     return section;
   }
 
+  // Bricks whose meaning overlaps this one's; a conflict states another value. Nexus never picks.
+  function relatedSection(related) {
+    const items = related.map((r) => {
+      const open = el("button", { type: "button", class: "brick-link", "data-brick-id": r.brick_id }, r.content);
+      open.addEventListener("click", () => openBrick(r.brick_id));
+      return el(
+        "li",
+        { class: r.conflict ? "related is-conflict" : "related" },
+        r.conflict ? el("span", { class: "badge badge-conflict" }, "⚠ " + r.conflict) : null,
+        r.conflict ? " " : null,
+        open,
+        el("span", { class: "dim" }, ` · similarity ${r.similarity.toFixed(4)} · ${r.state.toLowerCase()}`),
+      );
+    });
+    return el("section", { class: "related-bricks" }, el("h3", {}, `Related bricks · ${related.length}`), el("ol", { class: "related-list" }, ...items));
+  }
+
+  // The shadow stack: the fragments this brick superseded, as they were said.
+  function historySection(history) {
+    const items = history.map((h) =>
+      el("li", {}, el("del", {}, h.content), " ", el("span", { class: "run mono dim" }, h.run_id || ""), " ", el("code", { class: "dim" }, h.json_path || "")),
+    );
+    return el("section", { class: "history-stack" }, el("h3", {}, `History · ${history.length} superseded fragment${history.length > 1 ? "s" : ""}`), el("ol", { class: "history-list" }, ...items));
+  }
+
   function scrollToMarks() {
     for (const pre of panel.querySelectorAll("pre.json")) {
       const mark = pre.querySelector("mark");
@@ -122,6 +147,8 @@
       el("code", { class: "wrap dim" }, data.brick_id),
     );
     panel.replaceChildren(head, brick);
+    if (data.related && data.related.length) panel.append(relatedSection(data.related));
+    if (data.history && data.history.length) panel.append(historySection(data.history));
     data.traces.forEach((trace, i) => panel.append(sourceSection(trace, i, data.traces.length)));
     panel.removeAttribute("aria-busy");
     panel.scrollTop = 0;

@@ -1,0 +1,153 @@
+"""Related bricks and conflicts (DESIGN §12, seed 000 Tier 2): the rules, pure (no I/O, no Dagster).
+
+Two bricks of a topic are *related* when their embeddings are at least the topic's
+`related_threshold` alike and neither text contains the other (that is the uniqueness gate's
+business: LINK or SUPERSEDE). Each brick keeps its `MAX_RELATED` nearest related bricks; a pair
+is shown when either brick keeps the other. Similarities are rounded to `SIMILARITY_DECIMALS`
+before they are compared, and ties go to the smaller brick id, so float noise between two
+embeddings of one text (another batch, another run order) cannot flip a relation.
+
+A related pair is a *conflict candidate* when both texts state a value of the same kind and each
+states one the other does not: numbers, quoted names, identifiers and keys, proper names, yes/no
+(a negation or an antonym on one side only). Nexus never picks between them; a person reads both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nexus_assets.core.fingerprint import normalize
+
+SIMILARITY_DECIMALS = 4
+MAX_RELATED = 10  # nearest related bricks kept per brick: bounds the records of a topic of near-repeats
+
+
+def round_similarity(value: float) -> float:
+    return round(float(value), SIMILARITY_DECIMALS)
+
+
+def contains_either(a_text: str, b_text: str) -> bool:
+    """One brick's normalized text holds the other's: not an overlap but a containment."""
+    a, b = normalize(a_text), normalize(b_text)
+    return a in b or b in a
+
+
+def nearest(brick_id: str, candidates: list[tuple[str, float]], limit: int = MAX_RELATED) -> list[tuple[str, float]]:
+    """The `limit` nearest of a brick's related candidates (id, rounded similarity): highest first,
+    ties by id. Pure: the same candidates give the same list in any order."""
+    ranked = sorted(((r, s) for r, s in candidates if r != brick_id), key=lambda c: (-c[1], c[0]))
+    return ranked[:limit]
+
+
+# Values a sentence states --------------------------------------------------------------------
+
+_LIST_MARK = re.compile(r"^\s*(?:[-*•]|\(?\d{1,2}[.)])\s+")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:/]\d+)*(?:\s?%)?(?![\w])")
+_QUOTED = re.compile(
+    r"(?:(?<![\w])'([^'\n]{1,80})'(?![\w]))|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`|“([^”\n]{1,80})”|‘([^’\n]{1,80})’|«([^»\n]{1,80})»"
+)
+_WORD = re.compile(r"[^\W_][\w'’./:@+-]*[\w]|[^\W_]", re.UNICODE)
+# Mixed letters and digits, snake_case, camelCase, dotted or slashed names, keys like sk-123, ALLCAPS.
+_IDENTIFIER = re.compile(
+    r"^(?=.*[A-Za-z])(?:(?=.*\d)[\w.:/@+-]+|\w+_\w+|[a-z]+[A-Z]\w*|[\w-]+(?:[./][\w-]+)+|[A-Z][A-Z0-9]{1,})$"
+)
+_NEGATIONS = frozenset(
+    "not no never none nothing nobody nowhere neither nor cannot without "
+    "can't don't doesn't didn't isn't aren't wasn't weren't won't wouldn't shouldn't mustn't haven't hasn't".split()
+)
+# Pairs a statement and its reverse use; one side each is a flat yes/no disagreement.
+_ANTONYMS = (
+    ("true", "false"), ("yes", "no"), ("enabled", "disabled"), ("enable", "disable"), ("on", "off"),
+    ("allowed", "forbidden"), ("always", "never"), ("open", "closed"), ("up", "down"), ("required", "optional"),
+    ("sync", "async"), ("synchronous", "asynchronous"), ("public", "private"), ("before", "after"),
+    ("increase", "decrease"), ("more", "less"), ("accept", "reject"), ("accepted", "rejected"), ("works", "fails"),
+    ("succeeds", "fails"), ("include", "exclude"), ("included", "excluded"), ("mutable", "immutable"),
+)
+_OPPOSITE = {w: o for a, b in _ANTONYMS for w, o in ((a, b), (b, a))}
+# Words that start a sentence capitalised without being a name.
+_STOP = frozenset(
+    "a an the this that these those it its we i you he she they our your their my is are was were be been "
+    "and or but so if then than of to in on at by for with from as into about actually also just only still "
+    "currently now new old please note yes no ok okay".split()
+)
+
+
+@dataclass(frozen=True)
+class Values:
+    numbers: frozenset[str]
+    quoted: frozenset[str]
+    identifiers: frozenset[str]
+    names: frozenset[str]
+    negated: bool
+    words: frozenset[str]  # every word, casefolded: what the two texts share besides their values
+
+
+def _apostrophes(text: str) -> str:
+    return text.replace("’", "'")
+
+
+def values_of(text: str) -> Values:
+    body = _LIST_MARK.sub("", text)  # "2. Use X" numbers a list item, it states nothing
+    quoted = frozenset(next(g for g in m.groups() if g is not None).strip().casefold() for m in _QUOTED.finditer(body))
+    unquoted = _QUOTED.sub(" ", body)
+    numbers = frozenset(m.group().replace(" ", "") for m in _NUMBER.finditer(unquoted))
+    tokens = [t.rstrip(".:/") for t in _WORD.findall(unquoted)]
+    identifiers = frozenset(t.casefold() for t in tokens if _IDENTIFIER.match(t) and not _NUMBER.fullmatch(t))
+    names = frozenset(
+        t.casefold()
+        for i, t in enumerate(tokens)
+        if i > 0 and t[:1].isupper() and not _IDENTIFIER.match(t) and t.casefold() not in _STOP and not _sentence_start(unquoted, t)
+    )
+    words = frozenset(_apostrophes(t).casefold() for t in tokens)
+    negated = any(w in _NEGATIONS or w.endswith("n't") for w in words)
+    return Values(numbers, quoted, identifiers, names, negated, words)
+
+
+def _sentence_start(text: str, token: str) -> bool:
+    """The token stands right after a sentence end (so its capital says nothing)."""
+    at = text.find(token)
+    before = text[:at].rstrip()
+    return not before or before[-1] in ".!?:;\n"
+
+
+def _differ(a: frozenset[str], b: frozenset[str]) -> tuple[str, str] | None:
+    """Each side states a value the other does not: (a's, b's), shown sorted."""
+    only_a, only_b = a - b, b - a
+    if only_a and only_b:
+        return ", ".join(sorted(only_a)), ", ".join(sorted(only_b))
+    return None
+
+
+def conflict_between(a_text: str, b_text: str) -> str | None:
+    """Why two related texts may contradict each other (one line), or None. Kinds, in order:
+    number, quoted, identifier, name, negation, antonym."""
+    a, b = values_of(a_text), values_of(b_text)
+    if not (a.words - _STOP) & (b.words - _STOP):
+        return None  # nothing in common to disagree about
+    for kind, left, right in (
+        ("number", a.numbers, b.numbers),
+        ("quoted", a.quoted, b.quoted),
+        # A thing is named either way ("Parquet" / "CSV"): identifiers and names are one kind.
+        ("identifier", a.identifiers | a.names, b.identifiers | b.names),
+    ):
+        found = _differ(left, right)
+        if found is not None:
+            if kind == "identifier" and not (a.identifiers | b.identifiers) - (a.identifiers & b.identifiers):
+                kind = "name"
+            return f"{kind}: {found[0]} ≠ {found[1]}"
+    if a.negated != b.negated:
+        rest_a = a.words - _NEGATIONS - {w for w in a.words if w.endswith("n't")}
+        rest_b = b.words - _NEGATIONS - {w for w in b.words if w.endswith("n't")}
+        if _jaccard(rest_a, rest_b) >= 0.5:
+            said = "negated" if a.negated else "affirmed"
+            return f"negation: first {said}, second {'affirmed' if a.negated else 'negated'}"
+    for word in sorted(a.words - b.words):
+        opposite = _OPPOSITE.get(word)
+        if opposite is not None and opposite in b.words and opposite not in a.words and _jaccard(a.words - {word}, b.words - {opposite}) >= 0.5:
+            return f"antonym: {word} ≠ {opposite}"
+    return None
+
+
+def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
