@@ -193,6 +193,9 @@ def pointer_extractions(
         "runs_unchanged": report.reused,
         "pointers": report.pointers,
         "runs_incomplete": len(report.incomplete),
+        # The UI lists figures without saying which are this sync's work and which are totals.
+        "counted": "this sync: runs_extracted, pointers, runs_incomplete (and every llm_ figure); "
+        "of all the topic's runs: runs_considered, runs_unchanged",
     }
     if isinstance(backend, OpenAIExtractor):
         if backend.stopped_by_cost:
@@ -256,6 +259,8 @@ def validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, se
             "accepted": report.accepted,
             "rejected": sum(report.rejected.values()),
             "rejections_total": sum(totals.values()),
+            "counted": "this sync: extractions_validated, accepted, rejected, rejected_now_by_reason; "
+            "every sync so far: rejections_total, rejections_by_reason",
             **non_empty(
                 rejected_now_by_reason=counts_table(report.rejected, "reason"),
                 rejections_by_reason=counts_table(totals, "reason"),
@@ -282,10 +287,13 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
         check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
         flips = record_drift(v, check, observed_by=f"sync {context.run.run_id}")
         resolution, tally = resolve_if_changed(v, topic, preview=PREVIEW_BRICKS)
+        names = v.runs.run_names(b.sources[0].run_id for b in tally.preview if b.sources) if tally else {}
     drift_metadata = {
         "sources_checked_for_drift": len(check.checked),
         "full_reread": full,
         "source_status_flips": len(flips),
+        "counted": "this sync: sources_checked_for_drift, source_status_flips; the topic now: bricks, visible, "
+        "linked_sources, stale, state_*",
     }
     if tally is None:
         return dg.Output(
@@ -303,7 +311,7 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
             "linked_sources": tally.linked_sources,
             "stale": tally.stale,
             **{f"state_{state.lower()}": n for state, n in sorted(tally.states.items())},
-            **non_empty(preview=bricks_preview(tally.preview)),
+            **non_empty(preview=bricks_preview(tally.preview, names=names)),
             **drift_metadata,
         },
     )
@@ -327,6 +335,7 @@ def topic_manifest(
         visible = len(manifest.bricks) if manifest else 0
         # The first bricks in manifest order, read back: the preview shows even on a sync that changed nothing.
         preview = v.bricks.select(topic.topic_id, visible_only=True, limit=PREVIEW_BRICKS)
+        names = v.runs.run_names(b.sources[0].run_id for b in preview if b.sources)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
             reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
@@ -348,7 +357,7 @@ def topic_manifest(
             "new_manifest": recorded,
             "search_reindexed": reindexed,
             "bricks": visible,
-            **non_empty(preview=bricks_preview(preview)),
+            **non_empty(preview=bricks_preview(preview, names=names)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }
     )

@@ -66,6 +66,7 @@ def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource)
     with vault.open() as v:
         stale = v.drift.stale_bricks(topic_id)
         checked = v.history.brick_count(topic_id)
+        names = v.runs.run_names(r["run_id"] for r in stale)
     ids = [r["brick_id"] for r in stale]
     return dg.AssetCheckResult(
         passed=not stale,
@@ -73,7 +74,7 @@ def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource)
             "topic_id": topic_id,
             "bricks_checked": checked,
             "stale_bricks": len(stale),
-            **non_empty(stale=stale_table(stale)),
+            **non_empty(stale=stale_table(stale, names=names)),
         },
         description=(
             f"{topic_id}: {len(stale)} stale bricks: {', '.join(b[:12] for b in ids[:10])}" if stale else f"{topic_id}: no drift"
