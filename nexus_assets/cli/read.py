@@ -105,7 +105,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     ]
     for t in traced["traces"]:
         lines.append(
-            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] {t['node_type'] or 'node'}, {t['branch']} branch; "
+            f"\n{t['run_label']}{' · ' + t['run_id'] if t['run_title'] else ''} {t['json_path']} [{t['start']}:{t['end']}] "
+            f"{t['node_type'] or 'node'}, {t['branch']} branch; "
             f"checksum {t['node_checksum'][:16]}… "
             f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
         )
