@@ -197,7 +197,7 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
 
             # The failed evaluation's metadata: the stale bricks as a table naming the conversation.
             # (Its figures are text, so no plot mixes one topic's evaluations with another's.)
-            page.get_by_text(BROKEN, exact=True).last.click()
+            page.get_by_text(BROKEN, exact=True).and_(page.locator(":visible")).last.click()
             expect(page.get_by_text("stale_bricks").first).to_be_visible()
             expect(page.get_by_text(f"{BROKEN}: ").first).to_be_visible()
             stale_rows = found[BROKEN].evaluation.metadata["stale"].value.records
