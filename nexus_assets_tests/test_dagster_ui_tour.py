@@ -242,6 +242,7 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
             page.goto(f"{dagster_dev}/automation")
             expect(page.get_by_text("nightly_sync").first).to_be_visible()
             expect(page.get_by_text("nexus_files_sensor").first).to_be_visible()
+            page.wait_for_timeout(3000)  # the rows' schedules and switches load after the names
             shot(page, tmp_path, "07-nightly-schedule")
             browser.close()
     finally:
