@@ -28,6 +28,8 @@ DEFAULT_TOPICS_DIR = "data/topics"
 DEFAULT_EXTRACTOR = "embedded"
 DEFAULT_VAULT_MEMORY = "512MB"
 DEFAULT_VIEWER_URL = "http://127.0.0.1:8765"
+# What `nexus plan` estimates for when NEXUS_LLM_MODEL is unset (it says so): a common hosted model.
+DEFAULT_PLAN_MODEL = "gpt-4o-mini"
 
 # Input limits (invariant 12): variable -> default. Parsed by `limit_values`.
 LIMIT_DEFAULTS: dict[str, int] = {

@@ -67,7 +67,7 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             for node in ("resolved_brick_states", "topic_manifest"):
                 preview = result.asset_materializations_for_node(node)[0].metadata["preview"]
                 assert isinstance(preview, dg.TableMetadataValue)
-                assert [c.name for c in preview.schema.columns] == ["order", "state", "stale", "brick", "sources", "text"]
+                assert [c.name for c in preview.schema.columns] == ["order", "state", "stale", "brick", "sources", "text", "from"]
                 assert [r.data["order"] for r in preview.records] == list(range(len(preview.records)))
             states = result.asset_materializations_for_node("resolved_brick_states")[0].metadata
             assert isinstance(states["visible"], dg.IntMetadataValue) and states["visible"].value == meta["bricks"].value

@@ -42,9 +42,9 @@ def edited_and_regenerated() -> dict:
         "current_node": "a-new",
         "mapping": {
             "root": node("root", None, ["u-old", "u-new"], None),
-            "u-old": node("u-old", "root", ["a-old"], message("user", "How should the sync engine handle deletes?", 1717000010)),
+            "u-old": node("u-old", "root", ["a-old"], message("user", "Now the sync engine must handle deletes.", 1717000010)),
             "a-old": node("a-old", "u-old", [], message("assistant", "The sync engine should hard-delete the rows.", 1717000020)),
-            "u-new": node("u-new", "root", ["a-regen", "a-new"], message("user", "How should the sync engine handle renames?", 1717000100)),
+            "u-new": node("u-new", "root", ["a-regen", "a-new"], message("user", "Now the sync engine must handle renames.", 1717000100)),
             "a-regen": node("a-regen", "u-new", [], message("assistant", "The sync engine treats a rename as a move.", 1717000110)),
             "a-new": node("a-new", "u-new", [], message("assistant", "The sync engine records a rename as one operation.", 1717000200)),
         },
@@ -102,9 +102,9 @@ def test_nodes_off_the_current_path_are_abandoned() -> None:
 def test_every_branch_is_compiled_and_every_source_marked(bricks: dict[str, list[dict]]) -> None:
     by_text = {b["content"]: b for b in bricks["everything"]}
     assert set(by_text) == {
-        "How should the sync engine handle deletes?",
+        "Now the sync engine must handle deletes.",
         "The sync engine should hard-delete the rows.",
-        "How should the sync engine handle renames?",
+        "Now the sync engine must handle renames.",
         "The sync engine treats a rename as a move.",
         "The sync engine records a rename as one operation.",
     }
@@ -112,7 +112,7 @@ def test_every_branch_is_compiled_and_every_source_marked(bricks: dict[str, list
         assert all({"node_type", "branch"} <= set(s) for s in b["sources"])
     assert by_text["The sync engine should hard-delete the rows."]["sources"][0]["branch"] == "abandoned"
     assert by_text["The sync engine should hard-delete the rows."]["sources"][0]["node_type"] == "assistant_message"
-    assert by_text["How should the sync engine handle deletes?"]["sources"][0]["node_type"] == "user_message"
+    assert by_text["Now the sync engine must handle deletes."]["sources"][0]["node_type"] == "user_message"
     assert by_text["The sync engine treats a rename as a move."]["abandoned"] is True
     assert by_text["The sync engine records a rename as one operation."]["sources"][0]["branch"] == "current"
     assert by_text["The sync engine records a rename as one operation."]["abandoned"] is False
@@ -120,7 +120,7 @@ def test_every_branch_is_compiled_and_every_source_marked(bricks: dict[str, list
 
 def test_a_topic_with_branches_current_compiles_the_current_path_only(bricks: dict[str, list[dict]]) -> None:
     assert sorted(b["content"] for b in bricks["as-last-seen"]) == [
-        "How should the sync engine handle renames?",
+        "Now the sync engine must handle renames.",
         "The sync engine records a rename as one operation.",
     ]
     assert all(s["branch"] == "current" for b in bricks["as-last-seen"] for s in b["sources"])

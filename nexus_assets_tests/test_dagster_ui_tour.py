@@ -3,7 +3,8 @@
 A fresh copy of the project: README command 1 (`nexus sync`) first, then `dagster dev` on the
 project's dagster_home. The tour: the lineage, a topic partition materialized from the UI by
 picking its key (never typing it), a check that fails for one topic and stays failed while the
-other topic passes, the preview table, and "Materialize all" on every partition. Screenshots are
+other topic passes and its metadata, the preview table, a third topic activated and "Materialize
+all" as a backfill of the three partitions, and the nightly schedule. Screenshots are
 saved under the test's temp dir (and copied to /tmp/nexus-ui-tour/ for people to look at).
 """
 
@@ -30,6 +31,7 @@ from nexus_assets_tests.test_dagster_dev import free_port, start_dagster_dev, st
 from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN, OTHER = "nexus-server-sync", "storage-decisions"
+THIRD = "team-rituals"  # DRAFT in the sample: a partition once activated
 # A CLOSED run whose node 1 backs only nexus-server-sync's bricks.
 RUN_FILE = "data/runs/nexus/2026-10-21-ordering-review.json"
 DRIFT = dg.AssetCheckKey(dg.AssetKey("topic_manifest"), "checksum_drift")
@@ -193,6 +195,15 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
             expect(page.get_by_text("Passed (1)")).to_be_visible()
             shot(page, tmp_path, "03-check-failed-for-one-topic")
 
+            # The failed evaluation's metadata: the stale bricks as a table naming the conversation.
+            # (Its figures are text, so no plot mixes one topic's evaluations with another's.)
+            page.get_by_text(BROKEN, exact=True).and_(page.locator(":visible")).last.click()
+            expect(page.get_by_text("stale_bricks").first).to_be_visible()
+            expect(page.get_by_text(f"{BROKEN}: ").first).to_be_visible()
+            stale_rows = found[BROKEN].evaluation.metadata["stale"].value.records
+            assert stale_rows and all(len(r.data["brick"]) == 12 and r.data["conversation"] for r in stale_rows)
+            shot(page, tmp_path, "03b-failed-check-metadata")
+
             # 4. The preview is a table, not Markdown behind a link.
             page.goto(f"{dagster_dev}/assets/topic_manifest?view=events&partition={OTHER}")
             expect(page.get_by_text("preview", exact=True).first).to_be_visible()
@@ -200,7 +211,13 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
                 expect(page.get_by_role("cell", name=column, exact=True).or_(page.get_by_text(column, exact=True)).first).to_be_visible()
             shot(page, tmp_path, "04-preview-table")
 
-            # 5. "Materialize all" over every partition succeeds on a project with a DRAFT topic.
+            # 5. A third topic becomes a partition when a person activates it; "Materialize all"
+            # over every partition is then a backfill of three topics.
+            nexus = Path(sys.executable).parent / "nexus"
+            env = {k: v for k, v in os.environ.items() if k not in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR")}
+            done = subprocess.run([str(nexus), "activate", THIRD], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert sorted(instance.get_dynamic_partitions("topics")) == sorted([BROKEN, OTHER, THIRD])
             page.goto(f"{dagster_dev}/asset-groups")
             page.get_by_role("button", name="Materialize all…").click()
             page.get_by_role("button", name="All", exact=True).click()
@@ -215,13 +232,23 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
             assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill.status
             runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
             assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+            # One run per topic partition (and the unpartitioned ingest run).
+            assert {r.tags.get("dagster/partition") for r in runs} - {None} == {BROKEN, OTHER, THIRD}
             page.goto(f"{dagster_dev}/runs/b/{backfill.backfill_id}")
             page.wait_for_timeout(2000)
             shot(page, tmp_path, "06-backfill-succeeded")
+
+            # 6. The nightly schedule, on by default, in the automation list.
+            page.goto(f"{dagster_dev}/automation")
+            expect(page.get_by_text("nightly_sync").first).to_be_visible()
+            expect(page.get_by_text("nexus_files_sensor").first).to_be_visible()
+            page.wait_for_timeout(3000)  # the rows' schedules and switches load after the names
+            shot(page, tmp_path, "07-nightly-schedule")
             browser.close()
     finally:
         os.environ.pop("DAGSTER_HOME", None)
     assert sorted(p.name for p in (tmp_path / "screenshots").iterdir()) == [
         "01-lineage.png", "02-materialize-one-partition.png", "03-check-failed-for-one-topic.png",
-        "04-preview-table.png", "05-materialize-all.png", "06-backfill-succeeded.png",
+        "03b-failed-check-metadata.png", "04-preview-table.png", "05-materialize-all.png", "06-backfill-succeeded.png",
+        "07-nightly-schedule.png",
     ]

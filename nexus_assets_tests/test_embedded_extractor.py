@@ -1,6 +1,7 @@
 """The embedded extractor (DESIGN §5): offline and deterministic. It returns whole sentences of
-in-scope nodes that contain a required keyword (whole word, any case), as untrusted pointers that
-go through the same gate as an LLM's."""
+in-scope nodes that contain a required keyword (whole word, any case) and read as statements (not
+headings, questions, lead-ins or fragments: `test_embedded_statements.py`), as untrusted pointers
+that go through the same gate as an LLM's."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.core.models import ExtractionPolicy, Occurrence, Topic
-from nexus_assets.extract.embedded import extract_embedded
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.extract.embedded import extract_embedded, is_statement
+from nexus_assets.extract.sentences import sentence_units, sentences
 from nexus_assets.gate.rules import validate_pointer
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC, make_run
@@ -38,9 +39,9 @@ MESSAGES = [
     ("user", "We sync nightly. The async worker is separate! Syncing is done. Sync again tomorrow?"),
     ("assistant", "Bricks are verbatim. A brick is a unit. The COMPILER decides."),
     ("system", "The sync engine is configured here."),
-    ("tool", "sync result: ok."),
+    ("tool", "sync result is ok."),
     ("user", "Nothing relevant here. Just chatting."),
-    ("user", "The sync_engine is a name. Resync happens. Also SYNC."),
+    ("user", "The sync_engine is a name. Resync happens. Also SYNC now."),
     ("assistant", "Use sync-engine mode. Thanks!"),
 ]
 RUN = make_run("run-1", [c for _, c in MESSAGES], roles=[r for r, _ in MESSAGES])
@@ -53,10 +54,9 @@ def quotes(pointers):
 def test_whole_sentences_with_a_whole_word_keyword_in_any_case():
     assert quotes(extract_embedded(topic(), RUN)) == [
         ("$['messages'][0]['content']", "We sync nightly."),
-        ("$['messages'][0]['content']", "Sync again tomorrow?"),
         ("$['messages'][1]['content']", "A brick is a unit."),
         ("$['messages'][1]['content']", "The COMPILER decides."),
-        ("$['messages'][5]['content']", "Also SYNC."),
+        ("$['messages'][5]['content']", "Also SYNC now."),
         ("$['messages'][6]['content']", "Use sync-engine mode."),
     ]
 
@@ -64,11 +64,11 @@ def test_whole_sentences_with_a_whole_word_keyword_in_any_case():
 @pytest.mark.parametrize(
     "text, matches",
     [
-        ("Sync now.", True),
+        ("Sync it now.", True),
         ("We SYNC now.", True),
-        ("sync", True),
-        ("(sync) now.", True),
-        ("re-sync now.", True),
+        ("we sync every single night", True),
+        ("(sync) it now.", True),
+        ("re-sync it now.", True),
         ("Syncing now.", False),
         ("The async path.", False),
         ("Resync now.", False),
@@ -92,20 +92,22 @@ def test_respects_target_node_types():
     system_only = extract_embedded(topic(node_types=("system_message",)), RUN)
     assert quotes(system_only) == [("$['messages'][2]['content']", "The sync engine is configured here.")]
     tools = extract_embedded(topic(node_types=("tool_message",)), RUN)
-    assert quotes(tools) == [("$['messages'][3]['content']", "sync result: ok.")]
+    assert quotes(tools) == [("$['messages'][3]['content']", "sync result is ok.")]
     everything = quotes(extract_embedded(topic(node_types=None), RUN))
     assert ("$['messages'][2]['content']", "The sync engine is configured here.") in everything
-    assert ("$['messages'][3]['content']", "sync result: ok.") in everything
+    assert ("$['messages'][3]['content']", "sync result is ok.") in everything
 
 
-def test_without_required_keywords_every_sentence_of_in_scope_nodes():
+def test_without_required_keywords_every_statement_of_in_scope_nodes():
     got = quotes(extract_embedded(topic(keywords=None), RUN))
     expected = [
-        (f"$['messages'][{i}]['content']", s)
+        (f"$['messages'][{i}]['content']", text[s:e])
         for i, (role, text) in enumerate(MESSAGES)
         if role in ("user", "assistant")
-        for s in sentences(text)
+        for s, e, kind in sentence_units(text)
+        if is_statement(text[s:e], kind)
     ]
+    assert ("$['messages'][4]['content']", "Nothing relevant here.") in got
     assert got == expected
 
 
@@ -129,8 +131,8 @@ def test_deterministic():
 
 
 def test_empty_and_blank_messages_give_nothing():
-    run = make_run("r", ["", "   \n\t", "Sync."])
-    assert quotes(extract_embedded(topic(keywords=None), run)) == [("$['messages'][2]['content']", "Sync.")]
+    run = make_run("r", ["", "   \n\t", "We sync nightly."])
+    assert quotes(extract_embedded(topic(keywords=None), run)) == [("$['messages'][2]['content']", "We sync nightly.")]
 
 
 # --- property --------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def chatty_runs(draw):
 
 @settings(max_examples=80, deadline=None)
 @given(run=chatty_runs(), node_types=st.sampled_from([None, ("user_message",), ("user_message", "assistant_message")]))
-def test_extracts_exactly_the_keyword_sentences_of_in_scope_nodes(run, node_types):
+def test_extracts_exactly_the_keyword_statements_of_in_scope_nodes(run, node_types):
     t = topic(keywords=KEYWORDS, node_types=node_types)
     pointers = extract_embedded(t, run)
     role_types = {"user": "user_message", "assistant": "assistant_message", "system": "system_message",
@@ -172,9 +174,10 @@ def test_extracts_exactly_the_keyword_sentences_of_in_scope_nodes(run, node_type
         node_type = role_types.get(message["role"], "other")
         if node_types is not None and node_type not in node_types:
             continue
-        for sentence in sentences(message["content"]):
-            if WHOLE_WORD.search(sentence):
-                expected.append((f"$['messages'][{i}]['content']", sentence))
+        text = message["content"]
+        for start, end, kind in sentence_units(text):
+            if WHOLE_WORD.search(text[start:end]) and is_statement(text[start:end], kind):
+                expected.append((f"$['messages'][{i}]['content']", text[start:end]))
     assert quotes(pointers) == expected
     for p in pointers:
         result = validate_pointer(p, topic_id=TOPIC, run=run)

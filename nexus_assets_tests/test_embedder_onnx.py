@@ -136,8 +136,9 @@ def test_a_vault_embedded_with_the_torch_model_is_re_embedded_once_by_the_next_s
     assert not any(r.get("unchanged") for r in first), "a new embedding model is a change"
     with Vault.open(project.db, read_only=True) as v:
         assert v.recall.embedding_count(MODEL) == old
-    recalled = run_json(capsys, *project.cli_args(), "recall", QUESTION, "--topic", TOPIC)
-    assert recalled["model"] == MODEL and recalled["results"][0]["content"] == QUESTION
+    said = "Keep the vault append-only, so a sync inserts rows and never deletes them."
+    recalled = run_json(capsys, *project.cli_args(), "recall", said, "--topic", TOPIC)
+    assert recalled["model"] == MODEL and recalled["results"][0]["content"] == said
 
     again = run_json(capsys, *project.sync_args())
     assert all(r.get("unchanged") for r in again)

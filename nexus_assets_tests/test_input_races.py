@@ -104,7 +104,7 @@ def test_identical_broken_files_are_each_named(empty_project: Project, capsys):
 def test_errors_from_one_file_are_capped_with_a_summary_row(empty_project: Project, capsys, monkeypatch):
     p = empty_project
     write_topic(p)
-    conversation = {"uuid": "same", "name": "n", "chat_messages": [{"sender": "human", "text": "The vault.", "content": []}]}
+    conversation = {"uuid": "same", "name": "n", "chat_messages": [{"sender": "human", "text": "The vault keeps everything.", "content": []}]}
     with zipfile.ZipFile(p.runs / "flood.zip", "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("conversations.json", json.dumps([conversation] * 500))
     monkeypatch.setenv("NEXUS_MAX_ERRORS_PER_FILE", "10")

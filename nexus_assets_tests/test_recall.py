@@ -49,9 +49,24 @@ def test_recall_is_read_only_and_confidences_are_in_range(synced: Project, capsy
     out = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--k", "4")
     assert table_bytes(synced) == before, "no audit row, no state change"
     (top, *rest) = out["results"]
-    assert top["content"] == QUESTION and top["reranker_used"] == "heuristic"
+    assert top["reranker_used"] == "heuristic"
+    assert_grouped_by_message_best_first(out["results"])
     assert all(0.0 <= r["confidence"] <= 1.0 for r in out["results"]) and len(out["results"]) == 4
     assert set(r["brick_id"] for r in out["results"]) and all(r["sources"] for r in out["results"])
+
+
+def assert_grouped_by_message_best_first(results: list[dict]) -> None:
+    """Results come by confidence, the bricks of one message together: each message once, the
+    messages in the order of their most confident brick, and inside one message best first."""
+    messages = [r["message"] for r in results]
+    order = list(dict.fromkeys(messages))
+    assert messages == sorted(messages, key=order.index), "a message's bricks are together"
+    best = [max(r["confidence"] for r in results if r["message"] == m) for m in order]
+    assert best == sorted(best, reverse=True)
+    for m in order:
+        inside = [r["confidence"] for r in results if r["message"] == m]
+        assert inside == sorted(inside, reverse=True)
+    assert all(r["message"] == f"{r['sources'][0]['run_id']} {r['sources'][0]['json_path']}" for r in results)
 
 
 def closed_port() -> int:
@@ -136,12 +151,15 @@ def test_an_answer_is_grounded_audited_and_mode1_refuses_after_an_edit_or_a_dele
     assert set(g) >= {"brick_id", "content_snippet", "run_id", "json_path", "start", "end", "viewer_url", "confidence", "retrieval_timestamp"}
     assert len(run_json(capsys, *synced.cli_args(), "audit")) == 1
 
+    # Edit the message the first cited brick was said in.
+    assert g["run_id"] == "run-2026-10-09-vault-design"
     path = synced.runs / "nexus/2026-10-09-vault-design.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
-    doc["messages"][0]["content"] = "Edited: " + doc["messages"][0]["content"]
+    message = int(g["json_path"].split("[")[2].rstrip("]"))
+    doc["messages"][message]["content"] = "Edited: " + doc["messages"][message]["content"]
     path.write_text(json.dumps(doc), encoding="utf-8")
     refused = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC, expect=1)
-    assert refused["refused"] and refused["reason"].startswith("MODE-1") and "ada884100bba" in refused["reason"]
+    assert refused["refused"] and refused["reason"].startswith("MODE-1") and g["brick_id"][:12] in refused["reason"]
     path.unlink()
     gone = run_json(capsys, *synced.cli_args(), "ask", QUESTION, "--topic", TOPIC, expect=1)
     assert "MODE-1" in gone["reason"] and "gone" in gone["reason"]
@@ -350,6 +368,6 @@ def test_recall_repl_answers_every_line_of_its_input_in_one_process(synced: Proj
     assert [a["query"] for a in answers] == [q for q in queries if q]
     single = run_nexus(*synced.cli_args(), "recall", QUESTION, "--json", "--k", "3", cwd=synced.root)
     assert [r["brick_id"] for r in answers[0]["results"]] == [r["brick_id"] for r in json.loads(single.stdout)["results"]]
-    assert answers[0]["results"][0]["content"] == QUESTION
+    assert_grouped_by_message_best_first(answers[0]["results"])
     no_query = run_nexus(*synced.cli_args(), "recall")
     assert no_query.returncode == 2 and "--repl" in no_query.stderr

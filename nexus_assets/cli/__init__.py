@@ -120,6 +120,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("bricks", parents=[common], help="a topic's visible bricks in order")
     p.add_argument("topic")
     p.add_argument("--all", action="store_true", help="include superseded bricks")
+    p.add_argument("--full", action="store_true", help="each brick's whole text, wrapped, with the conversation it came from")
     _handler(p, "read:cmd_bricks")
     p = sub.add_parser("rejections", parents=[common], help="rejected pointers with reason codes")
     p.add_argument("topic")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import duckdb
 
@@ -20,6 +20,7 @@ from nexus_assets.vault.catalog import Catalog
 
 if TYPE_CHECKING:
     from nexus_assets.core.models import Brick
+    from nexus_assets.ingest.names import RunName
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 
@@ -37,6 +38,15 @@ def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
 
 def brick_json(b: Brick) -> dict:
     return b.model_dump(mode="json")
+
+
+def named_brick_json(b: Brick, names: Mapping[str, RunName]) -> dict:
+    """`brick_json` with each source's conversation title and start date (`run_title`, `run_date`)."""
+    data = brick_json(b)
+    for source in data["sources"]:
+        name = names.get(source["run_id"])
+        source.update(name.as_json() if name else {"run_title": None, "run_date": None})
+    return data
 
 
 def one_line(text: str, width: int = 100) -> str:

@@ -19,7 +19,8 @@ from nexus_assets.export.step import (
 
 def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
-        args.out = f"{args.topic}.parquet"
+        # Beside the vault, not wherever the command happens to run.
+        args.out = str(Path(args.db).resolve().parent / "exports" / f"{args.topic}.parquet")
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
         try:

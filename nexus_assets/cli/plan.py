@@ -24,10 +24,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # Planning sends nothing, so only the model (part of every call key) and prices matter.
     env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
     env.setdefault("OPENAI_API_KEY", "unused")
+    # The model is part of every call key; without one the plan is for a stated default, not refused.
+    default_model = not env.get("NEXUS_LLM_MODEL")
+    if default_model:
+        env["NEXUS_LLM_MODEL"] = settings.DEFAULT_PLAN_MODEL
     try:
         config = LLMConfig.from_env(env)
     except LLMConfigError as exc:
-        raise UsageError(f"{exc}; the plan needs NEXUS_LLM_MODEL because the model is part of every call key") from None
+        raise UsageError(str(exc)) from None
     topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(topics_dir) if tf.topic is not None}
@@ -50,7 +54,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             plans, summary = plan_topics(selected, runs, config=config, store=vault.llm_calls, token_budget=budget)
     else:
         plans, summary = plan_topics(selected, runs, config=config, store=_NoCalls(), token_budget=budget)
-    data = {"model": config.model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
+    data = {"model": config.model, "model_is_default": default_model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
     if args.explain_cache:
         explained = []
         if db.exists():
@@ -70,6 +74,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if vetoing:
         data["semantic_veto"] = _plan_veto(args, vetoing, runs, config)
     lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
+    if default_model:
+        lines[0] = (
+            f"model {config.model} (a default: NEXUS_LLM_MODEL is not set; set it to plan for the model you will use), "
+            f"{budget} source tokens per call; nothing was sent"
+        )
     for p in plans:
         cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
         lines.append(

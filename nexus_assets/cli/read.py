@@ -6,11 +6,13 @@ They import neither Dagster nor the LLM client, so they answer in about the time
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 
 from nexus_assets.cli.common import (
     UsageError,
-    brick_json,
     emit,
+    named_brick_json,
     one_line,
     open_vault,
     require_topic,
@@ -22,17 +24,41 @@ def cmd_bricks(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
         bricks = vault.bricks.select(args.topic)
-    if not args.all:
-        bricks = [b for b in bricks if b.state != "SUPERSEDED"]
-    text = "\n".join(
-        f"{'-' if b.order_index is None else b.order_index:>4} {b.state:<10} {b.brick_id[:12]}"
-        f"{' STALE' if b.stale else ''}{' ABANDONED-BRANCH' if b.abandoned else ''}"
-        f"{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
-        f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content)}"
-        for b in bricks
-    ) or f"no bricks in {args.topic}"
-    emit(args, [brick_json(b) for b in bricks], text)
+        if not args.all:
+            bricks = [b for b in bricks if b.state != "SUPERSEDED"]
+        names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
+    if args.full:
+        text = "\n\n".join(_brick_whole(b, names) for b in bricks)
+    else:
+        text = "\n".join(
+            f"{'-' if b.order_index is None else b.order_index:>4} {b.state:<10} {b.brick_id[:12]}"
+            f"{' STALE' if b.stale else ''}{' ABANDONED-BRANCH' if b.abandoned else ''}"
+            f"{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
+            f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content, 90)}"
+            f"{'  — ' + names[b.sources[0].run_id].label if b.sources else ''}"
+            for b in bricks
+        )
+    emit(args, [named_brick_json(b, names) for b in bricks], text or f"no bricks in {args.topic}")
     return 0
+
+
+def _brick_whole(b, names: dict) -> str:
+    """A brick as `--full` shows it: a header, the whole text wrapped to the terminal, its sources."""
+    width = max(40, min(shutil.get_terminal_size().columns, 120))
+    header = (
+        f"{'-' if b.order_index is None else b.order_index:>4} {b.state} {b.brick_id[:12]}"
+        f"{' STALE' if b.stale else ''}{' ABANDONED-BRANCH' if b.abandoned else ''}"
+        f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}"
+    )
+    body = "\n".join(
+        textwrap.fill(paragraph, width, initial_indent="     ", subsequent_indent="     ") if paragraph.strip() else ""
+        for paragraph in b.content.splitlines()
+    )
+    sources = "\n".join(
+        f"     from {names[s.run_id].label}{' · ' + s.run_id if names[s.run_id].title else ''} {s.json_path} [{s.start}:{s.end}]"
+        for s in b.sources
+    )
+    return "\n".join(part for part in (header, body, sources) if part)
 
 
 def cmd_rejections(args: argparse.Namespace) -> int:
@@ -79,7 +105,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     ]
     for t in traced["traces"]:
         lines.append(
-            f"\n{t['run_id']} {t['json_path']} [{t['start']}:{t['end']}] {t['node_type'] or 'node'}, {t['branch']} branch; "
+            f"\n{t['run_label']}{' · ' + t['run_id'] if t['run_title'] else ''} {t['json_path']} [{t['start']}:{t['end']}] "
+            f"{t['node_type'] or 'node'}, {t['branch']} branch; "
             f"checksum {t['node_checksum'][:16]}… "
             f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
         )

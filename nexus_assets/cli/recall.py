@@ -68,12 +68,26 @@ def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None,
     if out["not_embedded"]:
         print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
               "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
-    lines = [
-        f"{i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  {one_line(r['content'], 110)}"
-        for i, r in enumerate(out["results"], 1)
-    ] or [f"nothing recalled for {query!r}"]
+    lines, message = [], None
+    for i, r in enumerate(out["results"], 1):
+        if r["message"] != message:  # results come grouped by the message they were said in
+            message = r["message"]
+            lines.append(f"from {_conversation(r)}:")
+        lines.append(
+            f"  {i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  "
+            f"{one_line(r['content'], 110)}"
+        )
+    lines = lines or [f"nothing recalled for {query!r}"]
     lines += [f"(fell through: {n})" for n in out["fell_through"]]
     return out, "\n".join(lines)
+
+
+def _conversation(item: dict) -> str:
+    """A result's or grounding source's conversation, as a person names it."""
+    source = item["sources"][0] if item.get("sources") else item
+    title, date = item.get("run_title"), item.get("run_date")
+    name = f"\u201c{title}\u201d" if title else source.get("run_id", "?")
+    return f"{name} ({date})" if date else name
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -93,7 +107,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         text = (
             f"{out['answer']}\n\n— {out['model']} ({out['generation']}); CCC {out['ccc']:.2f}, {out['revisions']} revisions; "
             f"ranked by {out['reranker_used']}; audit {out['audit_id'][:12]}\n"
-            + "\n".join(f"  [{s['brick_id'][:12]}] {s['run_id']} {s['json_path']} [{s['start']}:{s['end']}]" for s in out["sources"])
+            + "\n".join(
+                f"  [{s['brick_id'][:12]}] {_conversation(s)}{' · ' + s['run_id'] if s['run_title'] else ''} "
+                f"{s['json_path']} [{s['start']}:{s['end']}]"
+                for s in out["sources"]
+            )
         )
     emit(args, out, text)
     return 1 if out["refused"] else 0

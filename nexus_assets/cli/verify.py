@@ -25,6 +25,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for t in vault.topics.all():
             chain += chain_problems(vault.bricks.manifests(t.topic_id))
             final += immutability_problems(vault, t.topic_id, with_chain=False)
+        names = vault.runs.run_names(d.address.run_id for d in drifts)
+    by_run = drift_by_run(drifts, names)
     data = {
         # A brick is stale by its canonical source (invariant 14); an unfinished forget may leave text behind (15).
         "ok": not stale and not chain and not final and unfinished is None,
@@ -33,13 +35,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
         "drift": [
             {"brick_id": d.brick_id, "topic_id": d.topic_id, **d.address.model_dump(), "problem": d.problem} for d in drifts
         ],
+        # The same drift, one entry per conversation: an edit usually moves every address of a message.
+        "drift_by_run": by_run,
         "stale_bricks": stale,
         "chain_problems": chain,
         "immutability_problems": final,
         "unfinished_forget": unfinished_line(unfinished) if unfinished else None,
     }
     lines = [f"checked {data['sources_checked']} source addresses of {len(bricks)} bricks"]
-    lines += [f"DRIFT {d.brick_id[:12]} ({d.topic_id}): {d.problem}" for d in drifts]
+    lines += [
+        f"DRIFT {r['label']}: {_n(r['sources'], 'source address', 'source addresses')} in {_n(r['messages'], 'message')}, "
+        f"{_n(len(r['bricks']), 'brick')} "
+        f"of {', '.join(r['topics'])}: {'; '.join(r['problems'])}"
+        for r in by_run
+    ]
     lines += [f"CHAIN {p}" for p in chain]
     lines += [f"FINAL {p}" for p in final]
     lines += [f"FORGET {unfinished_line(unfinished)}"] if unfinished else []
@@ -51,3 +60,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     emit(args, data, "\n".join(lines))
     return 0 if data["ok"] else 1
+
+
+def drift_by_run(drifts: list, names: dict) -> list[dict]:
+    """Drifted addresses grouped by run: how many addresses, messages, bricks and topics each
+    conversation's change touched, and its problems (each said once)."""
+    runs: dict[str, dict] = {}
+    for d in drifts:
+        run_id = d.address.run_id
+        name = names.get(run_id)
+        entry = runs.setdefault(
+            run_id,
+            {"run_id": run_id, **(name.as_json() if name else {"run_title": None, "run_date": None}),
+             "label": name.label if name else run_id, "sources": 0, "messages": set(), "bricks": [], "topics": [], "problems": []},
+        )
+        entry["sources"] += 1
+        entry["messages"].add(d.address.json_path)
+        for key, value in (("bricks", d.brick_id), ("topics", d.topic_id), ("problems", d.problem)):
+            if value not in entry[key]:
+                entry[key].append(value)
+    return [{**e, "messages": len(e["messages"])} for _, e in sorted(runs.items())]
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"

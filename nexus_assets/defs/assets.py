@@ -196,6 +196,9 @@ def pointer_extractions(
         "runs_unchanged": report.reused,
         "pointers": report.pointers,
         "runs_incomplete": len(report.incomplete),
+        # The UI lists figures without saying which are this sync's work and which are totals.
+        "counted": "this sync: runs_extracted, pointers, runs_incomplete (and every llm_ figure); "
+        "of all the topic's runs: runs_considered, runs_unchanged",
     }
     if isinstance(backend, OpenAIExtractor):
         if backend.stopped_by_cost:
@@ -279,6 +282,8 @@ def validated_bricks(
             "rejected": sum(report.rejected.values()),
             "rejections_total": sum(totals.values()),
             **veto_metadata,
+            "counted": "this sync: extractions_validated, accepted, rejected, rejected_now_by_reason; "
+            "every sync so far: rejections_total, rejections_by_reason",
             **non_empty(
                 rejected_now_by_reason=counts_table(report.rejected, "reason"),
                 rejections_by_reason=counts_table(totals, "reason"),
@@ -305,10 +310,13 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
         check = full_drift(v, topic_id) if full else current_drift(v, topic_id)
         flips = record_drift(v, check, observed_by=f"sync {context.run.run_id}")
         resolution, tally = resolve_if_changed(v, topic, preview=PREVIEW_BRICKS)
+        names = v.runs.run_names(b.sources[0].run_id for b in tally.preview if b.sources) if tally else {}
     drift_metadata = {
         "sources_checked_for_drift": len(check.checked),
         "full_reread": full,
         "source_status_flips": len(flips),
+        "counted": "this sync: sources_checked_for_drift, source_status_flips; the topic now: bricks, visible, "
+        "linked_sources, stale, state_*",
     }
     if tally is None:
         return dg.Output(
@@ -329,7 +337,7 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
             f"{counted}linked_sources": tally.linked_sources,
             f"{counted}stale": tally.stale,
             **{f"{counted}state_{state.lower()}": n for state, n in sorted(tally.states.items())},
-            **non_empty(**{f"{counted}preview": bricks_preview(tally.preview)}),
+            **non_empty(**{f"{counted}preview": bricks_preview(tally.preview, names=names)}),
             **drift_metadata,
         },
     )
@@ -356,6 +364,7 @@ def topic_manifest(
         # Conflicts among the published bricks as related so far: bricks new in this sync are related
         # once embedded (brick_embeddings), and the open_conflicts check, which runs after that, counts them.
         related_pairs, open_conflicts = v.relations.pair_counts(topic.topic_id, EMBEDDING_MODEL)
+        names = v.runs.run_names(b.sources[0].run_id for b in preview if b.sources)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
             reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
@@ -379,7 +388,7 @@ def topic_manifest(
             "bricks": visible,
             "open_conflicts": open_conflicts,
             "related_pairs": related_pairs,
-            **non_empty(preview=bricks_preview(preview)),
+            **non_empty(preview=bricks_preview(preview, names=names)),
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
         }
     )

@@ -13,6 +13,7 @@ import dagster as dg
 from nexus_assets.defs.assets import FULL_VERIFY_TAG, topic_manifest, validated_bricks
 from nexus_assets.defs.metadata import (
     counts_table,
+    figure,
     non_empty,
     problems_table,
     stale_table,
@@ -54,10 +55,10 @@ def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: Vault
         metadata={
             "topic_id": topic_id,
             "checked": "every stored text" if runs is None else f"the texts of {len(runs)} changed runs",
-            "occurrences_checked": occurrences_checked,
-            "bricks_checked": bricks_checked,
-            "mismatches": len(bad),
-            "rejected_total": sum(counts.values()),
+            "occurrences_checked": figure(occurrences_checked),
+            "bricks_checked": figure(bricks_checked),
+            "mismatches": figure(len(bad)),
+            "rejected_total": figure(sum(counts.values())),
             **non_empty(mismatched_texts=problems_table(bad), rejected_by_reason=counts_table(counts, "reason")),
         },
         description=(
@@ -77,14 +78,15 @@ def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource)
     with vault.open() as v:
         stale = v.drift.stale_bricks(topic_id)
         checked = v.history.brick_count(topic_id)
+        names = v.runs.run_names(r["run_id"] for r in stale)
     ids = [r["brick_id"] for r in stale]
     return dg.AssetCheckResult(
         passed=not stale,
         metadata={
             "topic_id": topic_id,
-            "bricks_checked": checked,
-            "stale_bricks": len(stale),
-            **non_empty(stale=stale_table(stale)),
+            "bricks_checked": figure(checked),
+            "stale_bricks": figure(len(stale)),
+            **non_empty(stale=stale_table(stale, names=names)),
         },
         description=(
             f"{topic_id}: {len(stale)} stale bricks: {', '.join(b[:12] for b in ids[:10])}" if stale else f"{topic_id}: no drift"
@@ -113,8 +115,8 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
             "topic_id": topic_id,
             "sealed": sealed is not None,
             **non_empty(sealed_manifest=sealed.manifest_hash if sealed else None),
-            "final_bricks": final,
-            "problems": len(problems),
+            "final_bricks": figure(final),
+            "problems": figure(len(problems)),
             **non_empty(problem_list=problems_table(problems)),
         },
         description=(
@@ -157,14 +159,14 @@ def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResou
         passed=not failed,
         metadata={
             "gold_file": str(gold),
-            **{name: float(r[name]) for name in figures},
-            "min_precision": float(gate.min_precision),
-            "min_recall": float(gate.min_recall),
-            "predicted_spans": r["predicted"],
-            "gold_spans": r["gold"],
-            "exact_matches": r["exact_matches"],
-            "misses": len(r["misses"]),
-            "false_positives": len(r["false_positives"]),
+            **{name: figure(float(r[name])) for name in figures},
+            "min_precision": figure(float(gate.min_precision)),
+            "min_recall": figure(float(gate.min_recall)),
+            "predicted_spans": figure(r["predicted"]),
+            "gold_spans": figure(r["gold"]),
+            "exact_matches": figure(r["exact_matches"]),
+            "misses": figure(len(r["misses"])),
+            "false_positives": figure(len(r["false_positives"])),
             "per_run": dg.MetadataValue.table(
                 [
                     dg.TableRecord({"run_id": p["run_id"], **{k: p[k] for k in ("predicted", "gold", "exact_matches")},

@@ -251,15 +251,3 @@ class DriftRecords(Records):
             [new, old, sha],
         ).fetchall()
         return sorted(r[0] for r in rows)
-
-    def run_titles(self, run_ids: Iterable[str]) -> dict[str, str]:
-        """Conversation titles of export runs (ChatGPT `title`, Claude `name`), for people to read."""
-        ids = sorted(set(run_ids))
-        if not ids:
-            return {}
-        rows = self.conn.execute(
-            """SELECT run_id, coalesce(json_extract_string(raw_json, '$.title'), json_extract_string(raw_json, '$.name'))
-               FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))""",
-            [ids],
-        ).fetchall()
-        return {r: t.strip() for r, t in rows if isinstance(t, str) and t.strip()}

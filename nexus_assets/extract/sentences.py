@@ -69,9 +69,25 @@ _LETTER_DOTS = re.compile(r"(?:[^\W\d_]\.)++[^\W\d_]")
 _TOKEN_LOOKBACK = 16
 
 
+# What a span is, for readers that keep only statements (the embedded extractor): prose, a list
+# item's text, a heading, a table row or a fenced code block.
+PROSE, ITEM, HEADING, TABLE, CODE = "prose", "item", "heading", "table", "code"
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Spans [start, end) of the sentences of `text`, in order, non-overlapping, each stripped of
     surrounding whitespace (text[start:end] has no leading/trailing whitespace and is non-empty)."""
+    return _spans(text, None)
+
+
+def sentence_units(text: str) -> list[tuple[int, int, str]]:
+    """`sentence_spans` with the kind of each span (PROSE, ITEM, HEADING, TABLE or CODE)."""
+    kinds: list[str] = []
+    spans = _spans(text, kinds)
+    return [(s, e, k) for (s, e), k in zip(spans, kinds)]
+
+
+def _spans(text: str, kinds: list[str] | None) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     fence_char = ""
     fence_len = 0
@@ -82,34 +98,42 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         pos += len(line)
         end = start + len(line.rstrip())
 
+        before = len(spans)
+        kind = PROSE
         if fence_char:
             close = _FENCE_CLOSE.match(text, start, end)
             if close and close.group(1)[0] == fence_char and len(close.group(1)) >= fence_len:
                 _add(spans, text, code_start, start)
                 fence_char = ""
-            continue
-        if end == start:
-            continue
-        content = _PREFIX.match(text, start, end).end()
-        if content == end:
-            continue
-        first = text[content]
-        if first in "`~" and (fence := _FENCE_OPEN.match(text, start, end)):
-            marks = fence.group(1) or fence.group(2)
-            fence_char, fence_len, code_start = marks[0], len(marks), pos
-        elif first in "-*_=" and _RULE.match(text, content, end):
-            continue
-        elif first == "#" and (heading := _HEADING.match(text, content, end)):
-            _add(spans, text, heading.end(), _strip_closing_hashes(text, heading.end(), end))
-        elif first == "|":
-            if not _TABLE_DELIMITER.match(text, content, end) or "-" not in text[content:end]:
-                spans.append((content, end))
-        else:
-            _split_line(spans, text, content, end)
+                kind = CODE
+        elif end > start and (content := _PREFIX.match(text, start, end).end()) < end:
+            first = text[content]
+            if first in "`~" and (fence := _FENCE_OPEN.match(text, start, end)):
+                marks = fence.group(1) or fence.group(2)
+                fence_char, fence_len, code_start = marks[0], len(marks), pos
+            elif first in "-*_=" and _RULE.match(text, content, end):
+                pass
+            elif first == "#" and (heading := _HEADING.match(text, content, end)):
+                _add(spans, text, heading.end(), _strip_closing_hashes(text, heading.end(), end))
+                kind = HEADING
+            elif first == "|":
+                if not _TABLE_DELIMITER.match(text, content, end) or "-" not in text[content:end]:
+                    spans.append((content, end))
+                kind = TABLE
+            else:
+                _split_line(spans, text, content, end)
+                # A bullet, number or task box (not a blockquote's `>`) makes the line a list item.
+                if content > start and any(c not in " \t>" for c in text[start:content]):
+                    kind = ITEM
+        if kinds is not None and len(spans) > before:
+            kinds.extend(kind for _ in range(len(spans) - before))
 
     if fence_char:
         # An unterminated fence runs to the end of the text, as markdown renderers show it.
+        before = len(spans)
         _add(spans, text, code_start, len(text))
+        if kinds is not None and len(spans) > before:
+            kinds.append(CODE)
     return spans
 
 

@@ -14,6 +14,7 @@ from nexus_assets.core.models import (
     RunStatus,
 )
 from nexus_assets.ingest.formats import READER_VERSION
+from nexus_assets.ingest.names import RunName, run_name
 from nexus_assets.ingest.nodes import (
     NodeRecord,
     StepsCache,
@@ -381,6 +382,20 @@ class RunRecords(Records):
             [[a[0] for a in addresses], [a[1] for a in addresses]],
         ).fetchall()
         return {(r, p): t for r, p, t in rows}
+
+    def run_names(self, run_ids: Iterable[str]) -> dict[str, RunName]:
+        """The title and start date of each run's latest version, for people to read (`names.py`)."""
+        run_ids = list(dict.fromkeys(run_ids))
+        if not run_ids:
+            return {}
+        rows = self.conn.execute(
+            """SELECT run_id, coalesce(json_extract_string(raw_json, '$.title'), json_extract_string(raw_json, '$.name')),
+                      started_at
+               FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))""",
+            [run_ids],
+        ).fetchall()
+        found = {r: run_name(r, title, started) for r, title, started in rows}
+        return {r: found.get(r, RunName(r, None, None)) for r in run_ids}
 
     def latest_raw_json(self, run_id: str) -> str | None:
         """The latest version's raw JSON (for gold paths not written in normalized form)."""

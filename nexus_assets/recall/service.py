@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from nexus_assets.drift.step import file_drift
+from nexus_assets.extract.embedded import is_statement
 from nexus_assets.recall.citations import (
     CCC_THRESHOLD,
     MAX_REVISIONS,
@@ -72,7 +73,9 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
                     hits[idx.brick_ids[r]] = float(s)
         bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=list(hits))}
         topic_defs = {t: vault.topics.topic(t) for t in {b.topic_id for b in bricks.values()}}
-        files = {r: f for r, (f, _) in vault.runs.run_sources({b.sources[0].run_id for b in bricks.values() if b.sources}).items()}
+        canonical_runs = {b.sources[0].run_id for b in bricks.values() if b.sources}
+        files = {r: f for r, (f, _) in vault.runs.run_sources(canonical_runs).items()}
+        names = vault.runs.run_names(canonical_runs)
         seq = vault.runs.ingestion_seq()
     order = sorted({seq.get(b.sources[0].run_id, 0) for b in bricks.values() if b.sources})
     rank = {s: (i / (len(order) - 1) if len(order) > 1 else 1.0) for i, s in enumerate(order)}
@@ -92,8 +95,9 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
     ranked, notes = rerank(query, candidates, env)
     stamp = datetime.now(timezone.utc).isoformat()
     results = []
-    for c in ranked[:k]:
+    for c in grouped_by_message(ranked[:k], bricks):
         b = bricks[c.brick_id]
+        name = names.get(b.sources[0].run_id) if b.sources else None
         results.append(
             {
                 "brick_id": c.brick_id,
@@ -107,6 +111,9 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
                 "authority": c.authority,
                 "sources": [s.model_dump(mode="json") for s in b.sources],
                 "retrieval_timestamp": stamp,
+                # The message the brick was said in (its canonical source), and the conversation's name.
+                "message": _message_key(b),
+                **(name.as_json() if name else {"run_title": None, "run_date": None}),
             }
         )
     return {
@@ -119,6 +126,27 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         "not_embedded": not_embedded,  # visible bricks recall cannot see until a sync with recall embeds them
         "latency_ms": int((time.monotonic() - started) * 1000),
     }
+
+
+def _message_key(brick) -> str | None:
+    source = brick.sources[0] if brick.sources else None
+    return f"{source.run_id} {source.json_path}" if source else None
+
+
+def grouped_by_message(chosen: list[Candidate], bricks: Mapping) -> list[Candidate]:
+    """The chosen results by confidence, best first, with the bricks of one message together: a
+    message's group sits where its most confident brick would, and inside it by confidence too.
+    The reranker decides which bricks are shown; this decides the order a person reads them in."""
+    def confidence(c: Candidate) -> float:
+        return _confidence(c.similarity)
+
+    groups: dict[str | None, list[Candidate]] = {}
+    for c in chosen:
+        groups.setdefault(_message_key(bricks[c.brick_id]), []).append(c)
+    for members in groups.values():
+        members.sort(key=lambda c: (-confidence(c), bricks[c.brick_id].sources[0].start if bricks[c.brick_id].sources else 0))
+    ordered = sorted(groups.values(), key=lambda members: -confidence(members[0]))
+    return [c for members in ordered for c in members]
 
 
 # Answers
@@ -212,15 +240,25 @@ def ask(
         if generation == "none":
             # The most relevant bricks are chosen (the same sentence in two topics is said once),
             # then the answer leads with the highest authority; within a level, relevance decides.
+            # Questions, headings and fragments (an LLM extractor may have kept them) answer nothing.
             chosen, seen = [], set()
             for b in bricks:
                 said = " ".join(b["content"].lower().split())
-                if said not in seen:
+                if said not in seen and is_statement(b["content"]):
                     seen.add(said)
                     chosen.append(b)
-            ordered = sorted(chosen[:ANSWER_BRICKS], key=lambda b: b["authority"])
+            # Bricks of one message stay together, in the order they were said.
+            first = {}
+            for i, b in enumerate(chosen[:ANSWER_BRICKS]):
+                first.setdefault(b["message"], i)
+            ordered = sorted(
+                chosen[:ANSWER_BRICKS],
+                key=lambda b: (b["authority"], first[b["message"]], b["sources"][0]["start"] if b["sources"] else 0),
+            )
             answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered], limit=ANSWER_BRICKS)
             model, generation = "offline-extractive", "verbatim brick text only; CCC 1.0 by construction"
+            if not ordered:
+                reason = "every brick recalled for this question is a question or a fragment, not a statement to quote"
     parts = split_answer(answer, allowed) if answer else []
     score = ccc(parts)
     cited = list(dict.fromkeys(b for p in parts for b in p.brick_ids))
@@ -265,6 +303,8 @@ def ask(
             "viewer_url": f"{topic_url(by_id[b]['topic_id'])}#brick-{b}",
             "confidence": by_id[b]["confidence"],
             "authority": by_id[b]["authority"],
+            "run_title": by_id[b]["run_title"],
+            "run_date": by_id[b]["run_date"],
             "retrieval_timestamp": by_id[b]["retrieval_timestamp"],
         }
         for b in cited

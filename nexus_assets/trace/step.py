@@ -19,6 +19,7 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
     status = vault.runs.run_status({a.run_id for a in brick.sources})
     # The recorded status (invariant 14), so trace says what verify, bricks and the check say.
     problems = vault.drift.source_problems(brick.sources)
+    names = vault.runs.run_names(a.run_id for a in brick.sources)
     traces = []
     for a in brick.sources:
         run = runs.get(keys.get(a))
@@ -33,6 +34,8 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
                 "current": problem is None,
                 "problem": problem,
                 "run_status": status.get(a.run_id),
+                **names[a.run_id].as_json(),
+                "run_label": names[a.run_id].label,
             }
         )
     return {

@@ -55,6 +55,20 @@ templates = Environment(
 templates.filters["short"] = lambda h, n=12: (h or "")[:n]
 
 
+def _groupby_adjacent(items, key: str) -> list[tuple[object, list]]:
+    """Runs of items with the same `key`, in the order given (Jinja's groupby sorts, losing it)."""
+    groups: list[tuple[object, list]] = []
+    for item in items:
+        if groups and groups[-1][0] == item[key]:
+            groups[-1][1].append(item)
+        else:
+            groups.append((item[key], [item]))
+    return groups
+
+
+templates.filters["groupby_adjacent"] = _groupby_adjacent
+
+
 class NoVault(Exception):
     """The vault file is missing or was never synced."""
 

@@ -15,6 +15,7 @@ from nexus_assets.recall.embedder import (
     MODEL as EMBEDDING_MODEL,  # the name only: no model loads
 )
 from nexus_assets.relate.step import conflict_rows, related_rows
+from nexus_assets.ingest.names import RunName
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
 from nexus_assets.vault.store import RunVersion, Vault
@@ -53,7 +54,7 @@ class TopicSummary:
 @dataclass(frozen=True)
 class BrickView:
     brick: Brick
-    runs: list[str]
+    runs: list[RunName]  # the conversations it was said in, as a person names them
     # (text, is_search_hit) pieces of the content, so the template escapes each piece itself.
     segments: list[tuple[str, bool]]
     history: list[Brick] = field(default_factory=list)
@@ -150,6 +151,7 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
         position = {e.brick_id: i for i, e in enumerate(manifest.bricks)}
         visible.sort(key=lambda b: (position.get(b.brick_id, len(position)), b.order_index or 0))
     related, conflicted = _relation_counts(vault, topic_id)
+    names = vault.runs.run_names(s.run_id for b in visible for s in b.sources)
     query = query.strip()
     if query and db_path is not None:
         # Ranked full-text search (BM25), the same as `nexus search --topic`.
@@ -159,7 +161,7 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
         views = [
             BrickView(
                 brick=by_id[h.brick_id],
-                runs=list(dict.fromkeys(s.run_id for s in by_id[h.brick_id].sources)),
+                runs=[names[r] for r in dict.fromkeys(s.run_id for s in by_id[h.brick_id].sources)],
                 segments=highlight_segments(h.content, h.highlights),
                 history=_history(h.brick_id, children),
                 related=related.get(h.brick_id, 0),
@@ -173,7 +175,7 @@ def topic_page(vault: Vault, topic_id: str, query: str = "", db_path=None) -> To
     views = [
         BrickView(
             brick=b,
-            runs=list(dict.fromkeys(s.run_id for s in b.sources)),
+            runs=[names[r] for r in dict.fromkeys(s.run_id for s in b.sources)],
             segments=search_segments(b.content, pattern),
             history=_history(b.brick_id, children),
             related=related.get(b.brick_id, 0),
@@ -243,7 +245,6 @@ def brick_trace(vault: Vault, brick_id: str) -> dict | None:
     runs = vault.runs.load_runs(
         {RunVersion(t["run_id"], t["version_id"]) for t in traced["traces"] if t["version_id"]}
     )
-    titles = vault.drift.run_titles({t["run_id"] for t in traced["traces"]})
     for t in traced["traces"]:
         node, start, end = t["node_text"], t["start"], t["end"]
         t["before"], t["after"] = node[:start], node[end:]
@@ -252,7 +253,6 @@ def brick_trace(vault: Vault, brick_id: str) -> dict | None:
         # Each source's own recorded status (invariant 14): what verify, bricks and the check say.
         t["checksum_matches"] = t["current"]
         t["problems"] = [t["problem"]] if t["problem"] else []
-        t["run_title"] = titles.get(t["run_id"])
     # The brick view: its related bricks (nearest first, conflicts marked) and the superseded
     # fragments under it (the shadow stack), each with its canonical source.
     traced["related"] = related_rows(vault, traced["brick_id"], EMBEDDING_MODEL)

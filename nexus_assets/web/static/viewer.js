@@ -42,8 +42,8 @@
       : el("span", { class: "flag flag-bad" }, "✗ no longer matches: " + trace.problems.join("; "));
     // Export conversations are known by their titles; the run id stays on hover.
     const run = trace.run_title
-      ? el("span", { title: trace.run_id }, trace.run_title)
-      : el("span", { class: "mono" }, trace.run_id);
+      ? el("span", { title: trace.run_id }, trace.run_label)
+      : el("span", { class: "mono" }, trace.run_label || trace.run_id);
     const meta = el(
       "dl",
       { class: "meta" },
