@@ -29,8 +29,8 @@ from nexus_assets_tests.test_viewer import (
 )
 
 SCREENSHOT_COPY = Path("/tmp/nexus-conflict-view-screenshot.png")
-FRAGMENT = "The API gateway restarts"
-WHOLE = "The API gateway restarts nightly at 02:00 UTC."
+FRAGMENT = "The API gateway restarts nightly."
+WHOLE = "Since March the API gateway restarts nightly."
 
 
 @pytest.fixture(scope="module")

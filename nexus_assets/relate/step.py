@@ -116,7 +116,7 @@ def _sides(vault: Vault, topic_id: str, pairs: list[dict]) -> list[dict]:
     ids = sorted({p[k] for p in pairs for k in ("brick_a", "brick_b")})
     bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=ids)} if ids else {}
     said = vault.relations.when_said(topic_id, ids) if ids else {}
-    titles = vault.drift.run_titles({s["run_id"] for s in said.values()})
+    titles = {r: n.title for r, n in vault.runs.run_names(s["run_id"] for s in said.values()).items()}
     out = []
     for p in pairs:
         sides = []
