@@ -27,6 +27,7 @@ from nexus_assets.publish.manifest import (
     entries_sha256,
     hash_of_listing,
 )
+from nexus_assets.resolve.records import visible_entries
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records
 
@@ -298,12 +299,7 @@ class BrickRecords(Records):
 
     def manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]:
         """The published visible bricks in manifest order, read as entries only."""
-        rows = self.conn.execute(
-            """SELECT order_index, brick_id, fingerprint, state FROM bricks
-               WHERE topic_id = ? AND state <> 'SUPERSEDED' ORDER BY order_index, brick_id""",
-            [topic_id],
-        ).fetchall()
-        return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=s) for o, b, f, s in rows)
+        return visible_entries(self.conn, "bricks", topic_id)
 
     def _refuse_final_changes(self, topic_id: str, forgetting: bool) -> None:
         # Only FINAL bricks and their staged successors are read back whole (immutability is judged

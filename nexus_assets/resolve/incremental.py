@@ -50,6 +50,7 @@ class StoredBrick:
     state: BrickState
     superseded_by: str | None
     first_key: bytes
+    rank_key: bytes | None = None
 
     @property
     def retired(self) -> bool:

@@ -135,15 +135,9 @@ class StageRecords(Records):
         if live:
             where.append("NOT (state = 'SUPERSEDED' AND superseded_by IS NULL)")
         rows = self.conn.execute(
-            f"SELECT brick_id, fingerprint, content, state, superseded_by, first_key FROM bricks WHERE {' AND '.join(where)}", params
+            f"SELECT brick_id, fingerprint, content, state, superseded_by, first_key, rank_key FROM bricks WHERE {' AND '.join(where)}", params
         ).fetchall()
         return [StoredBrick(*r) for r in rows]
-
-    def rank_keys(self, topic_id: str, brick_ids: Iterable[str]) -> dict[str, bytes | None]:
-        rows = self.conn.execute(
-            "SELECT brick_id, rank_key FROM bricks WHERE topic_id = ? AND brick_id IN (SELECT unnest(?))", [topic_id, list(brick_ids)]
-        ).fetchall()
-        return dict(rows)
 
     def partial(self, topic_id: str) -> bool:
         """Whether the waiting stage holds only the bricks an incremental resolution changed."""
@@ -274,9 +268,15 @@ class StageRecords(Records):
 
     def manifest_entries(self, topic_id: str) -> tuple[ManifestEntry, ...]:
         """The staged visible bricks in manifest order, read as entries only (never as whole bricks)."""
-        rows = self.conn.execute(
-            """SELECT order_index, brick_id, fingerprint, state FROM staged_bricks
-               WHERE topic_id = ? AND state <> 'SUPERSEDED' ORDER BY order_index, brick_id""",
-            [topic_id],
-        ).fetchall()
-        return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=s) for o, b, f, s in rows)
+        return visible_entries(self.conn, "staged_bricks", topic_id)
+
+
+def visible_entries(conn, table: str, topic_id: str) -> tuple[ManifestEntry, ...]:
+    """A topic's visible bricks in `table` (the stage or the published bricks) in manifest order,
+    read as manifest entries only."""
+    rows = conn.execute(
+        f"""SELECT order_index, brick_id, fingerprint, state FROM {table}
+            WHERE topic_id = ? AND state <> 'SUPERSEDED' ORDER BY order_index, brick_id""",
+        [topic_id],
+    ).fetchall()
+    return tuple(trusted(ManifestEntry, order_index=o, brick_id=b, fingerprint=f, state=st) for o, b, f, st in rows)

@@ -50,10 +50,11 @@ def brick_state(source_runs: Iterable[str], run_status: Mapping[str, RunStatus],
 
 
 class _Group:
-    __slots__ = ("brick_id", "canonical", "first", "sources", "withdrawn")
+    __slots__ = ("brick_id", "canonical", "first", "keys", "sources", "withdrawn")
 
     def __init__(self, topic_id: str, occurrences: list[Occurrence], withdrawn: frozenset[SourceAddress] | set[SourceAddress]):
         self.brick_id = make_brick_id(topic_id, occurrences[0].fingerprint)
+        self.keys: tuple[bytes, bytes | None] | None = None  # (first_key, rank_key) once ranked
         if len(occurrences) == 1:  # most bricks: nothing to rank
             self.canonical = self.first = occurrences[0]
             self.sources = (occurrences[0].address,)
@@ -169,7 +170,13 @@ def resolve_keyed(
     frozen = {bid: b.order_index for bid, b in prior.items() if b.state == "FINAL" and b.order_index is not None}
     visible = [g for g in groups if states[g.brick_id] != "SUPERSEDED"]
     kept = sorted((g for g in visible if g.brick_id in frozen), key=lambda g: frozen[g.brick_id])
-    fresh = sorted((g for g in visible if g.brick_id not in frozen), key=lambda g: rank_key(g, ordering_rule, ingestion_seq))
+    def ranked(g: _Group) -> bytes:
+        # The place keys are made once, here, and kept on the group for the vault: their bytes sort
+        # exactly as the rule's tuples do (`key_bytes`).
+        g.keys = group_keys(g, ordering_rule, ingestion_seq)
+        return g.keys[1] or g.keys[0]
+
+    fresh = sorted((g for g in visible if g.brick_id not in frozen), key=ranked)
     order: list[_Group | None] = [*kept, *fresh, *(g for g in groups if states[g.brick_id] == "SUPERSEDED")]
     del groups, visible, kept, fresh
     return _bricks(topic_id, order, states, superseded_by, prior, stale_addresses, ordering_rule, ingestion_seq)
@@ -205,7 +212,7 @@ def _bricks(
         g, order[index] = order[index], None
         state = states[g.brick_id]
         before = prior.get(g.brick_id)
-        keys = group_keys(g, ordering_rule, ingestion_seq)
+        keys = g.keys or group_keys(g, ordering_rule, ingestion_seq)
         if state == "SUPERSEDED":
             yield Keyed(_brick(topic_id, g, state, None, superseded_by.get(g.brick_id), is_stale(g.sources)), *keys)
         elif before is not None and before.state == "FINAL":

@@ -75,19 +75,22 @@ class BrickTally:
 
     def counted(self, bricks: Iterable[Brick]) -> Iterator[Brick]:
         for b in bricks:
-            self.bricks += 1
-            self.states[b.state] += 1
-            self.linked_sources += len(b.sources) - 1
-            if b.state != "SUPERSEDED":
-                self.visible += 1
-                self.stale += b.stale
-                if len(self.preview) < self.preview_limit:
-                    self.preview.append(b)
+            self._count(b)
             yield b
+
+    def _count(self, b: Brick) -> None:
+        self.bricks += 1
+        self.states[b.state] += 1
+        self.linked_sources += len(b.sources) - 1
+        if b.state != "SUPERSEDED":
+            self.visible += 1
+            self.stale += b.stale
+            if len(self.preview) < self.preview_limit:
+                self.preview.append(b)
 
     def counted_keyed(self, keyed: Iterable[Keyed]) -> Iterator[Keyed]:
         for k in keyed:
-            next(self.counted((k.brick,)))
+            self._count(k.brick)
             yield k
 
 
@@ -186,9 +189,9 @@ def resolved_changes(vault: ResolveStores, topic: Topic, inputs: tuple[str, dict
     assert isinstance(result, Changes)
     keyed = list(result.keyed)
     if result.restated:
-        keys = {s.brick_id: s.first_key for s in vault.stage.stored(topic_id, brick_ids=result.restated)}
-        ranks = vault.stage.rank_keys(topic_id, result.restated)
+        stored_rows = {s.brick_id: s for s in vault.stage.stored(topic_id, brick_ids=result.restated)}
         for b in vault.bricks.select(topic_id, brick_ids=result.restated):
             state, by = result.restated[b.brick_id]
-            keyed.append(Keyed(b.model_copy(update={"state": state, "superseded_by": by, "order_index": None}), keys[b.brick_id], ranks.get(b.brick_id)))
+            row = stored_rows[b.brick_id]
+            keyed.append(Keyed(b.model_copy(update={"state": state, "superseded_by": by, "order_index": None}), row.first_key, row.rank_key))
     return keyed
