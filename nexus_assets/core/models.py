@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import re
+from datetime import date
+from pathlib import PurePosixPath
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Literal, get_args
@@ -13,6 +16,7 @@ from pydantic import (
     Field,
     StrictStr,
     computed_field,
+    field_validator,
     model_serializer,
 )
 
@@ -24,13 +28,21 @@ COMPILED_STATES: tuple[TopicState, ...] = ("ACTIVE", "SEALING")
 OrderingRule = Literal["chronological", "source-run-order", "ingestion-order"]
 BrickState = Literal["IMPROVISE", "FORMING", "FINAL", "SUPERSEDED"]
 RunStatus = Literal["OPEN", "CLOSED"]
-NodeType = Literal["user_message", "assistant_message", "system_message", "tool_call", "tool_message", "other"]
+NodeType = Literal[
+    "user_message", "assistant_message", "system_message", "tool_call", "tool_message", "other",
+    # An artifact the model wrote inside its message (old Claude exports' <antArtifact> spans: code,
+    # documents): compiled only for a topic whose target_node_types name it.
+    "artifact",
+]
 # current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3).
 Branch = Literal["current", "abandoned"]
 BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 DEFAULT_RELATED_THRESHOLD = 0.85  # DESIGN §12
+# The embedded extractor keeps a statement whose relevance to the topic (`extract/relevance.py`)
+# reaches this; measured on real exports (README, "What the offline extractor keeps").
+DEFAULT_MIN_RELEVANCE = 0.35
 
 RejectionReason = Literal[
     "malformed_pointer",
@@ -66,6 +78,49 @@ class QualityGate(BaseModel):
     min_recall: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
+class SourceFilter(BaseModel):
+    """Which runs a topic reads (DESIGN §3 `sources`); every given criterion must admit a run, and
+    within one list any entry may. Globs match the end of the run file's path (`chatgpt/*.zip`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    files: tuple[str, ...] = ()
+    titles: tuple[str, ...] = ()  # regular expressions, searched in the conversation title
+    runs: tuple[str, ...] = ()
+    since: date | None = None  # run dates, inclusive
+    until: date | None = None
+
+    @field_validator("titles")
+    @classmethod
+    def _patterns_compile(cls, titles: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in titles:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"title pattern {pattern!r} is not a regular expression: {exc}") from None
+        return titles
+
+    def admits(self, run_id: str, file: str | None, title: str | None, started: str | None) -> bool:
+        if self.runs and run_id not in self.runs:
+            return False
+        if self.files and not (file and any(PurePosixPath(file.replace("\\", "/")).match(g) for g in self.files)):
+            return False
+        if self.titles and not (title and any(re.search(p, title) for p in self.titles)):
+            return False
+        if self.since or self.until:
+            day = _day(started)
+            if day is None or (self.since and day < self.since) or (self.until and day > self.until):
+                return False
+        return True
+
+
+def _day(timestamp: str | None) -> date | None:
+    try:
+        return date.fromisoformat(timestamp[:10]) if timestamp else None
+    except ValueError:
+        return None
+
+
 class Topic(BaseModel):
     """A compilation scope, defined by a person in a topic file."""
 
@@ -90,6 +145,10 @@ class Topic(BaseModel):
     related_threshold: float = Field(default=DEFAULT_RELATED_THRESHOLD, ge=0.0, le=1.0)
     # The semantic veto (DESIGN §12): off unless the topic asks and an LLM is configured.
     semantic_veto: bool = False
+    # The embedded extractor's bar for a statement's relevance to the topic (0 keeps every keyword hit).
+    min_relevance: float = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
+    # Only these runs are read for the topic (None: every run).
+    sources: SourceFilter | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_options(self, handler):
@@ -97,10 +156,11 @@ class Topic(BaseModel):
         # stored definition (and the inputs digest over it) does not change.
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("quality", "authority"):
+            for key in ("quality", "authority", "sources"):
                 if data.get(key, 0) is None:
                     del data[key]
-            for key, default in (("related_threshold", DEFAULT_RELATED_THRESHOLD), ("semantic_veto", False)):
+            for key, default in (("related_threshold", DEFAULT_RELATED_THRESHOLD), ("semantic_veto", False),
+                                 ("min_relevance", DEFAULT_MIN_RELEVANCE)):
                 if key in data and data[key] == default:
                     del data[key]
         return data

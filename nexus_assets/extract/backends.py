@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
-from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.core.models import Run, Topic
-from nexus_assets.extract.embedded import EXTRACTOR_VERSION, extract_embedded
+from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
+from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
+from nexus_assets.extract.embedded import EXTRACTOR_VERSION, candidate_pointers, keep_relevant
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
 from nexus_assets.llm.client import (
     CallRecord,
@@ -19,6 +20,7 @@ from nexus_assets.llm.client import (
     SendProgress,
 )
 from nexus_assets.llm.prompt import LEGACY_PROMPT_VERSIONS, PROMPT_VERSION
+from nexus_assets.recall.records import RecallRecords
 
 
 @dataclass
@@ -45,18 +47,68 @@ class Extractor(Protocol):
         an extractor that `shares_requests` may answer for in the same breath."""
 
 
+class StoredVectors:
+    """Texts → unit vectors from the shipped embedding model, each text's vector read from the
+    vault's embeddings (keyed by model and fingerprint, as recall keys them) when it has one, else
+    embedded now. `keep` stores the vectors of the texts that became pointers, so recall finds
+    them embedded; a text judged irrelevant leaves no vector behind (nothing for `forget` to find)."""
+
+    def __init__(self, records: RecallRecords | None = None) -> None:
+        self.records = records
+        self._fresh: dict[str, object] = {}
+
+    def __call__(self, texts: Sequence[str]):
+        import numpy as np
+
+        from nexus_assets.recall.embedder import DIMENSIONS, MODEL, embed
+
+        fps = [fingerprint(t) for t in texts]
+        known = self.records.vectors_of(MODEL, fps) if self.records is not None else {}
+        known.update({fp: v for fp, v in self._fresh.items() if fp not in known})
+        todo = {fp: t for fp, t in zip(fps, texts) if fp not in known}
+        if todo:
+            for fp, vector in zip(todo, embed(list(todo.values()))):
+                known[fp] = self._fresh[fp] = vector
+        out = np.empty((len(texts), DIMENSIONS), dtype="float32")
+        for i, fp in enumerate(fps):
+            out[i] = known[fp]
+        return out
+
+    def keep(self, texts: Iterable[str]) -> None:
+        from nexus_assets.recall.embedder import MODEL
+
+        fresh = {fp: self._fresh[fp] for t in texts if (fp := fingerprint(t)) in self._fresh}
+        if fresh and self.records is not None:
+            import numpy as np
+
+            self.records.store_embeddings(MODEL, list(fresh), np.stack(list(fresh.values())), datetime.now(timezone.utc))
+        self._fresh.clear()
+
+
 class EmbeddedExtractor:
+    """The offline extractor (`embedded.py`): keyword statements, kept when relevant to the topic.
+    Without `vectors` relevance is not judged (every keyword statement is kept)."""
+
     identity = EXTRACTOR_VERSION
     legacy_identities: tuple[str, ...] = ()
     shares_requests = False
 
+    def __init__(self, vectors: StoredVectors | None = None) -> None:
+        self.vectors = vectors
+
     def extract(self, topic: Topic, run: Run) -> Extraction:
-        return Extraction(extract_embedded(topic, run))
+        return self.extract_runs(topic, [run])[run.run_id]
 
     def extract_runs(
         self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
     ) -> dict[str, Extraction]:
-        return {run.run_id: self.extract(topic, run) for run in runs}
+        # One relevance call for the batch: the model embeds in batches of similar length.
+        candidates = {run.run_id: candidate_pointers(topic, run) for run in runs}
+        pointers = [p for found in candidates.values() for p in found]
+        kept = {id(p) for p in keep_relevant(topic, pointers, self.vectors)}
+        if self.vectors is not None:
+            self.vectors.keep(p["verbatim_quote"] for p in pointers if id(p) in kept)
+        return {run_id: Extraction([p for p in found if id(p) in kept]) for run_id, found in candidates.items()}
 
 
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:
@@ -68,6 +120,8 @@ def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) ->
         scope["include_hidden"] = True
     if topic.branches != "all":
         scope["branches"] = topic.branches
+    if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
+        scope["min_relevance"] = topic.min_relevance
     identity = extractor if isinstance(extractor, str) else extractor.identity
     return sha256_hex(canonical_json([identity, scope, version_id]))
 

@@ -1,11 +1,16 @@
 """The embedded extractor (DESIGN §5): offline and deterministic.
 
-It returns the whole sentences of in-scope nodes that contain a required keyword and read as a
-statement a person would highlight: not a heading, table row or code block, not a question or a
-lead-in to a list, not a one- or two-word line or a list fragment, not a bare reply to the last
-turn ("Exactly — …"), a short line leaning on the one before ("It rejects it.") or a musing
-("I was thinking …"). It speaks the same untrusted pointer
-language an LLM does and goes through the same gate.
+It returns the whole sentences of in-scope nodes that contain a required keyword, read as a
+statement a person would highlight, and are about the topic:
+- a statement: not a heading, label (`Title: …`), table row, code, markup or data dump, not a
+  question or a lead-in to a list, not a one- or two-word line or a list fragment, not a bare reply
+  to the last turn ("Exactly — …"), a short line leaning on the one before ("It rejects it."), a
+  musing ("I was thinking …") or the assistant's framing of its turn ("Sure, I can help …",
+  "Good luck with your marathons!");
+- not inside an old Claude export's <antThinking> (private reasoning) or <antArtifact> span (an
+  artifact, kept only for a topic whose target_node_types name `artifact`);
+- about the topic (`relevance.py`): a keyword in a postal address is not the topic.
+It speaks the same untrusted pointer language an LLM does and goes through the same gate.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from __future__ import annotations
 import re
 
 from nexus_assets.core.models import Run, Topic
+from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
+from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 
-# v2 keeps statements only (v1 kept every keyword sentence). A new identity makes a vault
-# extracted by v1 ask v2 again, so `nexus eval --extractors` can score both on one gold.
-EXTRACTOR_VERSION = "embedded-v2"
+# v2 kept statements only (v1 every keyword sentence); v3 also leaves out chatter, labels, code,
+# markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
+# a vault extracted by an earlier version ask v3 again, so `nexus eval --extractors` can score both.
+EXTRACTOR_VERSION = "embedded-v3"
 
 # Sentence ends, after any closing quotes, brackets or emphasis marks.
 _CLOSERS = "\"'”’»)]}*_`」』）】"
@@ -47,16 +55,33 @@ MIN_WORDS_UNTERMINATED = 5  # a list item or line without a full stop is a fragm
 MIN_UNSPACED_CHARS = 6
 
 
-def extract_embedded(topic: Topic, run: Run) -> list[dict]:
+def candidate_pointers(topic: Topic, run: Run) -> list[dict]:
+    """Every keyword statement of the run's in-scope nodes, before relevance is judged."""
     policy = topic.extraction_policy
     pattern = keyword_pattern(policy.required_keywords or ())
+    artifacts = "artifact" in (policy.target_node_types or ())
     pointers = []
     for node, text in in_scope_nodes(policy, run, topic):
+        regions = tagged_regions(text) if run.format == "claude" else []
         for start, end, kind in sentence_units(text):
             sentence = text[start:end]
+            if regions and (inside := region_of(regions, start, end)) is not None and not (inside == ARTIFACT and artifacts):
+                continue
             if (pattern is None or pattern.search(sentence)) and is_statement(sentence, kind):
                 pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": sentence})
     return pointers
+
+
+def extract_embedded(topic: Topic, run: Run, vectors: Vectors | None = None) -> list[dict]:
+    """The run's pointers for the topic; with `vectors` (texts → unit vectors), only the relevant ones."""
+    return keep_relevant(topic, candidate_pointers(topic, run), vectors)
+
+
+def keep_relevant(topic: Topic, pointers: list[dict], vectors: Vectors | None) -> list[dict]:
+    if vectors is None or not pointers or topic.min_relevance <= 0:
+        return pointers
+    keep = relevant([p["verbatim_quote"] for p in pointers], topic, vectors)
+    return [p for p, k in zip(pointers, keep) if k]
 
 
 def is_statement(sentence: str, kind: str = PROSE) -> bool:
@@ -79,4 +104,63 @@ def is_statement(sentence: str, kind: str = PROSE) -> bool:
     if len(words) < SHORT_WORDS and words[-1].strip(_TERMINATED + _CLOSERS).lower() in _LEANING:
         return False
     opening = sentence.lstrip(_CLOSERS + "\"'“‘(")
-    return not (_REPLY.match(opening) or _MUSING.match(opening))
+    if _REPLY.match(opening) or _MUSING.match(opening) or _CHATTER.match(opening) or _LABEL.match(opening):
+        return False
+    if _LEANS_BACK.match(opening) or sentence.lstrip("*_ ")[:1] in _QUOTES or _EMOJI.search(sentence):
+        # "This command will start …" needs the text before it; a quoted line or one with emoji is
+        # drafted copy (a tagline, a post), not something said.
+        return False
+    if not terminated and _title_case(words):
+        return False  # a heading written as a line ("The Pure Gardening Company Difference")
+    return not (_MARKUP.search(sentence) or _CODE.search(sentence) or _dump(sentence))
+
+
+# The assistant's framing of its turn: what it is about to do, pleasantries, sign-offs.
+_CHATTER = re.compile(
+    r"(?:sure|certainly|of course|absolutely|great question|good question|happy to help|glad to help"
+    r"|i(?:'d|’d| would) (?:be )?(?:happy|glad|love)|i can help|i'?m glad|i’m glad|let me|let's dive|let’s dive"
+    r"|i hope|hope (?:this|that|it) helps|good luck|best of luck|feel free|let me know|don't hesitate|don’t hesitate"
+    r"|would you like|do you want|thank you|thanks|you're welcome|you’re welcome|no problem|as an ai"
+    r"|i'?m sorry|i’m sorry|i apologi[sz]e|my apologies|enjoy|have fun|congratulations|happy (?:running|gardening|coding))\b",
+    re.IGNORECASE,
+)
+_LEANS_BACK = re.compile(r"(?:this|these|that|those|it|they|here|such)\b", re.IGNORECASE)
+_QUOTES = "\"'“‘«„"
+_EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+# A label and its value are a field of a form or a draft, not a statement ("Title: …", "Tags: …").
+_LABEL = re.compile(
+    r"[*_]*(?:title|subtitle|subject(?: line)?|headline|heading|tagline|slogan|caption|label|tags?|keywords|hashtags?"
+    r"|meta (?:title|description)|cta|call to action|button(?: text)?|alt text|image|photo|url|link|email|phone|address"
+    r"|name|date|time|location|price|cost|author|from|to|cc|re)[*_]*\s*[:：]",
+    re.IGNORECASE,
+)
+# A tag of HTML or XML, opening, closing or empty ("<label for=…>", "</div>").
+_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[\w:-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*\s*/?>")
+# Code written as prose: statement ends, operators, calls and declarations no sentence has.
+_CODE = re.compile(
+    r"[{;]\s*$|^\s*[}\])]|=>|::|==|!=|&&|\|\||\+=|\w\(\)|\w\[\w*\]|^\s*(?:def|class|import|from|return|const|let|var"
+    r"|function|public|private|static|async|await|SELECT|INSERT|UPDATE|DELETE|CREATE)\s+[\w.*]+\s*(?:[(=:{,]|\bimport\b|$)"
+    r"|^\s*[\w.]+\s*=\s*\S|\$\{|\b(?:null|undefined)\s*[,;)}]"
+)
+_JSON_KEY = re.compile(r"[\"'][\w -]{1,40}[\"']\s*:")
+
+
+def _dump(sentence: str) -> bool:
+    """A data dump: JSON keys, or mostly digits and symbols rather than words."""
+    if len(_JSON_KEY.findall(sentence)) >= 2:
+        return True
+    letters = sum(c.isalpha() for c in sentence)
+    spaces = sum(c.isspace() for c in sentence)
+    return letters < 0.55 * (len(sentence) - spaces)
+
+
+def _title_case(words: list[str]) -> bool:
+    """Most words capitalised, as a title is written (small words like 'of' and 'the' aside)."""
+    if len(words) < 3:
+        return False
+    significant = [w for w in words if w.lower().strip(_CLOSERS + "\"'“‘(*_") not in _SMALL_WORDS]
+    capital = sum(1 for w in significant if w.lstrip(_CLOSERS + "\"'“‘(*_#")[:1].isupper())
+    return bool(significant) and capital >= 0.8 * len(significant)
+
+
+_SMALL_WORDS = frozenset("a an and as at but by for from in into of on or the to vs via with".split())

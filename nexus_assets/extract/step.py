@@ -45,7 +45,7 @@ def extract_phase(vault: ExtractStores, topic: Topic, extractor: Extractor, *, p
     (DESIGN §5): their answers are stored now and replayed by their own steps.
     """
     report = ExtractReport()
-    versions = [RunVersion(r, v) for r, v in sorted(vault.runs.latest_versions().items())]
+    versions = admitted(vault, topic, [RunVersion(r, v) for r, v in sorted(vault.runs.latest_versions().items())])
     report.candidates = len(versions)
     done = _answered(vault, extractor, topic, versions)
     todo = [rv for rv in versions if rv not in done]
@@ -86,3 +86,18 @@ def _answered(vault: ExtractStores, extractor: Extractor, topic: Topic, versions
 def _companion_topics(vault: ExtractStores, topic: Topic) -> list[Topic]:
     """The other topics a sync compiles (their answers can ride along with this topic's requests)."""
     return [t for t in vault.topics.all() if t.topic_id != topic.topic_id and t.state in COMPILED_STATES]
+
+
+def admitted(vault: ExtractStores, topic: Topic, versions: list[RunVersion]) -> list[RunVersion]:
+    """The run versions the topic reads: all, or those its `sources` admit (by file, title, id, date).
+    A run left out is not extracted for the topic; what earlier syncs compiled from it stays."""
+    sources = topic.sources
+    if sources is None or not versions:
+        return versions
+    ids = [rv.run_id for rv in versions]
+    files = vault.runs.run_sources(ids)
+    names = vault.runs.run_names(ids)
+    return [
+        rv for rv in versions
+        if sources.admits(rv.run_id, files.get(rv.run_id, (None,))[0], names[rv.run_id].title, names[rv.run_id].date)
+    ]

@@ -26,6 +26,7 @@ from nexus_assets.core.paths import (
 from nexus_assets.core.validation import explain
 from nexus_assets.extract.scope import Scope
 from nexus_assets.gate.quotes import first_offsets
+from nexus_assets.ingest.formats.claude import THINKING, region_of, tagged_regions
 
 
 class NeedsDocument(Exception):
@@ -72,6 +73,7 @@ class _NodeMemo:
         self.checksums: dict[tuple, str] = {}
         self.excluded: dict[tuple, str | None] = {}
         self.found: dict[tuple, int] = {}
+        self.tagged: dict[tuple, list] = {}
         # Quotes per path as written, so one node is searched once for all its quotes.
         self.pending: dict[str, set[str]] = {}
         for raw in raws:
@@ -92,6 +94,12 @@ class _NodeMemo:
             else:
                 self.excluded[steps] = scope.excludes_node(node) or scope.excludes_text(text)
         return self.excluded[steps]
+
+    def regions(self, steps: tuple, node: str) -> list:
+        value = self.tagged.get(steps)
+        if value is None:
+            value = self.tagged[steps] = tagged_regions(node)
+        return value
 
     def find(self, steps: tuple, node: str, quote: str, path: str) -> int:
         key = (steps, quote)
@@ -151,6 +159,13 @@ def validate_pointer(
         return reject("quote_not_found", f"quote is not a verbatim substring of {format_path(steps)}")
     end = start + len(pointer.verbatim_quote)
     node_type, branch = run.kind_of(steps)
+    if run.format == "claude" and (inside := region_of(memo.regions(steps, node), start, end)) is not None:
+        # Old Claude exports hold private reasoning and artifacts inline in the message text.
+        if inside == THINKING:
+            return reject("out_of_scope", f"{format_path(steps)}[{start}:{end}] is inside <antThinking>, the model's private reasoning")
+        if scope is None or scope.node_types is None or "artifact" not in scope.node_types:
+            return reject("out_of_scope", f"{format_path(steps)}[{start}:{end}] is inside an <antArtifact> (not in the topic's target_node_types)")
+        node_type = "artifact"
     content = node[start:end]
     # Every value below is computed here from the validated pointer and the stored node, so the
     # models are built without validating them again (a third of the gate's time).

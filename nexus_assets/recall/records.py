@@ -108,6 +108,20 @@ class RecallRecords(Records):
             [topic_id, model],
         ).fetchall()
 
+    def vectors_of(self, model: str, fingerprints: Iterable[str]) -> dict:
+        """The stored vector (384 float32) of each of these fingerprints that has one from `model`."""
+        import numpy as np
+
+        found: dict = {}
+        cursor = self.conn.execute(
+            "SELECT fingerprint, vector FROM embeddings WHERE model = ? AND fingerprint IN (SELECT unnest(?))",
+            [model, list(dict.fromkeys(fingerprints))],
+        )
+        while len(chunk := cursor.fetch_df_chunk(1)):
+            for fp, vector in zip(chunk["fingerprint"], chunk["vector"]):
+                found[fp] = np.asarray(vector, dtype="float32")
+        return found
+
     def embedding_count(self, model: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", [model]).fetchone()[0]
 

@@ -7,9 +7,17 @@ is shown when either brick keeps the other. Similarities are rounded to `SIMILAR
 before they are compared, and ties go to the smaller brick id, so float noise between two
 embeddings of one text (another batch, another run order) cannot flip a relation.
 
-A related pair is a *conflict candidate* when both texts state a value of the same kind and each
-states one the other does not: numbers, quoted names, identifiers and keys, proper names, yes/no
-(a negation or an antonym on one side only). Nexus never picks between them; a person reads both.
+A related pair is a *conflict candidate* when both texts state a value of the same kind for the
+same thing and each states one the other does not: numbers, quoted names, identifiers and keys,
+proper names, yes/no (a negation or an antonym on one side only). Nexus never picks between them;
+a person reads both. What a person would not call a disagreement is left out (issue 40, judged on
+real exports):
+- headings, titles, labels, subject lines and numbered plan steps ("Week 15 (September 10): …")
+  state no value;
+- values are compared after folding case, possessives, plurals and ordinals ("gardening's" is
+  "gardening", "10th" is "10");
+- "the same thing" means the two texts say much the same around their values (their other words
+  overlap); two sentences that differ in everything but a shared word are not about one thing.
 """
 
 from __future__ import annotations
@@ -89,19 +97,63 @@ def _apostrophes(text: str) -> str:
 
 def values_of(text: str) -> Values:
     body = _LIST_MARK.sub("", text)  # "2. Use X" numbers a list item, it states nothing
-    quoted = frozenset(next(g for g in m.groups() if g is not None).strip().casefold() for m in _QUOTED.finditer(body))
+    body = _ORDINAL.sub(r"\1", _EMPHASIS.sub("", body))
+    quoted = frozenset(_fold(next(g for g in m.groups() if g is not None).strip()) for m in _QUOTED.finditer(body))
     unquoted = _QUOTED.sub(" ", body)
     numbers = frozenset(m.group().replace(" ", "") for m in _NUMBER.finditer(unquoted))
     tokens = [t.rstrip(".:/") for t in _WORD.findall(unquoted)]
     identifiers = frozenset(t.casefold() for t in tokens if _IDENTIFIER.match(t) and not _NUMBER.fullmatch(t))
     names = frozenset(
-        t.casefold()
+        _fold(t)
         for i, t in enumerate(tokens)
         if i > 0 and t[:1].isupper() and not _IDENTIFIER.match(t) and t.casefold() not in _STOP and not _sentence_start(unquoted, t)
     )
-    words = frozenset(_apostrophes(t).casefold() for t in tokens)
+    words = frozenset(_fold(t) for t in tokens)
     negated = any(w in _NEGATIONS or w.endswith("n't") for w in words)
     return Values(numbers, quoted, identifiers, names, negated, words)
+
+
+_EMPHASIS = re.compile(r"(?<!\w)[*_]{1,3}(?=\S)|(?<=\S)[*_]{1,3}(?!\w)")
+_ORDINAL = re.compile(r"\b(\d{1,4})(?:st|nd|rd|th)\b", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"(?:'s|s')$")
+
+
+def _fold(word: str) -> str:
+    """A word as compared: casefolded, without a possessive or a plural 's' ("Gardening's",
+    "gardenings" and "gardening" are one value)."""
+    word = _POSSESSIVE.sub("", _apostrophes(word).casefold())
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and word.isalpha():
+        word = word[:-1]
+    return word
+
+
+# Texts that name or number a part of something rather than say a value of it.
+_LABELLED = re.compile(
+    r"^\s*(?:#{1,6}\s|[*_]*(?:title|subtitle|subject(?: line)?|headline|heading|tagline|slogan|caption|name|tags?|keywords"
+    r"|chapter|section|part|episode|scene)[*_]*\s*[:：]"
+    r"|[*_]*(?:step|week|weeks|day|days|phase|part|stage|month|session|round|level|option|lesson|chapter|section|module|episode"
+    r"|scene|page|slide|tip|idea|rule|point|question|q|a)\s*\d+(?:\s*[-–—&]\s*\d+)?[^:.!?\n]{0,60}?(?:[:：)]|\s[-–—]\s))",
+    re.IGNORECASE,
+)
+_SMALL = frozenset("a an and as at but by for from in into of on or the to vs via with".split())
+
+
+def states_no_value(text: str) -> bool:
+    """A heading, title, label, subject line or numbered plan step: it names a thing, it does not
+    state a value a second text could contradict."""
+    body = _LIST_MARK.sub("", text).strip()
+    if _LABELLED.match(body) or body.endswith((":", "：")):
+        return True
+    stripped = body.strip("*_# ")
+    if body.startswith(("**", "__")) and body.rstrip(".").endswith(("**", "__")) and len(stripped.split()) <= 12:
+        return True  # a bold line on its own is a heading
+    words = [w for w in stripped.split() if any(c.isalpha() for c in w)]
+    if len(words) >= 3 and not stripped.endswith((".", "!", "?")):
+        significant = [w for w in words if w.casefold().strip("\"'“”‘’()") not in _SMALL]
+        capital = sum(1 for w in significant if w.lstrip("\"'“‘(")[:1].isupper())
+        if significant and capital >= 0.8 * len(significant):
+            return True  # Title Case without a full stop
+    return False
 
 
 def _sentence_start(text: str, token: str) -> bool:
@@ -122,6 +174,8 @@ def _differ(a: frozenset[str], b: frozenset[str]) -> tuple[str, str] | None:
 def conflict_between(a_text: str, b_text: str) -> str | None:
     """Why two related texts may contradict each other (one line), or None. Kinds, in order:
     number, quoted, identifier, name, negation, antonym."""
+    if states_no_value(a_text) or states_no_value(b_text):
+        return None
     a, b = values_of(a_text), values_of(b_text)
     if not (a.words - _STOP) & (b.words - _STOP):
         return None  # nothing in common to disagree about
@@ -132,7 +186,7 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
         ("identifier", a.identifiers | a.names, b.identifiers | b.names),
     ):
         found = _differ(left, right)
-        if found is not None:
+        if found is not None and _same_thing(a, b):
             if kind == "identifier" and not (a.identifiers | b.identifiers) - (a.identifiers & b.identifiers):
                 kind = "name"
             return f"{kind}: {found[0]} ≠ {found[1]}"
@@ -147,6 +201,17 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
         if opposite is not None and opposite in b.words and opposite not in a.words and _jaccard(a.words - {word}, b.words - {opposite}) >= 0.5:
             return f"antonym: {word} ≠ {opposite}"
     return None
+
+
+SAME_THING = 0.5  # overlap of the words around the values, for two texts to speak of one thing
+
+
+def _same_thing(a: Values, b: Values) -> bool:
+    """The two texts say much the same around their values: their other words overlap."""
+    values = a.numbers | b.numbers | a.quoted | b.quoted | a.identifiers | b.identifiers | a.names | b.names
+    rest_a = a.words - _STOP - values
+    rest_b = b.words - _STOP - values
+    return _jaccard(rest_a, rest_b) >= SAME_THING
 
 
 def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:

@@ -12,6 +12,7 @@ know is skipped with a warning; the rest of the conversation is kept.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict
@@ -128,3 +129,36 @@ def claude_run(conversation: dict, *, open_after: str | None = None, index: int 
         version_id=document_version(conversation),
         warnings=tuple(warnings),
     )
+
+
+# Old Claude exports keep the model's private reasoning and its artifacts inline in the message
+# text: `<antThinking>…</antThinking>` and `<antArtifact identifier=… type=… title=…>…</antArtifact>`.
+# The node stays the whole string (addresses stay exact); these spans inside it are marked instead.
+_TAG = re.compile(r"<(antThinking|antArtifact)\b[^>]*>|</(antThinking|antArtifact)\s*>")
+THINKING, ARTIFACT = "thinking", "artifact"
+
+
+def tagged_regions(text: str) -> list[tuple[int, int, str]]:
+    """[start, end) of each <antThinking> (THINKING) and <antArtifact> (ARTIFACT) span of a Claude
+    message, tags included; an unclosed tag runs to the end of the text, as Claude's own viewer
+    shows it. Empty when the text holds no such tag (the common case costs one `find`)."""
+    if "<ant" not in text:
+        return []
+    regions: list[tuple[int, int, str]] = []
+    open_at, open_kind = -1, ""
+    for m in _TAG.finditer(text):
+        opening, closing = m.group(1), m.group(2)
+        if opening and open_at < 0:
+            open_at, open_kind = m.start(), opening
+        elif closing and open_at >= 0 and closing == open_kind:
+            regions.append((open_at, m.end(), THINKING if open_kind == "antThinking" else ARTIFACT))
+            open_at = -1
+    if open_at >= 0:
+        regions.append((open_at, len(text), THINKING if open_kind == "antThinking" else ARTIFACT))
+    return regions
+
+
+def region_of(regions: list[tuple[int, int, str]], start: int, end: int) -> str | None:
+    """The kind of region [start, end) overlaps (THINKING wins over ARTIFACT), else None."""
+    kinds = {kind for s, e, kind in regions if s < end and start < e}
+    return THINKING if THINKING in kinds else ARTIFACT if kinds else None
