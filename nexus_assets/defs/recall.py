@@ -14,7 +14,7 @@ from nexus_assets.recall.embedder import (  # torch loads on the first embed, no
     embed,
 )
 from nexus_assets.recall.index import ensure, load, vector_index_dir
-from nexus_assets.relate.step import relate_topic
+from nexus_assets.relate.step import open_conflict_pairs, relate_topic
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
@@ -42,17 +42,21 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
                 context.log.info(f"{topic_id}: embedded {start + len(chunk)} of {len(todo)} bricks")
         visible = v.recall.visible_brick_count(topic_id)
         topic = v.topics.topic(topic_id)
+        before = open_conflict_pairs(v, topic_id, MODEL) if topic is not None else frozenset()
         related = relate_topic(v, topic, MODEL) if topic is not None else None
+        changed = related is not None and open_conflict_pairs(v, topic_id, MODEL) != before
     if related is None:
         return dg.MaterializeResult(
             metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
                       "visible_bricks": visible}
         )
-    if related.conflicts:
-        context.log.warning(f"{topic_id}: {related.conflicts} open conflicts between related bricks; see `nexus conflicts {topic_id}`")
+    if changed:
+        # Said when the set of open conflicts changed, not at every sync that leaves it as it was.
+        context.log.warning(f"{topic_id}: the open conflicts between related bricks changed; see `nexus conflicts {topic_id}`")
     return dg.MaterializeResult(
         metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
                   "visible_bricks": visible, "related_pairs": related.pairs, "open_conflicts": related.conflicts,
+                  "conflicts_changed": changed,
                   "relations_looked_at": related.looked_at, "relations_dropped": related.dropped}
     )
 

@@ -106,7 +106,7 @@ def is_statement(sentence: str, kind: str = PROSE) -> bool:
     opening = sentence.lstrip(_CLOSERS + "\"'“‘(")
     if _REPLY.match(opening) or _MUSING.match(opening) or _CHATTER.match(opening) or _LABEL.match(opening):
         return False
-    if _LEANS_BACK.match(opening) or sentence.lstrip("*_ ")[:1] in _QUOTES or _EMOJI.search(sentence):
+    if _LEANS_BACK.match(opening) or _POINTS_AWAY.search(body) or sentence.lstrip("*_ ")[:1] in _QUOTES or _EMOJI.search(sentence):
         # "This command will start …" needs the text before it; a quoted line or one with emoji is
         # drafted copy (a tagline, a post), not something said.
         return False
@@ -125,6 +125,8 @@ _CHATTER = re.compile(
     re.IGNORECASE,
 )
 _LEANS_BACK = re.compile(r"(?:this|these|that|those|it|they|here|such)\b", re.IGNORECASE)
+# "The schedule is set out below." frames what follows; it says nothing of its own.
+_POINTS_AWAY = re.compile(r"\b(?:below|above|as follows|the following)\W*$", re.IGNORECASE)
 _QUOTES = "\"'“‘«„"
 _EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
 # A label and its value are a field of a form or a draft, not a statement ("Title: …", "Tags: …").

@@ -127,28 +127,62 @@ def _fold(word: str) -> str:
     return word
 
 
-# Texts that name or number a part of something rather than say a value of it.
-_LABELLED = re.compile(
-    r"^\s*(?:#{1,6}\s|[*_]*(?:title|subtitle|subject(?: line)?|headline|heading|tagline|slogan|caption|name|tags?|keywords"
-    r"|chapter|section|part|episode|scene)[*_]*\s*[:：]"
-    r"|[*_]*(?:step|week|weeks|day|days|phase|part|stage|month|session|round|level|option|lesson|chapter|section|module|episode"
-    r"|scene|page|slide|tip|idea|rule|point|question|q|a)\s*\d+(?:\s*[-–—&]\s*\d+)?[^:.!?\n]{0,60}?(?:[:：)]|\s[-–—]\s))",
+# A line "label: value" ("Week 11 (August 13): 16 miles", "**Cloud SQL**: …", "Title: …").
+_LABEL_LINE = re.compile(
+    r"^\s*(?:\*\*|__)?(?P<label>[^:：*_\n]{1,60}?)(?:\*\*|__)?\s*[:：](?=[\s*_])\s*(?:\*\*|__)?\s*(?P<value>\S.*)$", re.DOTALL
+)
+# Labels naming a field of a draft: the line names or titles something, it states no value.
+_FIELD_LABELS = frozenset(
+    "title subtitle subject headline heading tagline slogan caption name tag tags keywords hashtags description".split()
+)
+# Labels that place a line in a plan or schedule: a step, a day, a date, a time.
+_STEP_LABEL = re.compile(
+    r"\d|\b(?:step|week|day|phase|part|stage|month|session|round|level|option|lesson|chapter|section|module|episode|scene"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august"
+    r"|september|october|november|december|morning|afternoon|evening|night)s?\b",
     re.IGNORECASE,
 )
+# A link's title as a search or citation lists it: "Customising Oscar — django-oscar 3.2 documentation (site.io)".
+_CITATION = re.compile(r"\((?:www\.)?[\w-]+(?:\.[\w-]+)+\)\s*$")
 _SMALL = frozenset("a an and as at but by for from in into of on or the to vs via with".split())
 
 
+@dataclass(frozen=True)
+class Line:
+    """A text as the conflict rules read it: its label (a step, a field, a list item's header) and
+    the part that states something."""
+
+    label: str | None
+    kind: str  # "field" (states nothing), "step" (a place in a plan), "item" (a list item's header) or "plain"
+    value: str
+
+
+def line_of(text: str) -> Line:
+    body = _EMPHASIS.sub("", _LIST_MARK.sub("", text).strip())
+    m = _LABEL_LINE.match(_LIST_MARK.sub("", text).strip())
+    if m and len(m.group("label").split()) <= 8:
+        label = " ".join(_fold(w) for w in _ORDINAL.sub(r"\1", m.group("label")).replace("(", " ").replace(")", " ").split())
+        value = m.group("value").strip()
+        if label.split() and label.split()[0] in _FIELD_LABELS or label in _FIELD_LABELS:
+            return Line(label, "field", value)
+        return Line(label, "step" if _STEP_LABEL.search(label) else "item", value)
+    return Line(None, "plain", body)
+
+
 def states_no_value(text: str) -> bool:
-    """A heading, title, label, subject line or numbered plan step: it names a thing, it does not
-    state a value a second text could contradict."""
+    """A heading, a title, a field of a draft ("Subject: …"), a lead-in or a link's title: it names
+    a thing, it does not state a value a second text could contradict."""
+    line = line_of(text)
+    if line.kind == "field":
+        return True
     body = _LIST_MARK.sub("", text).strip()
-    if _LABELLED.match(body) or body.endswith((":", "：")):
+    if body.startswith("#") or body.endswith((":", "：")) or _CITATION.search(body):
         return True
     stripped = body.strip("*_# ")
     if body.startswith(("**", "__")) and body.rstrip(".").endswith(("**", "__")) and len(stripped.split()) <= 12:
         return True  # a bold line on its own is a heading
     words = [w for w in stripped.split() if any(c.isalpha() for c in w)]
-    if len(words) >= 3 and not stripped.endswith((".", "!", "?")):
+    if len(words) >= 3 and not stripped.endswith((".", "!", "?")) and line.kind == "plain":
         significant = [w for w in words if w.casefold().strip("\"'“”‘’()") not in _SMALL]
         capital = sum(1 for w in significant if w.lstrip("\"'“‘(")[:1].isupper())
         if significant and capital >= 0.8 * len(significant):
@@ -176,6 +210,13 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
     number, quoted, identifier, name, negation, antonym."""
     if states_no_value(a_text) or states_no_value(b_text):
         return None
+    line_a, line_b = line_of(a_text), line_of(b_text)
+    if "step" in (line_a.kind, line_b.kind) or (line_a.kind == line_b.kind == "item"):
+        # Two steps of a plan, or two items of a list, speak of one thing only under one label
+        # ("Week 11 (August 13): 16 miles" / "… : 15 miles"); a step and a sentence never.
+        if line_a.kind != line_b.kind or line_a.label != line_b.label:
+            return None
+        a_text, b_text = line_a.value, line_b.value
     a, b = values_of(a_text), values_of(b_text)
     if not (a.words - _STOP) & (b.words - _STOP):
         return None  # nothing in common to disagree about

@@ -100,6 +100,12 @@ def conflict_rows(vault: Vault, topic_id: str, model: str) -> list[dict]:
     return _sides(vault, topic_id, pairs)
 
 
+def open_conflict_pairs(vault: Vault, topic_id: str, model: str) -> frozenset[tuple[str, str]]:
+    """The pairs of the Conflict View, by brick ids: what a sync compares before and after, so it
+    speaks of conflicts only when that set changed."""
+    return frozenset((r["bricks"][0]["brick_id"], r["bricks"][1]["brick_id"]) for r in conflict_rows(vault, topic_id, model))
+
+
 def related_rows(vault: Vault, brick_id: str, model: str) -> list[dict]:
     """The visible bricks related to one brick, nearest first, with their text and state."""
     related = vault.relations.related_to(brick_id, model)
@@ -131,7 +137,10 @@ def _sides(vault: Vault, topic_id: str, pairs: list[dict]) -> list[dict]:
             })
         # The earlier statement first: when each was said is what a person weighs.
         sides.sort(key=lambda s: (s["said_at"] or "", s["order_index"] if s["order_index"] is not None else -1, s["brick_id"]))
-        # The reason in the order shown (stored in brick id order).
-        reason = conflict_between(sides[0]["content"], sides[1]["content"]) or p["conflict"]
+        # The reason in the order shown (stored in brick id order); a pair recorded under earlier
+        # rules that these rules do not flag is no conflict (a vault from an earlier release).
+        reason = conflict_between(sides[0]["content"], sides[1]["content"])
+        if reason is None:
+            continue
         out.append({"topic_id": topic_id, "similarity": p["similarity"], "conflict": reason, "bricks": sides})
     return out

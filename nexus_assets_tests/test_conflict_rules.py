@@ -1,0 +1,80 @@
+"""Conflicts a person agrees with (issue 40 item 3, DESIGN §12): a pair is flagged only when both
+texts state a different value for the same thing. The shapes below are those a user judged on a
+real export (re-written here): section titles, possessives and plurals, numbered plan steps and
+agreeing sentences are no conflict; one step of a plan given two values is.
+
+The figures on real related pairs are in benchmarks/selection/README.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus_assets.relate.rules import conflict_between, line_of, states_no_value
+
+NO_CONFLICT = [
+    # Plan steps of different weeks or dates: each names a place in the plan.
+    ("Week 3 (June 18): 8 miles", "Week 7 (July 16): 12 miles"),
+    ("July 9th: 15 miles (recovery week)", "July 30th: 16 miles (recovery week)"),
+    ("Step 1: install the package.", "Step 2: configure the package."),
+    # Agreeing sentences, one of them a plan step.
+    ("I am now running the New Forest marathon on September 10th also.", "Week 15 (September 10): Run the New Forest Marathon"),
+    # Possessives and plurals are one value.
+    ("The Pure Gardening Company's lawn service runs weekly.", "The Pure Gardening Company lawn services run weekly."),
+    # Titles, subject lines and headings state no value.
+    ('Title: "The Pure Gardening Company Difference"', 'Title: "Pure Gardening Company Family Care Plan"'),
+    ("Subject: Important Update on Pricing Changes", "Subject: Purchase Order Query for Gardening Services"),
+    ("The Pure Gardening Company Difference", "The Pure Gardening Company Promise"),
+    ("Customising Oscar — django-oscar 3.2 documentation (django-oscar.readthedocs.io)",
+     "Oscar Core Apps explained — django-oscar 3.2 documentation (django-oscar.readthedocs.io)"),
+    # Two items of a list under different headers are two things.
+    ("**Set the Correct User**: Ensure the user running Django can write to the database file.",
+     "**Check File Permissions**: Ensure the SQLite file is writable by the Django user."),
+    # The same value said twice, with more detail on one side.
+    ("Regarding the monthly payroll, keeping it at £1,000 sounds like a good plan.",
+     "I can continue to run your monthly payroll at £1,000 or reduce it in a month you do not need it."),
+]
+
+CONFLICT = [
+    # One step of the plan, two values: the pairs a person called real.
+    ("Week 11 (August 13): 16 miles", "Week 11 (August 13): 15 miles"),
+    ("October 22nd: 10 miles (taper week)", "October 22nd: 12 miles (taper week)"),
+    ("August 20th: 20 miles (recovery week)", "August 20th: 10 miles (recovery week)"),
+    ("Week 18 (October 1): 18 miles", "Week 18 (October 1): 22 miles"),
+    # Plain sentences still conflict on values, times and yes/no.
+    ("The nightly sync runs at 03:00 UTC.", "The nightly sync runs at 05:00 UTC."),
+    ("The marathon is on the 29th of October.", "The marathon is on the 22nd of October."),
+    ("Sealing is allowed while runs are open.", "Sealing is not allowed while runs are open."),
+]
+
+
+@pytest.mark.parametrize("a,b", NO_CONFLICT)
+def test_no_conflict(a, b):
+    assert conflict_between(a, b) is None
+    assert conflict_between(b, a) is None
+
+
+@pytest.mark.parametrize("a,b", CONFLICT)
+def test_conflict(a, b):
+    assert conflict_between(a, b) is not None
+    assert conflict_between(b, a) is not None
+
+
+def test_same_step_conflict_names_the_values():
+    assert conflict_between("Week 11 (August 13): 16 miles", "Week 11 (August 13): 15 miles") == "number: 16 ≠ 15"
+
+
+def test_a_line_is_read_as_its_label_and_value():
+    step = line_of("**Week 11 (August 13)**: 16 miles")
+    assert (step.kind, step.label, step.value) == ("step", "week 11 august 13", "16 miles")
+    assert line_of("Subject: Pricing").kind == "field"
+    assert line_of("**Cloud SQL**: Cloud SQL is managed.").kind == "item"
+    # A colon inside a time or a URL is not a label.
+    assert line_of("The nightly sync runs at 03:00 UTC.").kind == "plain"
+    assert line_of("The webhook URL is https://hooks.example.com/a1.").kind == "plain"
+
+
+def test_headings_and_titles_state_no_value():
+    assert states_no_value("## Storage decisions")
+    assert states_no_value("**Post-marathon recovery**")
+    assert states_no_value("Training for the second marathon:")
+    assert not states_no_value("The vault is one DuckDB file.")
