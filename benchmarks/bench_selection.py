@@ -10,6 +10,10 @@ For every labelled sentence it asks: does the current embedded extractor (statem
 relevance to the topic, exactly as a sync runs it) keep it? Precision and recall are over the
 labelled sentences; `embedded_v2` in each row is what the previous release kept, for before/after.
 
+`selection/conflicts.jsonl` holds the 338 related pairs a sync of those topics gave, each judged
+by a reader (a real disagreement or not) and marked with what the previous release's conflict
+rules said; the current rules (`relate/rules.py`) are scored on the same pairs.
+
     python benchmarks/bench_selection.py --exports DIR [--json]
 
 DIR holds `bobbytango/conversations.json` and `pkuppens/conversations.json` (see the README).
@@ -81,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in labelled:  # the labels name the very text they were made on
             node = _node_text(texts[r["run_id"]], r["json_path"])
             mismatched += hashlib.sha256(node[r["start"] : r["end"]].encode()).hexdigest() != r["quote_sha256"]
+    conflicts = _conflict_figures(args.exports)
     result = {
+        "conflicts": conflicts,
         "labelled_sentences": len(rows),
         "labels_not_matching_text": mismatched,
         "before_embedded_v2": figures(rows, {_key(r) for r in rows if r["embedded_v2"]}),
@@ -101,7 +107,39 @@ def main(argv: list[str] | None = None) -> int:
         for t, f in result["per_topic"].items():
             print(f"  {t:20} before P {f['before']['precision']:.3f} R {f['before']['recall']:.3f}"
                   f"   after P {f['after']['precision']:.3f} R {f['after']['recall']:.3f}")
+        c = result["conflicts"]
+        print(f"conflicts: {c['pairs']} related pairs, {c['real']} real disagreements")
+        for name in ("before", "after"):
+            f = c[name]
+            print(f"  {name:6} flagged {f['flagged']:3}  correct {f['correct']}  precision {f['precision']:.3f}  recall {f['recall']:.3f}")
     return 0
+
+
+def _conflict_figures(exports: Path) -> dict:
+    from nexus_assets.relate.rules import conflict_between
+
+    pairs = [json.loads(line) for line in (HERE / "conflicts.jsonl").read_text().splitlines() if line.strip()]
+    runs: dict[str, object] = {}
+    for folder in sorted({EXPORTS[p["topic_id"]][0] for p in pairs}):
+        path = exports / folder / "conversations.json"
+        runs.update({r.run_id: r for r in iter_run_file(path, str(path)) if not isinstance(r, IngestionError)})
+
+    def text(side: dict) -> str:
+        quote = _node_text(runs[side["run_id"]], side["json_path"])[side["start"] : side["end"]]
+        if hashlib.sha256(quote.encode()).hexdigest() != side["sha256"]:
+            raise SystemExit(f"conflicts.jsonl: {side['run_id']} {side['json_path']} no longer holds the judged text")
+        return quote
+
+    after = [conflict_between(text(p["a"]), text(p["b"])) is not None for p in pairs]
+    before = [p["flagged_by_embedded_v2_rules"] for p in pairs]
+    real = [p["real_conflict"] for p in pairs]
+
+    def score(flags: list[bool]) -> dict:
+        correct = sum(f and r for f, r in zip(flags, real))
+        return {"flagged": sum(flags), "correct": correct, "precision": round(correct / max(sum(flags), 1), 3),
+                "recall": round(correct / max(sum(real), 1), 3)}
+
+    return {"pairs": len(pairs), "real": sum(real), "before": score(before), "after": score(after)}
 
 
 def _node_text(run, json_path: str) -> str:
