@@ -25,8 +25,9 @@ OrderingRule = Literal["chronological", "source-run-order", "ingestion-order"]
 BrickState = Literal["IMPROVISE", "FORMING", "FINAL", "SUPERSEDED"]
 RunStatus = Literal["OPEN", "CLOSED"]
 NodeType = Literal["user_message", "assistant_message", "system_message", "tool_call", "tool_message", "other"]
-# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3).
-Branch = Literal["current", "abandoned"]
+# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3);
+# sidechain = a coding agent's subagent, beside the main conversation (Claude Code, Codex CLI).
+Branch = Literal["current", "abandoned", "sidechain"]
 BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
