@@ -46,6 +46,7 @@ QUIET_TYPES = frozenset(
         "ai-title",
         "agent-name",
         "permission-mode",
+        "mode",
         "pr-link",
         "tag",
     }

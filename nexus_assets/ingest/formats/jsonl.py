@@ -18,12 +18,12 @@ not parse it is the part written so far, left for the next sync, and not an erro
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
 from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats import limits as L
-from nexus_assets.ingest.formats.values import _SUSPECT
 
 SESSION_FORMATS = ("claude-code", "codex")
 
@@ -94,27 +94,50 @@ def read_lines(stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_byt
 
 
 def _parse_line(raw: bytes, max_depth: int) -> tuple[Any, str | None]:
+    # Fewer brackets than the limit cannot nest past it: most lines skip the byte scan.
+    if raw.count(b"[") + raw.count(b"{") > max_depth:
+        try:
+            L.check_depth(raw, max_depth)
+        except L.LimitError:
+            return None, f"{L.depth_message(max_depth)}; skipped"
     try:
-        L.check_depth(raw, max_depth)
-    except L.LimitError:
-        return None, f"{L.depth_message(max_depth)}; skipped"
-    try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except UnicodeDecodeError as exc:
         return None, f"is not valid UTF-8 at byte {exc.start} of the line; skipped"
     except json.JSONDecodeError as exc:
         return None, f"is not valid JSON ({exc.msg} at column {exc.colno}); skipped"
+    except _Unkeepable as exc:
+        return None, f"holds {exc}, which no reader can keep exactly; skipped"
     except RecursionError:
         return None, f"{L.depth_message(max_depth)}; skipped"
     if not isinstance(value, dict):
         return None, f"is a JSON {type(value).__name__}, not an event object; skipped"
-    if _SUSPECT.search(raw):
-        # A lone surrogate or an out-of-range number: no store keeps it exactly (see values.py).
+    if (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw):
+        # json.loads keeps a lone surrogate; it cannot be stored or hashed as UTF-8.
         try:
-            json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except (UnicodeEncodeError, ValueError):
-            return None, "holds a value no reader can keep exactly (an unpaired UTF-16 surrogate escape or a number out of range); skipped"
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return None, "holds an unpaired UTF-16 surrogate escape, which no reader can keep exactly; skipped"
     return value, None
+
+
+class _Unkeepable(ValueError):
+    pass
+
+
+# A surrogate escape (a valid pair is checked by encoding the parsed value).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Unkeepable(f"the constant {name} (not JSON)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Unkeepable(f"the number {text[:40]}, beyond the range of a 64-bit float")
+    return value
 
 
 def session_document(lines: list[Any], session_format: str, header: dict[str, Any]) -> dict[str, Any]:
