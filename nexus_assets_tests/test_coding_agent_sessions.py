@@ -296,5 +296,8 @@ def test_sync_of_a_growing_session_keeps_earlier_bricks_and_traces_each_to_its_l
         "The backup window moved, so the sync runs at one.": "$['lines'][5]['message']['content'][0]['text']",
     }
     assert run_json(capsys, *db, "errors") == []
+    new_id = next(k for k, b in second.items() if b["content"] == "The backup moved to two.")
+    [traced] = run_json(capsys, *db, "trace", new_id)["traces"]
+    assert (traced["line"], traced["quote"], traced["current"]) == (5, "The backup moved to two.", True)
     code, _, err = run_cli(capsys, *db, "verify")
     assert code == 0, err
