@@ -11,7 +11,9 @@ A generated Claude Code session of real shape (prompts, replies split over lines
 calls and tool results, bookkeeping lines) is written once per size; figures are the best of
 `--repeat` runs, in MB/s of file.
 
-    python benchmarks/bench_jsonl.py [--sizes 5 20] [--repeat 3] [--json]
+`--file` measures real session files instead (yours, under ~/.claude/projects or ~/.codex).
+
+    python benchmarks/bench_jsonl.py [--sizes 5 20] [--file PATH ...] [--repeat 3] [--json]
 """
 
 from __future__ import annotations
@@ -88,15 +90,20 @@ def best(fn, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=float, nargs="+", default=[5, 20], help="session sizes in MB")
+    parser.add_argument("--file", type=Path, nargs="*", default=[], help="real session files to measure instead")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for mb in args.sizes:
+        paths = list(args.file)
+        for mb in [] if args.file else args.sizes:
             path = Path(tmp) / f"session-{mb}.jsonl"
             with path.open("w", encoding="utf-8") as fh:
                 fh.writelines(session_lines(mb))
+            paths.append(path)
+        reader(paths[0], records=False)  # imports, outside the timings
+        for path in paths:
             size = path.stat().st_size / 1_000_000
             lines = sum(1 for _ in path.open("rb"))
             t_floor = best(lambda: floor(path), args.repeat)
