@@ -400,7 +400,8 @@ def _iter_run_file(
                     yield from iter_session(fh, display, sha, limits)
                     return
             data = path.read_bytes()
-        elif _json_lines(data[: L.DETECT_BYTES]):
+        elif (b"\n" in data[: L.DETECT_BYTES] or len(data) <= L.DETECT_BYTES) and _json_lines(data[: L.DETECT_BYTES]):
+            # (A first line longer than the detection window is no session's: not parsed twice.)
             yield from iter_session(io.BytesIO(data), display, sha, limits)
             return
         elif data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
