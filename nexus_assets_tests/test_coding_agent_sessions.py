@@ -71,6 +71,18 @@ def test_a_claude_code_session_is_one_open_run_whose_nodes_name_line_and_block(t
     ]
 
 
+def test_unknown_blocks_are_counted_in_one_warning(tmp_path: Path):
+    lines = [
+        claude_event("assistant", n, [{"type": "hologram", "data": "x"}, {"type": "text", "text": f"Reply {n}."}, None])
+        for n in range(1, 4)
+    ]
+    [run], errors = read(write_lines(tmp_path / "blocks.jsonl", lines))
+    assert len(run.nodes) == 3
+    assert [e.problem for e in errors] == [
+        "warning: skipped 6 content block(s) of kinds this reader does not know: hologram (3), null (3); the rest of the session was kept"
+    ]
+
+
 def test_an_edited_prompt_forks_the_session_and_the_old_continuation_is_abandoned(tmp_path: Path):
     """Claude Code writes a rewound or edited prompt as a new child of an earlier line; a
     compaction restarts the chain and names its logical parent."""

@@ -137,6 +137,7 @@ def claude_code_run(document: dict) -> Run:
     nodes: list[Node] = []
     warnings: list[str] = []
     unknown: Counter[str] = Counter()
+    unknown_blocks: Counter[str] = Counter()
     current = _current_path(document["lines"])
     for i, line in enumerate(document["lines"]):
         if not isinstance(line, dict):
@@ -157,11 +158,14 @@ def claude_code_run(document: dict) -> Run:
         branch = "sidechain" if line.get("isSidechain") is True else "abandoned" if _off_path(line, current) else "current"
         stamp = normalize_timestamp(line.get("timestamp"))
         at: Steps = ("lines", i)
-        for below, typ, hide in _message_texts(message, node_type, f"line {i + 1}", warnings):
+        for below, typ, hide in _message_texts(message, node_type, unknown_blocks):
             nodes.append(Node(at + ("message",) + below, typ, stamp, at, branch, hidden or hide))  # type: ignore[arg-type]
     if unknown:
         listed = ", ".join(f"{k} ({n})" for k, n in sorted(unknown.items()))
         warnings.append(f"skipped {sum(unknown.values())} line(s) of event types this reader does not know: {listed}")
+    if unknown_blocks:
+        listed = ", ".join(f"{k} ({n})" for k, n in sorted(unknown_blocks.items()))
+        warnings.append(f"skipped {sum(unknown_blocks.values())} content block(s) of kinds this reader does not know: {listed}")
     return Run(
         run_id=run_id,
         status="OPEN",
@@ -204,7 +208,7 @@ def _off_path(line: dict, current: set[str] | None) -> bool:
     return current is not None and isinstance(uuid, str) and uuid not in current
 
 
-def _message_texts(message: dict, sender: NodeType, where: str, warnings: list[str]) -> Iterator[tuple[Steps, NodeType, bool]]:
+def _message_texts(message: dict, sender: NodeType, unknown_blocks: Counter) -> Iterator[tuple[Steps, NodeType, bool]]:
     """(steps below `message`, node type, hidden) for every non-blank text of one message."""
     content = message.get("content")
     if first_text(content):
@@ -232,8 +236,8 @@ def _message_texts(message: dict, sender: NodeType, where: str, warnings: list[s
                     if isinstance(part, dict) and part.get("type", "text") == "text" and first_text(part.get("text")):
                         yield ("content", j, "content", k, "text"), "tool_message", False
         elif kind not in SKIPPED_BLOCKS:
-            shown = "a null block" if block is None else f"a block of kind {kind!r}" if isinstance(kind, str) else "a block without a kind"
-            warnings.append(f"{where}: message.content[{j}] is {shown}, which this version does not read; skipped")
+            # Counted, not one warning each: a new block kind recurs on every line of a session.
+            unknown_blocks[kind if isinstance(kind, str) else "null" if block is None else "(no kind)"] += 1
 
 
 def _strings(value: Any, steps: Steps) -> Iterator[Steps]:
