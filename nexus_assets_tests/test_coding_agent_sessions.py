@@ -220,6 +220,16 @@ def test_hostile_lines_cost_their_line_and_a_huge_file_is_refused(tmp_path: Path
 
     runs, errors = read(path, Limits(max_session_bytes=2000))
     assert not runs and len(errors) == 1 and "NEXUS_MAX_SESSION_FILE_BYTES" in errors[0].problem
+    runs, errors = read(path, Limits(max_session_lines=4))
+    assert not runs and len(errors) == 1 and "more than 4 lines (NEXUS_MAX_SESSION_LINES)" in errors[0].problem
+
+
+def test_a_flood_of_bad_lines_is_named_up_to_a_bound(tmp_path: Path):
+    path = tmp_path / "flood.jsonl"
+    path.write_text(line(claude_event("user", 1, "The one good line.")) + "not json\n" * 1500)
+    [run], errors = read(path)
+    assert len(run.nodes) == 1
+    assert len(errors) == 1001 and errors[-1].problem.startswith("line 1501 and 500 more bad lines after line 1001")
 
 
 def test_a_lone_surrogate_costs_its_line(tmp_path: Path):

@@ -173,6 +173,17 @@ def test_a_recursion_bomb_on_one_line_of_a_session_costs_that_line_only(tmp_path
     assert result["seconds"] < 60, result["seconds"]
 
 
+def test_a_million_tiny_lines_are_refused_in_bounded_memory(tmp_path: Path):
+    """Three bytes of input can be an object of its own: the line count is capped too."""
+    path = tmp_path / "tiny.jsonl"
+    path.write_bytes(b'{"type": "user", "sessionId": "s-1", "message": {"role": "user", "content": "Hi."}}\n' + b"{}\n" * 3_000_000)
+    result = read_capped(path)
+    assert [i["problem"] for i in result["items"]] == [
+        "session file has more than 1000000 lines (NEXUS_MAX_SESSION_LINES); none of it was stored; split it or raise the limit"
+    ]
+    assert result["peak_kb"] < 300 * 1024, result["peak_kb"]
+
+
 GUARDED = (
     b'[{"id": "x", "a": [',
     b'[{"k": "]]}\\"[[", "v": [[["\\\\"], {"w": "\\"}"}]]}, "[\\\\\\""]',

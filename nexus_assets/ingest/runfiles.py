@@ -49,6 +49,7 @@ class Limits:
     # JSON Lines sessions are read a line at a time: a line is the unit a limit refuses.
     max_line_bytes: int = field(default_factory=L.max_line_bytes)
     max_session_bytes: int = field(default_factory=L.max_session_bytes)
+    max_session_lines: int = field(default_factory=L.max_session_lines)
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,20 @@ def looks_like_json_lines(head: bytes, is_session_event: Callable[[Any], bool]) 
     return bool(rest.strip()) or is_session_event(value)
 
 
-def read_lines(stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_bytes: int) -> tuple[list[Any], list[LineProblem]]:
-    """Every line of `stream` parsed (None where it could not be), and the problems, by line."""
+# Problems kept per file (the ingestion step records fewer still); the rest are only counted.
+MAX_PROBLEMS = 1000
+
+
+def read_lines(
+    stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_bytes: int, max_lines: int
+) -> tuple[list[Any], list[LineProblem]]:
+    """Every line of `stream` parsed (None where it could not be), and the problems, by line.
+
+    `max_lines` bounds what many tiny lines cost: a million `{}` lines are three megabytes of
+    input but a million objects."""
     lines: list[Any] = []
     problems: list[LineProblem] = []
+    dropped = 0
     total = 0
     number = 0
     while True:
@@ -63,6 +73,11 @@ def read_lines(stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_byt
         if not raw:
             break
         number += 1
+        if number > max_lines:
+            raise L.LimitError(
+                f"session file has more than {max_lines} lines (NEXUS_MAX_SESSION_LINES); none of it was stored; "
+                "split it or raise the limit"
+            )
         total += len(raw)
         if total > max_bytes:
             raise L.LimitError(
@@ -75,7 +90,8 @@ def read_lines(stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_byt
                 raw = stream.readline(1 << 20)
                 total += len(raw)
             lines.append(None)
-            problems.append(LineProblem(number, f"is over the {max_line_bytes}-byte line limit (NEXUS_MAX_JSONL_LINE_BYTES); skipped"))
+            problem = f"is over the {max_line_bytes}-byte line limit (NEXUS_MAX_JSONL_LINE_BYTES); skipped"
+            dropped += _keep(problems, LineProblem(number, problem))
             continue
         complete = raw.endswith(b"\n")
         if not raw.strip():
@@ -86,11 +102,21 @@ def read_lines(stream: BinaryIO, *, max_line_bytes: int, max_depth: int, max_byt
             break  # the line being written: read at the next sync, once it is whole
         lines.append(value)
         if problem is not None:
-            problems.append(LineProblem(number, problem))
+            dropped += _keep(problems, LineProblem(number, problem))
     # Blank lines at the end are the file's ending, not lines.
-    while lines and lines[-1] is None and not any(p.line == len(lines) for p in problems):
+    bad = {p.line for p in problems}
+    while lines and lines[-1] is None and len(lines) not in bad:
         lines.pop()
+    if dropped:
+        problems.append(LineProblem(number, f"and {dropped} more bad lines after line {problems[-1].line} were skipped without being named"))
     return lines, problems
+
+
+def _keep(problems: list[LineProblem], problem: LineProblem) -> int:
+    if len(problems) < MAX_PROBLEMS:
+        problems.append(problem)
+        return 0
+    return 1
 
 
 def _parse_line(raw: bytes, max_depth: int) -> tuple[Any, str | None]:

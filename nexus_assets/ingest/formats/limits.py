@@ -63,6 +63,11 @@ def max_session_bytes() -> int:
     return env_int("NEXUS_MAX_SESSION_FILE_BYTES", 256 * 1024 * 1024)
 
 
+def max_session_lines() -> int:
+    """The most lines a JSON Lines session file may have (real sessions have thousands)."""
+    return env_int("NEXUS_MAX_SESSION_LINES", 1_000_000)
+
+
 # How far into a file detection looks for the end of its first line.
 DETECT_BYTES = 8 * 1024 * 1024
 

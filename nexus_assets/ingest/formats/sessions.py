@@ -32,7 +32,11 @@ def iter_session(stream: BinaryIO, display: str, sha: str | None, limits: Any) -
     A file with no readable conversation yet (a Claude Code file of summary lines only) yields
     nothing: it is read again when it changes."""
     lines, problems = read_lines(
-        stream, max_line_bytes=limits.max_line_bytes, max_depth=limits.max_depth, max_bytes=limits.max_session_bytes
+        stream,
+        max_line_bytes=limits.max_line_bytes,
+        max_depth=limits.max_depth,
+        max_bytes=limits.max_session_bytes,
+        max_lines=limits.max_session_lines,
     )
     kind = session_format(lines)
     if kind is None:
