@@ -32,7 +32,8 @@ from nexus_assets.ingest.formats import FormatError, document_version
 from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
-# Event types seen in real files that carry no conversation text: skipped without a word.
+# Event types that carry no conversation text, skipped without a word: seen in real files or in
+# the readers other tools publish (PROVENANCE.md). Any other type is counted in one warning.
 QUIET_TYPES = frozenset(
     {
         "summary",
