@@ -40,6 +40,9 @@ LIMIT_DEFAULTS: dict[str, int] = {
     "NEXUS_MAX_ZIP_RATIO": 200,
     "NEXUS_MAX_CONVERSATIONS_PER_FILE": 200_000,
     "NEXUS_MAX_ERRORS_PER_FILE": 100,
+    "NEXUS_MAX_JSONL_LINE_BYTES": 32 * 1024 * 1024,
+    "NEXUS_MAX_SESSION_FILE_BYTES": 256 * 1024 * 1024,
+    "NEXUS_MAX_SESSION_LINES": 1_000_000,
 }
 
 # Variables that only SET something for a third-party library, never read as our configuration:
@@ -161,6 +164,9 @@ def _define() -> type[BaseSettings]:
             "NEXUS_MAX_CONVERSATIONS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_CONVERSATIONS_PER_FILE"])
         )
         max_errors_per_file: str = env("NEXUS_MAX_ERRORS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_ERRORS_PER_FILE"]))
+        max_jsonl_line_bytes: str = env("NEXUS_MAX_JSONL_LINE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_JSONL_LINE_BYTES"]))
+        max_session_file_bytes: str = env("NEXUS_MAX_SESSION_FILE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_SESSION_FILE_BYTES"]))
+        max_session_lines: str = env("NEXUS_MAX_SESSION_LINES", str(LIMIT_DEFAULTS["NEXUS_MAX_SESSION_LINES"]))
 
         # The LLM endpoint, as text: parsed by LLMConfig.from_env and token_budget_from_env (their messages).
         openai_base_url: str | None = env("OPENAI_BASE_URL")

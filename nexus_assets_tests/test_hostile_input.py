@@ -153,6 +153,37 @@ def test_a_recursion_bomb_inside_one_conversation_costs_that_conversation_only(t
     assert result["seconds"] < 60, result["seconds"]
 
 
+def test_a_recursion_bomb_on_one_line_of_a_session_costs_that_line_only(tmp_path: Path):
+    """JSON Lines have the limits JSON has: a line nested two million levels is refused on its
+    bytes, named by its line, and the session's other lines are read."""
+    event = '{{"type": "user", "sessionId": "s-1", "uuid": "u-{n}", "message": {{"role": "user", "content": {content}}}}}\n'
+    path = tmp_path / "session.jsonl"
+    path.write_text(
+        event.format(n=1, content='"Before the bomb."')
+        + event.format(n=2, content=deep_arrays(2_000_000))
+        + event.format(n=3, content='{"s": "[{\\"", "a": ' * 1_000_000 + "1" + "}" * 1_000_000)
+        + event.format(n=4, content='"After the bomb."')
+    )
+    result = read_capped(path)
+    assert [i["run_id"] for i in result["items"] if "run_id" in i] == ["s-1"]
+    problems = [i["problem"] for i in result["items"] if "problem" in i]
+    assert [p.split(" JSON nesting")[0] for p in problems] == ["line 2", "line 3"], problems
+    assert all("deeper than 64 levels (NEXUS_MAX_JSON_DEPTH)" in p for p in problems), problems
+    assert result["peak_kb"] < 200 * 1024, result["peak_kb"]
+    assert result["seconds"] < 60, result["seconds"]
+
+
+def test_a_million_tiny_lines_are_refused_in_bounded_memory(tmp_path: Path):
+    """Three bytes of input can be an object of its own: the line count is capped too."""
+    path = tmp_path / "tiny.jsonl"
+    path.write_bytes(b'{"type": "user", "sessionId": "s-1", "message": {"role": "user", "content": "Hi."}}\n' + b"{}\n" * 3_000_000)
+    result = read_capped(path)
+    assert [i["problem"] for i in result["items"]] == [
+        "session file has more than 1000000 lines (NEXUS_MAX_SESSION_LINES); none of it was stored; split it or raise the limit"
+    ]
+    assert result["peak_kb"] < 300 * 1024, result["peak_kb"]
+
+
 GUARDED = (
     b'[{"id": "x", "a": [',
     b'[{"k": "]]}\\"[[", "v": [[["\\\\"], {"w": "\\"}"}]]}, "[\\\\\\""]',

@@ -106,6 +106,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     for t in traced["traces"]:
         lines.append(
             f"\n{t['run_label']}{' · ' + t['run_id'] if t['run_title'] else ''} {t['json_path']} [{t['start']}:{t['end']}] "
+            f"{'(line ' + str(t['line']) + ' of the session file) ' if t.get('line') else ''}"
             f"{t['node_type'] or 'node'}, {t['branch']} branch; "
             f"checksum {t['node_checksum'][:16]}… "
             f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"

@@ -34,8 +34,9 @@ NodeType = Literal[
     # documents): compiled only for a topic whose target_node_types name it.
     "artifact",
 ]
-# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3).
-Branch = Literal["current", "abandoned"]
+# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3);
+# sidechain = a coding agent's subagent, beside the main conversation (Claude Code, Codex CLI).
+Branch = Literal["current", "abandoned", "sidechain"]
 BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"

@@ -82,7 +82,7 @@ class Scope:
         if node.hidden and not self.include_hidden:
             return "a hidden message (the topic does not set include_hidden: true)"
         if self.current_only and node.branch != "current":
-            return "on an abandoned branch (the topic compiles branches: current)"
+            return f"on {'a subagent sidechain' if node.branch == 'sidechain' else 'an abandoned branch'} (the topic compiles branches: current)"
         if self.node_types is not None and node.node_type not in self.node_types:
             return f"a {node.node_type} (not in the topic's target_node_types)"
         return None

@@ -390,11 +390,12 @@ class RunRecords(Records):
             return {}
         rows = self.conn.execute(
             """SELECT run_id, coalesce(json_extract_string(raw_json, '$.title'), json_extract_string(raw_json, '$.name')),
-                      started_at
+                      started_at,
+                      CASE WHEN format IN ('claude-code', 'codex') THEN json_extract_string(raw_json, '$.project') END
                FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))""",
             [run_ids],
         ).fetchall()
-        found = {r: run_name(r, title, started) for r, title, started in rows}
+        found = {r: run_name(r, title, started, project) for r, title, started, project in rows}
         return {r: found.get(r, RunName(r, None, None)) for r in run_ids}
 
     def latest_raw_json(self, run_id: str) -> str | None:

@@ -28,8 +28,9 @@ from nexus_assets.ingest.formats.exports import (
     open_export_members,
 )
 from nexus_assets.ingest.formats.values import ValueGuard, bad_value_message
+from nexus_assets.ingest.formats.sessions import is_session_event, iter_session
 
-RUN_FILE_SUFFIXES = (".json", ".zip")
+RUN_FILE_SUFFIXES = (".json", ".jsonl", ".zip")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -45,6 +46,10 @@ class Limits:
     max_zip_ratio: int = field(default_factory=L.max_compression_ratio)
     max_conversations: int = field(default_factory=L.max_conversations)
     max_node_chars: int = field(default_factory=L.max_node_chars)
+    # JSON Lines sessions are read a line at a time: a line is the unit a limit refuses.
+    max_line_bytes: int = field(default_factory=L.max_line_bytes)
+    max_session_bytes: int = field(default_factory=L.max_session_bytes)
+    max_session_lines: int = field(default_factory=L.max_session_lines)
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,13 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
     return limits.max_inflated_bytes
 
 
+def _json_lines(head: bytes) -> bool:
+    """Detected by content (DESIGN §3): a `.json` may hold a session, a `.jsonl` a Nexus run."""
+    from nexus_assets.ingest.formats.jsonl import looks_like_json_lines
+
+    return looks_like_json_lines(head, is_session_event)
+
+
 def _long_nodes(run: Run, display: str, sha: str | None, limit: int) -> Iterator[IngestionError]:
     """One error per text node too long to extract; the run itself is still stored."""
     for node in run.nodes:
@@ -384,7 +396,15 @@ def _iter_run_file(
                 if first == b"[":
                     yield from _stream_export(fh, display, sha, limits, open_after)
                     return
+                if first == b"{" and _json_lines(fh.readline(L.DETECT_BYTES) + fh.readline(L.DETECT_BYTES)):
+                    fh.seek(0)
+                    yield from iter_session(fh, display, sha, limits)
+                    return
             data = path.read_bytes()
+        elif (b"\n" in data[: L.DETECT_BYTES] or len(data) <= L.DETECT_BYTES) and _json_lines(data[: L.DETECT_BYTES]):
+            # (A first line longer than the detection window is no session's: not parsed twice.)
+            yield from iter_session(io.BytesIO(data), display, sha, limits)
+            return
         elif data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
             yield from _stream_export(io.BytesIO(data), display, sha, limits, open_after)
             return

@@ -304,12 +304,17 @@ def follow_moved_files(vault: Vault) -> list[tuple[str, str, list[str]]]:
     return moved
 
 
+# Formats whose run lives in exactly one file (a session file is one session): a second file
+# claiming the run is a copy or a clash, never a newer version.
+_ONE_FILE_FORMATS = ("nexus", "claude-code", "codex")
+
+
 def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
-    """Two Nexus run files (not two versions of one file) declaring one run_id with different
+    """Two Nexus run files or session files (not two versions of one file) declaring one run_id with different
     content: an error naming both. The file the vault already holds keeps the run (taking it
     over would leave its bricks stale and fail every later sync); two new files in one sync are
     settled by path. Exports are left out: a newer export rightly supersedes an older one."""
-    nexus = [item for item in batch if item[0].format == "nexus"]
+    nexus = [item for item in batch if item[0].format in _ONE_FILE_FORMATS]
     if not nexus:
         return []
     stored = vault.runs.run_sources({run.run_id for run, _, _ in nexus})
@@ -317,7 +322,7 @@ def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], c
     keep: list[tuple[Run, str, str]] = []
     for item in batch:
         run, source, sha = item
-        if run.format != "nexus":
+        if run.format not in _ONE_FILE_FORMATS:
             keep.append(item)
             continue
         other = claimed.get(run.run_id) or stored.get(run.run_id)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nexus_assets.core.paths import resolve_string
+from nexus_assets.core.paths import parse_normalized, resolve_string
+from nexus_assets.ingest.formats.jsonl import SESSION_FORMATS
 from nexus_assets.drift.records import node_key
 from nexus_assets.vault.store import RunVersion, Vault
 
@@ -36,6 +37,8 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
                 "run_status": status.get(a.run_id),
                 **names[a.run_id].as_json(),
                 "run_label": names[a.run_id].label,
+                # A session's node is on a line of its file: people open the file at that line.
+                **({"line": session_line(a.json_path)} if run is not None and run.format in SESSION_FORMATS else {}),
             }
         )
     return {
@@ -51,3 +54,9 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
         "sources": [s.model_dump() for s in brick.sources],
         "traces": traces,
     }
+
+
+def session_line(json_path: str) -> int | None:
+    """The 1-based line of a session file a node's path names (`$['lines'][12]…` is line 13)."""
+    steps = parse_normalized(json_path) or ()
+    return steps[1] + 1 if len(steps) > 1 and steps[0] == "lines" and isinstance(steps[1], int) else None

@@ -13,8 +13,9 @@ from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 
 # Raised whenever the readers come to read more than before (e.g. a bad entry that used to cost its
 # whole run now costs that entry only). A file that had problems under an older reader is read
-# again by the next sync: what it could not give then it may give now.
-READER_VERSION = 2
+# again by the next sync: what it could not give then it may give now. 3: JSON Lines sessions
+# (a `.json` file holding one was "not valid JSON" before).
+READER_VERSION = 3
 
 
 class FormatError(ValueError):
@@ -22,8 +23,11 @@ class FormatError(ValueError):
 
 
 def detect_format(value: Any) -> str | None:
-    """'nexus', 'chatgpt' or 'claude' for a run document or one export conversation."""
+    """'nexus', 'chatgpt', 'claude', 'claude-code' or 'codex' for a run document or one export
+    conversation (a session's document is built from its lines by `jsonl`)."""
     if isinstance(value, dict):
+        if isinstance(value.get("lines"), list) and value.get("session_format") in ("claude-code", "codex"):
+            return value["session_format"]
         if "messages" in value and "run_id" in value:
             return "nexus"
         if "mapping" in value:

@@ -53,6 +53,25 @@ def max_node_chars() -> int:
     return env_int("NEXUS_MAX_NODE_CHARS", 32_000_000)
 
 
+def max_line_bytes() -> int:
+    """The longest line of a JSON Lines session that is parsed (a line holds one event)."""
+    return env_int("NEXUS_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
+
+
+def max_session_bytes() -> int:
+    """The largest JSON Lines session file read (it is stored whole as its run's document)."""
+    return env_int("NEXUS_MAX_SESSION_FILE_BYTES", 256 * 1024 * 1024)
+
+
+def max_session_lines() -> int:
+    """The most lines a JSON Lines session file may have (real sessions have thousands)."""
+    return env_int("NEXUS_MAX_SESSION_LINES", 1_000_000)
+
+
+# How far into a file detection looks for the end of its first line.
+DETECT_BYTES = 8 * 1024 * 1024
+
+
 def max_inflated_bytes() -> int:
     return env_int("NEXUS_MAX_ZIP_INFLATED_BYTES", 2 * 1024**3)
 

@@ -1,0 +1,325 @@
+"""Coding-agent sessions as sources (issue 42, DESIGN §3): Claude Code and Codex CLI JSON Lines.
+
+Every text a person or the model wrote is a node whose address names its line and block, and
+resolving that address on the run document gives the text exactly (invariant 1); a bad line costs
+that line (invariant 11); a session still being written is an OPEN run that grows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nexus_assets.core.fingerprint import node_checksum
+from nexus_assets.core.models import IngestionError, Run
+from nexus_assets.core.paths import resolve_string
+from nexus_assets.ingest.runfiles import Limits, iter_run_file, scan_run_files
+from nexus_assets_tests.sessions import (
+    CWD,
+    SESSION,
+    append,
+    claude_event,
+    claude_session_lines,
+    codex_session_lines,
+    line,
+    write_lines,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
+
+
+def read(path: Path, limits: Limits | None = None) -> tuple[list[Run], list[IngestionError]]:
+    items = list(iter_run_file(path, str(path), limits=limits))
+    return [i for i in items if isinstance(i, Run)], [i for i in items if isinstance(i, IngestionError)]
+
+
+def texts(run: Run) -> dict[str, tuple[str, str, str, bool]]:
+    """path -> (text, node type, branch, hidden); each text read back through its address."""
+    out = {}
+    for node in run.nodes:
+        steps, text = resolve_string(run.document, node.path)
+        assert steps == node.steps
+        out[node.path] = (text, node.node_type, node.branch, node.hidden)
+    return out
+
+
+def test_a_claude_code_session_is_one_open_run_whose_nodes_name_line_and_block(tmp_path: Path):
+    path = write_lines(tmp_path / "projects" / "-home-ana-code-nexus-sync" / f"{SESSION}.jsonl", claude_session_lines())
+    runs, errors = read(path)
+    [run] = runs
+    assert (run.run_id, run.status, run.format, run.started_at) == (SESSION, "OPEN", "claude-code", "2026-03-02T09:01:00.000000Z")
+    assert run.document["title"] == "Nightly sync window"  # the summary line, before the first prompt
+    assert (run.document["project"], run.document["git_branch"]) == (CWD, "issue-42")
+    assert texts(run) == {
+        "$['lines'][2]['message']['content']": ("The nightly sync must finish before the backup starts.", "user_message", "current", False),
+        "$['lines'][3]['message']['content'][0]['thinking']": (
+            "The backup starts at three, so the sync needs a window.", "assistant_message", "current", True),
+        "$['lines'][3]['message']['content'][1]['text']": ("Then the sync runs at two and the backup at three.", "assistant_message", "current", False),
+        "$['lines'][4]['message']['content'][0]['input']['command']": ("crontab -l", "tool_call", "current", False),
+        "$['lines'][4]['message']['content'][0]['input']['description']": ("Show the sync schedule", "tool_call", "current", False),
+        "$['lines'][5]['message']['content'][0]['content']": ("0 2 * * * nexus sync", "tool_message", "current", False),
+        "$['lines'][6]['message']['content']": ("Check the sync logs for failures.", "user_message", "sidechain", False),
+        "$['lines'][7]['message']['content'][0]['text']": ("The sync logs show no failures this week.", "assistant_message", "sidechain", False),
+    }
+    # Each node carries its own line's time.
+    assert run.timestamp_of(run.nodes[1].steps) == "2026-03-02T09:02:00.000000Z"
+    # The one unknown event type is skipped and counted, not an error per line.
+    assert [e.problem for e in errors] == [
+        "warning: skipped 1 line(s) of event types this reader does not know: mystery-event (1); the rest of the session was kept"
+    ]
+
+
+def test_unknown_blocks_are_counted_in_one_warning(tmp_path: Path):
+    lines = [
+        claude_event("assistant", n, [{"type": "hologram", "data": "x"}, {"type": "text", "text": f"Reply {n}."}, None])
+        for n in range(1, 4)
+    ]
+    [run], errors = read(write_lines(tmp_path / "blocks.jsonl", lines))
+    assert len(run.nodes) == 3
+    assert [e.problem for e in errors] == [
+        "warning: skipped 6 content block(s) of kinds this reader does not know: hologram (3), null (3); the rest of the session was kept"
+    ]
+
+
+def test_an_edited_prompt_forks_the_session_and_the_old_continuation_is_abandoned(tmp_path: Path):
+    """Claude Code writes a rewound or edited prompt as a new child of an earlier line; a
+    compaction restarts the chain and names its logical parent."""
+    lines = [
+        claude_event("user", 1, "Schedule the sync."),
+        claude_event("assistant", 2, [{"type": "text", "text": "The sync runs at two."}], parent=1),
+        claude_event("user", 3, "Make it three.", parent=2),
+        claude_event("assistant", 4, [{"type": "text", "text": "The sync runs at three."}], parent=3),
+        claude_event("user", 5, "Make it one instead.", parent=2),  # the prompt of line 3, edited
+        {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "u-6", "parentUuid": None,
+         "logicalParentUuid": "u-5", "sessionId": SESSION, "timestamp": "2026-03-02T09:06:00.000Z"},
+        claude_event("assistant", 7, [{"type": "text", "text": "The sync runs at one."}], parent=6),
+    ]
+    [run], errors = read(write_lines(tmp_path / "fork.jsonl", lines))
+    assert not errors
+    branches = {t[0]: t[2] for t in texts(run).values()}
+    assert branches == {
+        "Schedule the sync.": "current",
+        "The sync runs at two.": "current",
+        "Make it three.": "abandoned",
+        "The sync runs at three.": "abandoned",
+        "Make it one instead.": "current",
+        "The sync runs at one.": "current",
+    }
+
+
+def test_a_subagent_file_is_its_own_run_on_the_sidechain(tmp_path: Path):
+    lines = [
+        claude_event("user", 1, "List the sync jobs.", sidechain=True, agentId="a7b1"),
+        claude_event("assistant", 2, [{"type": "text", "text": "There is one sync job."}], parent=1, sidechain=True, agentId="a7b1"),
+    ]
+    [run], errors = read(write_lines(tmp_path / "agent-a7b1.jsonl", lines))
+    assert run.run_id == f"{SESSION}:agent-a7b1" and not errors
+    assert {n.branch for n in run.nodes} == {"sidechain"}
+
+
+def test_a_codex_rollout_keeps_what_was_said_once(tmp_path: Path):
+    path = write_lines(tmp_path / "sessions" / "2026" / "03" / "03" / "rollout-2026-03-03T10-00-00-x.jsonl", codex_session_lines())
+    [run], errors = read(path)
+    assert not errors
+    assert (run.run_id, run.status, run.format) == ("019c0000-1111-7222-8333-444455556666", "OPEN", "codex")
+    assert run.document["title"] == "Make the backup skip the sync folder."
+    assert (run.document["project"], run.document["git_branch"]) == ("/home/ana/code/backup-tool", "main")
+    found = texts(run)
+    kinds = {p: (t[1], t[3]) for p, t in found.items()}
+    assert kinds == {
+        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", False),  # Codex's own context
+        "$['lines'][2]['payload']['content'][0]['text']": ("user_message", False),
+        "$['lines'][5]['payload']['summary'][0]['text']": ("assistant_message", True),  # reasoning, hidden
+        "$['lines'][6]['payload']['arguments']": ("tool_call", False),
+        "$['lines'][7]['payload']['output']": ("tool_message", False),
+        "$['lines'][8]['payload']['input']": ("tool_call", False),
+        "$['lines'][9]['payload']['output']": ("tool_message", False),
+        "$['lines'][10]['payload']['content'][0]['text']": ("assistant_message", False),
+    }
+    # event_msg repeats the turns: the prompt and the answer are one node each.
+    said = [t[0] for t in found.values()]
+    assert said.count("Make the backup skip the sync folder.") == 1
+    assert said.count("The backup now skips the sync folder.") == 1
+
+
+def test_an_older_codex_rollout_without_wrappers_is_read(tmp_path: Path):
+    lines = [
+        {"id": "0c7d-old", "timestamp": "2025-06-01T08:00:00.000Z", "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Rename the backup job."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The backup job is renamed."}]},
+    ]
+    [run], errors = read(write_lines(tmp_path / "rollout-old.jsonl", lines))
+    assert not errors and run.run_id == "0c7d-old"
+    assert list(texts(run)) == ["$['lines'][2]['content'][0]['text']", "$['lines'][3]['content'][0]['text']"]
+
+
+def test_a_malformed_line_is_one_error_naming_file_and_line_and_the_rest_compiles(tmp_path: Path):
+    lines = claude_session_lines()
+    body = "".join(line(v) for v in lines[:4]) + '{"type":"user","message": {oops\n' + "".join(line(v) for v in lines[4:])
+    path = tmp_path / "broken.jsonl"
+    path.write_text(body, encoding="utf-8")
+    [run], errors = read(path)
+    bad = [e for e in errors if "line 5" in e.problem]
+    assert len(bad) == 1 and bad[0].file == str(path) and bad[0].conversation == SESSION
+    assert "not valid JSON" in bad[0].problem and "the rest of the session was read" in bad[0].problem
+    # Later lines keep their own line numbers: the bad line is a null in its place.
+    assert run.document["lines"][4] is None
+    assert "$['lines'][8]['message']['content'][0]['text']" in texts(run)
+
+
+def test_a_half_written_last_line_is_no_error_and_the_session_grows(tmp_path: Path):
+    lines = claude_session_lines()[:4]
+    next_line = line(claude_event("user", 9, "Move the backup to four.", parent=2))
+    path = write_lines(tmp_path / f"{SESSION}.jsonl", lines, tail=next_line[:25])
+    [first], errors = read(path)
+    assert not errors
+    before = {n.path: node_checksum(t[0]) for n, t in zip(first.nodes, texts(first).values())}
+
+    append(path, next_line[25:] + line(claude_event("assistant", 10, [{"type": "text", "text": "The backup runs at four now."}], parent=9)))
+    [grown], errors = read(path)
+    assert not errors and grown.run_id == first.run_id and grown.version_id != first.version_id
+    after = {n.path: node_checksum(t[0]) for n, t in zip(grown.nodes, texts(grown).values())}
+    # Earlier nodes keep their addresses and checksums; the appended lines are new nodes.
+    assert {p: after[p] for p in before} == before
+    assert set(after) - set(before) == {"$['lines'][4]['message']['content']", "$['lines'][5]['message']['content'][0]['text']"}
+
+
+def test_format_is_detected_by_content_not_by_name(tmp_path: Path):
+    session_as_json = write_lines(tmp_path / "runs" / "session.json", claude_session_lines())
+    nexus_as_jsonl = tmp_path / "runs" / "run.jsonl"
+    nexus_as_jsonl.write_text(json.dumps({"run_id": "r1", "status": "CLOSED", "messages": [{"role": "user", "content": "Hi."}]}) + "\n")
+    other = write_lines(tmp_path / "runs" / "history.jsonl", [{"display": "ls", "timestamp": 1}, {"display": "pwd", "timestamp": 2}])
+    assert {p.name for p in scan_run_files(tmp_path / "runs")} == {"session.json", "run.jsonl", "history.jsonl"}
+    assert read(session_as_json)[0][0].format == "claude-code"
+    assert read(nexus_as_jsonl)[0][0].format == "nexus"
+    runs, errors = read(other)
+    assert not runs and len(errors) == 1 and "not a Claude Code session" in errors[0].problem
+
+
+def test_a_one_line_session_is_still_a_session(tmp_path: Path):
+    [run], _ = read(write_lines(tmp_path / "one.jsonl", [claude_event("user", 1, "Only one line so far.")]))
+    assert run.format == "claude-code" and len(run.nodes) == 1
+
+
+def test_hostile_lines_cost_their_line_and_a_huge_file_is_refused(tmp_path: Path):
+    lines = claude_session_lines()[:3]
+    long_line = line(claude_event("user", 7, "x" * 5000))
+    deep_line = '{"type":"user","message":' + "[" * 100 + "]" * 100 + "}\n"
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(line(v) for v in lines) + long_line + deep_line + line(lines[2]), encoding="utf-8")
+    limits = Limits(max_line_bytes=4096, max_depth=64)
+    [run], errors = read(path, limits)
+    problems = sorted(e.problem for e in errors)
+    assert any(p.startswith("line 4 is over the 4096-byte line limit (NEXUS_MAX_JSONL_LINE_BYTES)") for p in problems)
+    assert any(p.startswith("line 5 JSON nesting is deeper than 64 levels") for p in problems)
+    assert run.document["lines"][3] is None and run.document["lines"][4] is None
+    assert "$['lines'][5]['message']['content']" in texts(run)
+
+    runs, errors = read(path, Limits(max_session_bytes=2000))
+    assert not runs and len(errors) == 1 and "NEXUS_MAX_SESSION_FILE_BYTES" in errors[0].problem
+    runs, errors = read(path, Limits(max_session_lines=4))
+    assert not runs and len(errors) == 1 and "more than 4 lines (NEXUS_MAX_SESSION_LINES)" in errors[0].problem
+
+
+def test_a_flood_of_bad_lines_is_named_up_to_a_bound(tmp_path: Path):
+    path = tmp_path / "flood.jsonl"
+    path.write_text(line(claude_event("user", 1, "The one good line.")) + "not json\n" * 1500)
+    [run], errors = read(path)
+    assert len(run.nodes) == 1
+    assert len(errors) == 1001 and errors[-1].problem.startswith("line 1501 and 500 more bad lines after line 1001")
+
+
+def test_a_lone_surrogate_costs_its_line(tmp_path: Path):
+    lines = claude_session_lines()[:3]
+    path = tmp_path / "surrogate.jsonl"
+    path.write_text("".join(line(v) for v in lines) + '{"type":"user","sessionId":"s","message":{"role":"user","content":"bad \\ud800"}}\n' + line(lines[2]))
+    [run], errors = read(path)
+    assert [e.problem.split(" holds")[0] for e in errors] == ["line 4"]
+    assert len(run.nodes) == 2
+
+
+@pytest.mark.parametrize(
+    "name, run_id, expected",
+    [
+        ("claude-code-real-redacted.jsonl", "06090cb1-3e64-433a-bc7e-a621c0f596d2", {"user_message": 1, "assistant_message": 1}),
+        ("codex-real-redacted.jsonl", "019e9625-802f-7e91-840a-cfe88d14117a", {"system_message": 2, "user_message": 1, "assistant_message": 1}),
+    ],
+)
+def test_real_session_files_read_as_their_tool_wrote_them(name: str, run_id: str, expected: dict):
+    """Real files (MIT, redacted by their publisher; see PROVENANCE.md): no error, no unknown
+    event, and each prompt and answer a node exactly once."""
+    [run], errors = read(FIXTURES / name)
+    assert run.run_id == run_id and not errors
+    counted: dict[str, int] = {}
+    for _, node_type, _, _ in texts(run).values():
+        counted[node_type] = counted.get(node_type, 0) + 1
+    assert counted == expected
+
+
+# Through the whole product: `nexus sync --runs-dir ~/.claude/projects` as it is.
+
+TOPIC = "sync-schedule"
+
+
+@pytest.fixture()
+def agent_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A ~/.claude/projects folder with one session, and a topics folder."""
+    monkeypatch.setenv("NEXUS_NO_RECALL", "1")
+    projects = tmp_path / ".claude" / "projects"
+    write_lines(projects / "-home-ana-code-nexus-sync" / f"{SESSION}.jsonl", claude_session_lines()[:4])
+    topics = tmp_path / "topics"
+    topics.mkdir()
+    (topics / f"{TOPIC}.yaml").write_text(
+        f"topic_id: {TOPIC}\ndisplay_name: Sync schedule\nstate: ACTIVE\n"
+        "extraction_policy:\n  scope_description: When the sync and the backup run.\n  required_keywords: [sync, backup]\n",
+        encoding="utf-8",
+    )
+    return projects, topics
+
+
+def test_sync_of_a_growing_session_keeps_earlier_bricks_and_traces_each_to_its_line(agent_home, tmp_path: Path, capsys):
+    from nexus_assets_tests.cli_helpers import run_cli, run_json
+
+    projects, topics = agent_home
+    db = ["--db", str(tmp_path / "vault.duckdb")]
+    sync = [*db, "sync", "--runs-dir", str(projects), "--topics-dir", str(topics)]
+    run_json(capsys, *sync)
+    first = {b["brick_id"]: b for b in run_json(capsys, *db, "bricks", TOPIC)}
+    assert {b["content"] for b in first.values()} == {
+        "The nightly sync must finish before the backup starts.",
+        "Then the sync runs at two and the backup at three.",
+    }
+    for brick in first.values():
+        [source] = brick["sources"]
+        assert source["run_id"] == SESSION and source["json_path"].startswith("$['lines'][")
+        assert brick["state"] == "IMPROVISE"  # the session is OPEN
+    # The session is named by its title, project and date.
+    code, out, _ = run_cli(capsys, *db, "bricks", TOPIC)
+    assert code == 0 and "\u201cNightly sync window\u201d (nexus-sync, 2026-03-02)" in out
+
+    # One more exchange, the second line still being written when the next sync runs.
+    path = projects / "-home-ana-code-nexus-sync" / f"{SESSION}.jsonl"
+    reply = line(claude_event("assistant", 11, [{"type": "text", "text": "The backup window moved, so the sync runs at one."}], parent=10))
+    append(path, line(claude_event("user", 10, "The backup moved to two.", parent=3)) + reply[:40])
+    run_json(capsys, *sync)
+    append(path, reply[40:])
+    run_json(capsys, *sync)
+    second = {b["brick_id"]: b for b in run_json(capsys, *db, "bricks", TOPIC)}
+    assert set(first) <= set(second)
+    for brick_id, brick in first.items():
+        assert second[brick_id]["sources"][0]["node_checksum"] == brick["sources"][0]["node_checksum"]
+        assert second[brick_id]["sources"][0]["json_path"] == brick["sources"][0]["json_path"]
+    new = {b["content"]: b["sources"][0]["json_path"] for k, b in second.items() if k not in first}
+    assert new == {
+        "The backup moved to two.": "$['lines'][4]['message']['content']",
+        "The backup window moved, so the sync runs at one.": "$['lines'][5]['message']['content'][0]['text']",
+    }
+    assert run_json(capsys, *db, "errors") == []
+    new_id = next(k for k, b in second.items() if b["content"] == "The backup moved to two.")
+    [traced] = run_json(capsys, *db, "trace", new_id)["traces"]
+    assert (traced["line"], traced["quote"], traced["current"]) == (5, "The backup moved to two.", True)
+    code, _, err = run_cli(capsys, *db, "verify")
+    assert code == 0, err
