@@ -78,3 +78,25 @@ def test_headings_and_titles_state_no_value():
     assert states_no_value("**Post-marathon recovery**")
     assert states_no_value("Training for the second marathon:")
     assert not states_no_value("The vault is one DuckDB file.")
+
+
+def test_a_sync_says_so_when_the_open_conflicts_change_not_at_every_sync(tmp_path):
+    """Issue 40: an unchanged sync repeated the conflicts warning every time; it is said when the
+    set of open conflicts changed (the check still lists them, `nexus conflicts` too)."""
+    from nexus_assets_tests.cli_helpers import run_nexus
+    from nexus_assets_tests.project import Project, nexus_run
+    from nexus_assets_tests.test_relations import SAID_FIRST, SAID_LATER, TOPIC, write_topic
+
+    p = Project(tmp_path / "proj")
+    write_topic(p)
+    p.write_run("a.json", nexus_run("run-a", [("user", SAID_FIRST)], start="2026-01-01T00:00:00Z"))
+    first = run_nexus(*p.sync_args())
+    assert first.returncode == 0 and "open_conflicts" not in first.stderr
+    p.write_run("b.json", nexus_run("run-b", [("user", SAID_LATER)], start="2026-02-01T00:00:00Z"))
+    changed = run_nexus(*p.sync_args())
+    assert changed.returncode == 0
+    assert f"warning: {TOPIC}: open_conflicts" in changed.stderr
+    again = run_nexus(*p.sync_args())
+    assert again.returncode == 0 and "open_conflicts" not in again.stderr
+    listed = run_nexus(*p.cli_args(), "conflicts", TOPIC, "--json")
+    assert len(__import__("json").loads(listed.stdout)) == 1, "the conflict is still open, only not repeated"
