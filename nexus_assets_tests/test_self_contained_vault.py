@@ -107,4 +107,7 @@ def test_a_sync_names_the_folders_it_reads_when_they_are_not_the_defaults(tmp_pa
     shutil.copytree(root / "data" / "runs", other_runs)
     done = run_nexus("sync", "--runs-dir", str(other_runs), env=NO_RECALL, cwd=root)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[0] == f"reading runs from {other_runs.resolve()} (--runs-dir)"
+    assert "reading" not in done.stderr, "a folder the user named needs no note"
+    done = run_nexus("sync", env={**NO_RECALL, "NEXUS_TOPICS_DIR": str(root / "data" / "topics")}, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == f"reading runs from {other_runs.resolve()} (recorded in the vault data/nexus.duckdb)"

@@ -131,12 +131,13 @@ def shown_path(path: str | Path) -> str:
 
 def folders_note(args: argparse.Namespace) -> str | None:
     """Which runs and topics folders a command reads, when they are not ./data/runs and ./data/topics
-    (a vault may remember other ones): one line, so a person never syncs the wrong folder unawares."""
+    and no flag named them (the vault or the environment chose): one line, so a person never syncs
+    another folder unawares."""
     parts = []
     for name, what in (("runs_dir", "runs"), ("topics_dir", "topics")):
         value = getattr(args, name, None)
-        if value is not None and Path(value).resolve() != Path(DEFAULT_DIRS[name]).resolve():
-            origin = getattr(args, "dir_origins", {}).get(name, "given")
+        origin = getattr(args, "dir_origins", {}).get(name, "--")
+        if value is not None and not origin.startswith("--") and Path(value).resolve() != Path(DEFAULT_DIRS[name]).resolve():
             parts.append(f"{what} from {shown_path(value)} ({origin})")
     return f"reading {' and '.join(parts)}" if parts else None
 

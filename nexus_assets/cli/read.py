@@ -6,6 +6,7 @@ They import neither Dagster nor the LLM client, so they answer in about the time
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import textwrap
 
@@ -152,10 +153,13 @@ def _marked(t: dict, full: bool) -> list[str]:
         marked = text[:start] + "\u27e6" + text[start:end] + "\u27e7" + text[end:]
         return [w for paragraph in marked.splitlines() for w in (textwrap.wrap(paragraph, TRACE_WIDTH - 11) or [""])]
     before, after = text[max(0, start - TRACE_WINDOW) : start], text[end : end + TRACE_WINDOW]
-    if start > TRACE_WINDOW and " " in before:
-        before = "…" + before.split(" ", 1)[1]
-    if end + TRACE_WINDOW < len(text) and " " in after:
-        after = after.rsplit(" ", 1)[0] + "…"
+    # Cut where a word ends, and say that it was cut.
+    if start > TRACE_WINDOW:
+        parts = re.split(r"\s", before, maxsplit=1)
+        before = "…" + parts[-1]
+    if end + TRACE_WINDOW < len(text):
+        parts = re.split(r"\s(?=\S*$)", after, maxsplit=1)
+        after = parts[0] + "…"
     window = " ".join(before.split()) + (" " if before[-1:].isspace() else "")
     window += "\u27e6" + " ".join(text[start:end].split()) + "\u27e7"
     window += (" " if after[:1].isspace() else "") + " ".join(after.split())

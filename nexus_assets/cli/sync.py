@@ -119,10 +119,11 @@ class _Outcome:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    if note := folders_note(args):
-        print(note, file=sys.stderr, flush=True)
     request = _check_inputs(args)
     inputs, unchanged = _record_inputs(args, request)
+    # Said once the vault took the sync (a sync refused at the door says only why).
+    if note := folders_note(args):
+        print(note, file=sys.stderr, flush=True)
     if unchanged:
         return _report_broken(request, _report_unchanged(args, request.selected))
     outcome = _run_jobs(args, request)
