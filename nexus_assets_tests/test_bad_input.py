@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "storage-decisions"
@@ -107,14 +107,16 @@ def test_an_oversized_file_is_refused_with_the_limit_named(empty_project: Projec
 
 def test_a_broken_topic_file_is_named_and_other_topics_still_sync(project: Project, capsys):
     (project.topics / "broken.yaml").write_text("topic_id: Not A Slug\ndisplay_name: x\n", encoding="utf-8")
-    results = run_json(capsys, *project.sync_args())
+    # The other topics compile; the sync still fails (issue 40), naming the file in its last lines.
+    code, out, err = run_cli(capsys, *project.sync_args(), "--json")
+    assert code == 1, err
+    results = json.loads(out)
     assert [r["topic_id"] for r in results] == ["nexus-server-sync", "storage-decisions"]
     assert all(r["success"] for r in results)
+    assert err.strip().splitlines()[-1].startswith(f"  topic file {project.topics / 'broken.yaml'}: topic_id: string should match pattern")
 
 
 def test_a_bad_vault_memory_setting_is_a_usage_error_and_the_vault_is_untouched(synced: Project, capsys, monkeypatch):
-    from nexus_assets_tests.cli_helpers import run_cli
-
     before = synced.db.read_bytes()
     monkeypatch.setenv("NEXUS_VAULT_MEMORY", "lots")
     for argv in (("topics",), ("sync", "--runs-dir", str(synced.runs), "--topics-dir", str(synced.topics))):

@@ -146,10 +146,10 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.set_default_timeout(60_000)
 
-            # 1. Lineage: the five stages.
+            # 1. Lineage: the six groups (five stages, then recall).
             page.goto(f"{dagster_dev}/asset-groups")
             dismiss_welcome(page)
-            for group in ("raw_runs", "pointers", "bricks", "states", "manifest"):
+            for group in ("raw_runs", "pointers", "bricks", "states", "manifest", "recall"):
                 expect(page.get_by_text(group, exact=True).first).to_be_visible()
             shot(page, tmp_path, "01-lineage")
 

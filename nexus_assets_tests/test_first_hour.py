@@ -22,6 +22,7 @@ from nexus_assets_tests import servers
 from nexus_assets_tests.cli_helpers import run_nexus
 from nexus_assets_tests.generated_export import generate_export
 from nexus_assets_tests.project import sample_project
+from nexus_assets_tests.readme_examples import mismatches
 
 # The topic file exactly as the README's "Bring your own export" writes it.
 TOPIC_FILE = """\
@@ -36,8 +37,11 @@ state: ACTIVE
 
 @pytest.fixture(scope="module")
 def first_hour(tmp_path_factory) -> Path:
+    return first_hour_folder(tmp_path_factory.mktemp("first-hour"))
+
+
+def first_hour_folder(root: Path) -> Path:
     """A fresh project folder holding only the user's export and topic, synced by `nexus sync`."""
-    root = tmp_path_factory.mktemp("first-hour")
     made = generate_export(root / "scratch", per_theme=6, one_off_questions=10, themes=None)
     conversations = json.loads(made.path.read_text(encoding="utf-8"))
     for i, c in enumerate(conversations):
@@ -153,3 +157,8 @@ def test_verify_reports_drift_once_per_conversation(tmp_path: Path):
     data = json.loads(run_nexus(*p.cli_args(), "verify", "--json").stdout)
     (run,) = data["drift_by_run"]
     assert run["run_id"] == "run-2026-10-09-vault-design" and run["sources"] == len(data["drift"]) > 3
+
+
+def test_the_readmes_first_hour_examples_are_what_the_commands_print(first_hour: Path):
+    problems = mismatches("first-hour", first_hour)
+    assert not problems, "\n\n".join(problems)

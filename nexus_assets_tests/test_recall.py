@@ -50,22 +50,17 @@ def test_recall_is_read_only_and_confidences_are_in_range(synced: Project, capsy
     assert table_bytes(synced) == before, "no audit row, no state change"
     (top, *rest) = out["results"]
     assert top["reranker_used"] == "heuristic"
-    assert_grouped_by_message_best_first(out["results"])
+    assert_in_rank_order(out["results"])
     assert all(0.0 <= r["confidence"] <= 1.0 for r in out["results"]) and len(out["results"]) == 4
     assert set(r["brick_id"] for r in out["results"]) and all(r["sources"] for r in out["results"])
 
 
-def assert_grouped_by_message_best_first(results: list[dict]) -> None:
-    """Results come by confidence, the bricks of one message together: each message once, the
-    messages in the order of their most confident brick, and inside one message best first."""
-    messages = [r["message"] for r in results]
-    order = list(dict.fromkeys(messages))
-    assert messages == sorted(messages, key=order.index), "a message's bricks are together"
-    best = [max(r["confidence"] for r in results if r["message"] == m) for m in order]
-    assert best == sorted(best, reverse=True)
-    for m in order:
-        inside = [r["confidence"] for r in results if r["message"] == m]
-        assert inside == sorted(inside, reverse=True)
+def assert_in_rank_order(results: list[dict]) -> None:
+    """Results come in the reranker's order, numbered from 1: best score first, ties by authority
+    and then brick id; each names the message it was said in."""
+    assert [r["rank"] for r in results] == list(range(1, len(results) + 1))
+    keys = [(-r["rerank_score"], r["authority"], r["brick_id"]) for r in results]
+    assert keys == sorted(keys)
     assert all(r["message"] == f"{r['sources'][0]['run_id']} {r['sources'][0]['json_path']}" for r in results)
 
 
@@ -368,6 +363,6 @@ def test_recall_repl_answers_every_line_of_its_input_in_one_process(synced: Proj
     assert [a["query"] for a in answers] == [q for q in queries if q]
     single = run_nexus(*synced.cli_args(), "recall", QUESTION, "--json", "--k", "3", cwd=synced.root)
     assert [r["brick_id"] for r in answers[0]["results"]] == [r["brick_id"] for r in json.loads(single.stdout)["results"]]
-    assert_grouped_by_message_best_first(answers[0]["results"])
+    assert_in_rank_order(answers[0]["results"])
     no_query = run_nexus(*synced.cli_args(), "recall")
     assert no_query.returncode == 2 and "--repl" in no_query.stderr

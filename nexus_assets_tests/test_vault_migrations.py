@@ -27,7 +27,7 @@ from nexus_assets_tests.llm_server import (
     DEFAULT_MODEL,
     FakeOpenAIServer,
 )
-from nexus_assets_tests.project import nexus_run
+from nexus_assets_tests.project import Project, nexus_run
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
 SAMPLE_TOPICS = ["nexus-server-sync", "storage-decisions"]
@@ -324,7 +324,7 @@ def test_a_vault_from_before_relations_opens_keeps_everything_relates_once_and_r
         assert schema_version(con) == 18
     before = snapshot(db)
     with Vault.open(db) as v:
-        assert schema_version(v.conn) == LATEST == 20
+        assert schema_version(v.conn) == LATEST >= 20
     assert snapshot(db) == before
 
     base = ["--db", str(db), "sync", "--runs-dir", "runs", "--topics-dir", "topics"]
@@ -343,3 +343,40 @@ def test_a_vault_from_before_relations_opens_keeps_everything_relates_once_and_r
         related = con.execute("SELECT count(*) FROM relation_builds").fetchone()[0]
         visible = con.execute("SELECT count(*) FROM bricks WHERE state <> 'SUPERSEDED'").fetchone()[0]
     assert related == visible, "every visible brick was related once"
+
+
+def test_a_vault_that_recorded_absolute_folders_records_them_relative_to_itself_once_upgraded(tmp_path, capsys, monkeypatch):
+    """Migration 21 (a self-contained vault folder): the previous release (schema 20) recorded the
+    runs and topics folders as absolute paths. Opened, a folder inside the vault's folder becomes
+    relative to it and one outside stays absolute; then a copy of the folder syncs its own runs."""
+    monkeypatch.setenv("NEXUS_NO_RECALL", "1")
+    p = Project(tmp_path / "proj")
+    p.write_topic("vault-notes", keywords=["vault"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "The vault is one DuckDB file.")]))
+    shared_topics = tmp_path / "shared-topics"
+    shutil.copytree(p.topics, shared_topics)
+    run_json(capsys, *p.sync_args())
+    with duckdb.connect(str(p.db)) as con:
+        con.execute("UPDATE vault_sources SET path = ? WHERE kind = 'runs_dir'", [str(p.runs.resolve())])
+        con.execute("UPDATE vault_sources SET path = ? WHERE kind = 'topics_dir'", [str(shared_topics.resolve())])
+        con.execute("DELETE FROM schema_version WHERE version >= 21")
+        assert schema_version(con) == 20
+    before = snapshot(p.db)
+
+    with Vault.open(p.db) as v:
+        assert schema_version(v.conn) == LATEST
+        assert dict(v.conn.execute("SELECT kind, path FROM vault_sources").fetchall()) == {
+            "runs_dir": "runs",
+            "topics_dir": str(shared_topics.resolve()),
+        }
+        assert v.recorded_sources() == {"runs_dir": str(p.runs.resolve()), "topics_dir": str(shared_topics.resolve())}
+    assert snapshot(p.db) == before, "no brick, source, manifest or run changed"
+
+    copy = Project(tmp_path / "copy")
+    shutil.copytree(p.root, copy.root)
+    copy.write_run("b.json", nexus_run("run-b", [("user", "The vault keeps every version.")]))
+    monkeypatch.chdir(tmp_path)
+    run_json(capsys, *copy.cli_args(), "sync")
+    listed = run_json(capsys, *copy.cli_args(), "bricks", "vault-notes")
+    assert {b["content"] for b in listed} == {"The vault is one DuckDB file.", "The vault keeps every version."}
+    assert len(run_json(capsys, *p.cli_args(), "bricks", "vault-notes")) == 1, "the original is untouched"

@@ -131,8 +131,9 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("manifest", parents=[common], help="the topic's manifest and its hash")
     p.add_argument("topic")
     _handler(p, "read:cmd_manifest")
-    p = sub.add_parser("trace", parents=[common], help="a brick's source nodes with its text marked")
+    p = sub.add_parser("trace", parents=[common], help="where a brick was said: file, conversation, message, its text marked")
     p.add_argument("brick_id")
+    p.add_argument("--full", action="store_true", help="every source (not the first 3), each message whole (not a window around the text)")
     _handler(p, "read:cmd_trace")
     _handler(
         sub.add_parser("verify", parents=[common], help="re-check sources against run files, manifest chains and sealed (FINAL) bricks"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -66,7 +68,19 @@ def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = 
     # Loaded here, not at the top: `Vault` brings the models (pydantic), which `nexus topics` never needs.
     from nexus_assets.vault.store import Vault
 
-    return Vault.open(_existing(args, create), read_only=not write)
+    db = _existing(args, create)
+    if create and not db.exists():
+        # A mistyped --db must not pass as a sync into the vault meant: say a new one was made, and where.
+        folder = "" if db.parent.exists() else f", and the folder {db.parent} for it"
+        return _announced(Vault.open(db, read_only=not write), f"nexus: created a new vault at {db}{folder}")
+    return Vault.open(db, read_only=not write)
+
+
+@contextmanager
+def _announced(opened, message: str):
+    with opened as vault:
+        print(message, file=sys.stderr, flush=True)
+        yield vault
 
 
 def open_catalog(args: argparse.Namespace):
@@ -91,8 +105,41 @@ def resolve_dirs(args: argparse.Namespace, basics: Basics) -> None:
             # A process that has written the file cannot also open it read-only; read it read-write.
             with Catalog.open(args.db) as vault:
                 recorded = vault.recorded_sources()
+    origins = getattr(args, "dir_origins", {})
     for name in wanted:
+        if getattr(basics, name):
+            origins[name] = f"NEXUS_{name.upper()}"
+        elif recorded.get(name):
+            origins[name] = f"recorded in the vault {args.db}"
+        else:
+            origins[name] = "the default"
         setattr(args, name, getattr(basics, name) or recorded.get(name) or DEFAULT_DIRS[name])
+    for name in DEFAULT_DIRS:
+        if hasattr(args, name) and name not in origins:
+            origins[name] = f"--{name.replace('_', '-')}"
+    args.dir_origins = origins
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a person would type it here: relative to the working directory when below it."""
+    absolute = Path(path).resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+def folders_note(args: argparse.Namespace) -> str | None:
+    """Which runs and topics folders a command reads, when they are not ./data/runs and ./data/topics
+    and no flag named them (the vault or the environment chose): one line, so a person never syncs
+    another folder unawares."""
+    parts = []
+    for name, what in (("runs_dir", "runs"), ("topics_dir", "topics")):
+        value = getattr(args, name, None)
+        origin = getattr(args, "dir_origins", {}).get(name, "--")
+        if value is not None and not origin.startswith("--") and Path(value).resolve() != Path(DEFAULT_DIRS[name]).resolve():
+            parts.append(f"{what} from {shown_path(value)} ({origin})")
+    return f"reading {' and '.join(parts)}" if parts else None
 
 
 def require_folder(path: Path, what: str, flag: str) -> Path:

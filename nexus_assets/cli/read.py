@@ -6,6 +6,7 @@ They import neither Dagster nor the LLM client, so they answer in about the time
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import textwrap
 
@@ -16,6 +17,7 @@ from nexus_assets.cli.common import (
     one_line,
     open_vault,
     require_topic,
+    shown_path,
 )
 from nexus_assets.trace.step import trace_brick
 
@@ -91,6 +93,11 @@ def cmd_manifest(args: argparse.Namespace) -> int:
     return 0
 
 
+TRACE_SOURCES = 3  # sources a trace shows unless --full: a brick said in many conversations stays one screen
+TRACE_WINDOW = 160  # characters shown on each side of the quoted span
+TRACE_WIDTH = 96  # a fixed width, so what the README shows is what the command prints
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         matches = vault.history.brick_ids_with_prefix(args.brick_id)
@@ -99,21 +106,65 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if len(matches) > 1:
             raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
         traced = trace_brick(vault, matches[0])
-    lines = [
-        f"brick {traced['brick_id']} [{traced['state']}]{' STALE' if traced['stale'] else ''}"
-        f"{' ABANDONED BRANCH (every source)' if traced['abandoned'] else ''} in {traced['topic_id']}"
-    ]
-    for t in traced["traces"]:
-        lines.append(
-            f"\n{t['run_label']}{' · ' + t['run_id'] if t['run_title'] else ''} {t['json_path']} [{t['start']}:{t['end']}] "
-            f"{'(line ' + str(t['line']) + ' of the session file) ' if t.get('line') else ''}"
-            f"{t['node_type'] or 'node'}, {t['branch']} branch; "
-            f"checksum {t['node_checksum'][:16]}… "
-            f"({'matches current source' if t['current'] else 'DRIFTED: ' + (t['problem'] or '')})"
-        )
-        lines.append(t["node_text"][: t["start"]] + "⟦" + t["node_text"][t["start"] : t["end"]] + "⟧" + t["node_text"][t["end"] :])
-    emit(args, traced, "\n".join(lines))
+    emit(args, traced, render_trace(traced, full=args.full))
     return 0
+
+
+def render_trace(traced: dict, *, full: bool = False) -> str:
+    """A brick and where it was said: per source the file, the conversation and the message, with a
+    window around the quoted span (the whole message with `full`); the first TRACE_SOURCES sources
+    and a count of the rest unless `full`."""
+    traces = traced["traces"]
+    count = len(traces)
+    lines = [
+        f"brick {traced['brick_id'][:12]}  {traced['state']}{'  STALE' if traced['stale'] else ''}"
+        f"{'  ABANDONED BRANCH (every source)' if traced['abandoned'] else ''}  topic {traced['topic_id']}"
+        f"{f'  ({count} sources)' if count > 1 else ''}",
+        *textwrap.wrap(f"\u201c{' '.join(traced['content'].split())}\u201d", TRACE_WIDTH, subsequent_indent=" "),
+    ]
+    shown = traces if full else traces[:TRACE_SOURCES]
+    for n, t in enumerate(shown, 1):
+        lines.append("")
+        lines.append(f"{n}. {shown_path(t['source_file']) if t['source_file'] else '(run file not recorded)'}")
+        conversation = t["run_label"] + (f" · {t['run_id']}" if t["run_title"] else "")
+        lines.append(f"   └─ conversation {conversation}")
+        node = (t["node_type"] or "node").replace("_", " ")
+        where = f"  (line {t['line']} of the session file)" if t.get("line") else ""
+        lines.append(f"      └─ {node}{', ' + t['branch'] + ' branch' if t['branch'] != 'current' else ''}  {t['json_path']}{where}")
+        lines += [f"         │ {line}" if line else "         │" for line in _marked(t, full)]
+        state = "matches the run file now" if t["current"] else f"DRIFTED: {t['problem'] or 'the run file changed'}"
+        lines.append(f"         └─ characters [{t['start']}:{t['end']}] of the message; sha256 {t['node_checksum'][:12]}… {state}")
+    if len(shown) < count:
+        rest = count - len(shown)
+        lines.append("")
+        lines.append(
+            f"… and {rest} more source{'s' if rest > 1 else ''}; "
+            f"`nexus trace {traced['brick_id'][:12]} --full` shows every source, each message whole"
+        )
+    return "\n".join(lines)
+
+
+def _marked(t: dict, full: bool) -> list[str]:
+    """The quoted span marked ⟦…⟧ in its message: a window of TRACE_WINDOW characters each side,
+    cut at spaces and shown on wrapped lines, or the whole message with its own line breaks."""
+    text, start, end = t["node_text"], t["start"], t["end"]
+    if not text:
+        return ["(the message is not in the vault any more)"]
+    if full:
+        marked = text[:start] + "\u27e6" + text[start:end] + "\u27e7" + text[end:]
+        return [w for paragraph in marked.splitlines() for w in (textwrap.wrap(paragraph, TRACE_WIDTH - 11) or [""])]
+    before, after = text[max(0, start - TRACE_WINDOW) : start], text[end : end + TRACE_WINDOW]
+    # Cut where a word ends, and say that it was cut.
+    if start > TRACE_WINDOW:
+        parts = re.split(r"\s", before, maxsplit=1)
+        before = "…" + parts[-1]
+    if end + TRACE_WINDOW < len(text):
+        parts = re.split(r"\s(?=\S*$)", after, maxsplit=1)
+        after = parts[0] + "…"
+    window = " ".join(before.split()) + (" " if before[-1:].isspace() else "")
+    window += "\u27e6" + " ".join(text[start:end].split()) + "\u27e7"
+    window += (" " if after[:1].isspace() else "") + " ".join(after.split())
+    return textwrap.wrap(window, TRACE_WIDTH - 11)
 
 
 def cmd_errors(args: argparse.Namespace) -> int:

@@ -68,11 +68,12 @@ def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None,
     if out["not_embedded"]:
         print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
               "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
-    lines, message = [], None
+    lines, conversation = [], None
     for i, r in enumerate(out["results"], 1):
-        if r["message"] != message:  # results come grouped by the message they were said in
-            message = r["message"]
-            lines.append(f"from {_conversation(r)}:")
+        # Results come in rank order; neighbours said in one conversation share its name.
+        if _conversation(r) != conversation:
+            conversation = _conversation(r)
+            lines.append(f"from {conversation}:")
         lines.append(
             f"  {i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  "
             f"{one_line(r['content'], 110)}"

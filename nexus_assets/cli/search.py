@@ -28,6 +28,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         refresh(vault, args.db)
         hits = search(args.db, text, args.topic, limit=args.limit)
         bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=[h.brick_id for h in hits])}
+        # Each result names the conversation it was said in (its canonical source), as `bricks` does.
+        names = vault.runs.run_names(b.sources[0].run_id for b in bricks.values() if b.sources)
     rows = []
     for rank, h in enumerate(hits, 1):
         b = bricks.get(h.brick_id)
@@ -49,10 +51,13 @@ def cmd_search(args: argparse.Namespace) -> int:
                 "highlights": [{"start": s, "end": e} for s, e in h.highlights],
                 "highlighted": "".join(marked),
                 "sources": [s.model_dump(mode="json") for s in b.sources] if b else [],
+                **(names[b.sources[0].run_id].as_json() if b and b.sources else {"run_title": None, "run_date": None}),
+                "conversation": names[b.sources[0].run_id].label if b and b.sources else None,
             }
         )
     text_out = "\n".join(
-        f"{r['rank']:>3}. {r['score']:.3f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}]  {one_line(r['highlighted'], 120)}"
+        f"{r['rank']:>3}. {r['score']:.3f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}]  {one_line(r['highlighted'], 100)}"
+        f"{'  — ' + r['conversation'] if r['conversation'] else ''}"
         for r in rows
     ) or f"no brick matches {text!r}"
     emit(args, rows, text_out)

@@ -17,9 +17,11 @@ from nexus_assets.cli.common import (
     COMPILED_STATES,
     UsageError,
     emit,
+    folders_note,
     open_vault,
     project_dagster_home,
     require_folder,
+    shown_path,
     storage_failure,
 )
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
@@ -98,6 +100,8 @@ class _Request:
     files: list
     defined: dict
     selected: list[str]
+    # One line per topic file that could not be read: its topic is not compiled, and the sync exits 1.
+    broken: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -117,12 +121,32 @@ class _Outcome:
 def cmd_sync(args: argparse.Namespace) -> int:
     request = _check_inputs(args)
     inputs, unchanged = _record_inputs(args, request)
+    # Said once the vault took the sync (a sync refused at the door says only why).
+    if note := folders_note(args):
+        print(note, file=sys.stderr, flush=True)
     if unchanged:
-        return _report_unchanged(args, request.selected)
+        return _report_broken(request, _report_unchanged(args, request.selected))
     outcome = _run_jobs(args, request)
     if outcome.interrupted:
         return _report_interrupted(outcome)
-    return _report(args, outcome, inputs)
+    return _report_broken(request, _report(args, outcome, inputs))
+
+
+def _broken_lines(broken: list[str]) -> str:
+    return "\n".join(
+        [f"nexus: {len(broken)} topic file{'s' if len(broken) > 1 else ''} could not be read, so {'their topics were' if len(broken) > 1 else 'its topic was'} not compiled; fix and sync again:"]
+        + [f"  {' '.join(line.split())}" for line in broken]  # one line per file, whatever YAML said
+    )
+
+
+def _report_broken(request: _Request, code: int) -> int:
+    """The valid topics compiled; a broken topic file still fails the sync, named in its last lines
+    (where a person or cron looks), whatever else happened."""
+    if not request.broken:
+        return code
+    sys.stdout.flush()
+    print(_broken_lines(request.broken), file=sys.stderr, flush=True)
+    return max(code, 1)
 
 
 def _check_inputs(args: argparse.Namespace) -> _Request:
@@ -136,9 +160,10 @@ def _check_inputs(args: argparse.Namespace) -> _Request:
     files = read_topic_files(topics_dir)
     if conflicts := topic_id_conflicts(files):  # ambiguous configuration: nothing is touched
         raise UsageError("\n".join(conflicts))
-    for tf in files:
-        if tf.problem:
-            print(f"warning: {tf.problem}", file=sys.stderr)
+    # A duplicate topic_id was refused above; every other problem is a file to fix.
+    broken = [tf.problem for tf in files if tf.problem and tf.duplicate_of is None]
+    for problem in broken:
+        print(f"warning: {problem}", file=sys.stderr)
     defined = {tf.topic.topic_id: tf.topic for tf in files if tf.topic is not None}
     if args.topic:
         for t in args.topic:
@@ -153,8 +178,8 @@ def _check_inputs(args: argparse.Namespace) -> _Request:
         if skipped:
             print(f"not compiled (not ACTIVE): {', '.join(skipped)}", file=sys.stderr)
     if not selected:
-        raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync")
-    return _Request(topics_dir, runs_dir, llm, files, defined, selected)
+        raise UsageError(f"no ACTIVE topics in {topics_dir}; nothing to sync" + (f"\n{_broken_lines(broken)}" if broken else ""))
+    return _Request(topics_dir, runs_dir, llm, files, defined, selected, broken)
 
 
 def _record_inputs(args: argparse.Namespace, request: _Request) -> tuple[dict, bool]:
@@ -230,7 +255,7 @@ def _run_jobs(args: argparse.Namespace, request: _Request) -> _Outcome:
 def _ingest(args: argparse.Namespace, request: _Request, job, instance, outcome: _Outcome, signals: _SignalLog | None) -> None:
     """Run files are ingested once for every topic; each topic then compiles from the vault."""
     if not args.json:
-        print(f"ingesting {request.runs_dir}", file=sys.stderr, flush=True)
+        print(f"ingesting {shown_path(request.runs_dir)}", file=sys.stderr, flush=True)
     result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=_QUIET)
     outcome.interrupted = _stopped(result, signals)
     if problem := storage_failure(args.db, result):

@@ -359,6 +359,18 @@ class RunRecords(Records):
         ).fetchall()
         return {r: (f, v) for r, f, v in rows}
 
+    def version_files(self, keys: Iterable[RunVersion]) -> dict[RunVersion, str]:
+        """The file each run version is read from (where trace and verify look)."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        rows = self.conn.execute(
+            """SELECT r.run_id, r.version_id, r.source_file FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            [[k.run_id for k in keys], [k.version_id for k in keys]],
+        ).fetchall()
+        return {RunVersion(r, v): f for r, v, f in rows}
+
     def ingestion_error_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM ingestion_errors").fetchone()[0]
 

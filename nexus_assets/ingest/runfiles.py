@@ -31,6 +31,24 @@ from nexus_assets.ingest.formats.values import ValueGuard, bad_value_message
 from nexus_assets.ingest.formats.sessions import is_session_event, iter_session
 
 RUN_FILE_SUFFIXES = (".json", ".jsonl", ".zip")
+# Archives Nexus does not open (only .zip exports are read): found in the runs folder they are an
+# ingestion error naming the fix, never silently passed over. Longest first: `.tar.gz` before `.gz`.
+UNREADABLE_ARCHIVES = (
+    ".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst", ".tgz", ".tbz2", ".txz", ".tar", ".gz", ".bz2", ".xz", ".zst", ".7z", ".rar",
+)
+
+
+def unreadable_archive(name: str) -> str | None:
+    """The archive kind (".tar.gz", ".7z", ...) of a file name Nexus cannot read, else None."""
+    lower = name.lower()
+    return next((kind for kind in UNREADABLE_ARCHIVES if lower.endswith(kind)), None)
+
+
+def archive_problem(kind: str) -> str:
+    return (
+        f"is a {kind} archive, which Nexus cannot read (it reads .json and .jsonl files and .zip exports); "
+        "unpack it into the runs folder and sync again"
+    )
 
 
 def _env_int(name: str, default: int) -> int:
@@ -103,6 +121,9 @@ def scan_runs_dir(runs_dir: Path) -> RunsScan:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 if not is_dir and entry.name.lower() in SIDE_FILES:
                     side_files.append(path)
+                    continue
+                if not is_dir and (kind := unreadable_archive(entry.name)) and _utf8(entry.name):
+                    skipped.append((path, archive_problem(kind)))
                     continue
                 if not (is_dir or _is_run_file(entry.name)):
                     continue

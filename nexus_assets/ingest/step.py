@@ -144,7 +144,7 @@ class _Ingestion:
         # read_stats too: a file whose bytes were read before (moved, restored) is not hashed again.
         if self.batch or self.finished_files or self.finished_errors or self.read_stats:
             self._flush()
-        for old, new, run_ids in follow_moved_files(self.vault):
+        for old, new, run_ids in follow_moved_files(self.vault, runs_dir):
             listed = ", ".join(run_ids[:5]) + (", …" if len(run_ids) > 5 else "")
             report.moved.append(f"{display_name(Path(old))} moved to {display_name(Path(new))}: its {len(run_ids)} run(s) ({listed}) are read from there now")
             if self.progress:
@@ -270,12 +270,21 @@ class _Ingestion:
         self.read_stats.clear()
 
 
-def follow_moved_files(vault: Vault) -> list[tuple[str, str, list[str]]]:
+def follow_moved_files(vault: Vault, runs_dir: Path | None = None) -> list[tuple[str, str, list[str]]]:
     """Runs whose file no longer holds the bytes their latest version was read from, while another
     path read before does (a rename or move, or a copy whose original was removed or changed): they
     are read from that path now, so drift and verify look where the bytes are. Identical bytes make
     no new run version, so nothing else would move them. Only files whose bytes were read under two
-    paths are looked at: the cost follows copies, not runs or bricks. Returns (old, new, run ids)."""
+    paths are looked at: the cost follows copies, not runs or bricks. Returns (old, new, run ids).
+
+    A run read from outside `runs_dir` (the folder this sync reads) moves to a copy inside it even
+    while the original still holds its bytes: a copied vault folder reads its own files, not the
+    folder it was copied from."""
+    root = str(runs_dir.resolve()) + os.sep if runs_dir is not None else None
+
+    def inside(path: str) -> bool:
+        return root is None or path.startswith(root)
+
     copies = vault.drift.run_file_copies()
     if not copies:
         return []
@@ -288,9 +297,12 @@ def follow_moved_files(vault: Vault) -> list[tuple[str, str, list[str]]]:
 
     moves = []
     for source, sha, others in copies:
-        if holds(source, sha):
+        kept = holds(source, sha)
+        if kept and inside(source):
             continue
-        new = next((p for p in others if holds(p, sha)), None)
+        # A copy in this sync's folder first; one elsewhere only when the source lost its bytes.
+        candidates = [p for p in others if inside(p)] + ([] if kept else [p for p in others if not inside(p)])
+        new = next((p for p in candidates if holds(p, sha)), None)
         if new is not None:
             moves.append((source, sha, new))
     if not moves:

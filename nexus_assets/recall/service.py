@@ -95,11 +95,13 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
     ranked, notes = rerank(query, candidates, env)
     stamp = datetime.now(timezone.utc).isoformat()
     results = []
-    for c in grouped_by_message(ranked[:k], bricks):
+    # In rank order, as the reranker left them: the first result is the best answer.
+    for rank, c in enumerate(ranked[:k], 1):
         b = bricks[c.brick_id]
         name = names.get(b.sources[0].run_id) if b.sources else None
         results.append(
             {
+                "rank": rank,
                 "brick_id": c.brick_id,
                 "topic_id": c.topic_id,
                 "content": c.content,
@@ -131,22 +133,6 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
 def _message_key(brick) -> str | None:
     source = brick.sources[0] if brick.sources else None
     return f"{source.run_id} {source.json_path}" if source else None
-
-
-def grouped_by_message(chosen: list[Candidate], bricks: Mapping) -> list[Candidate]:
-    """The chosen results by confidence, best first, with the bricks of one message together: a
-    message's group sits where its most confident brick would, and inside it by confidence too.
-    The reranker decides which bricks are shown; this decides the order a person reads them in."""
-    def confidence(c: Candidate) -> float:
-        return _confidence(c.similarity)
-
-    groups: dict[str | None, list[Candidate]] = {}
-    for c in chosen:
-        groups.setdefault(_message_key(bricks[c.brick_id]), []).append(c)
-    for members in groups.values():
-        members.sort(key=lambda c: (-confidence(c), bricks[c.brick_id].sources[0].start if bricks[c.brick_id].sources else 0))
-    ordered = sorted(groups.values(), key=lambda members: -confidence(members[0]))
-    return [c for members in ordered for c in members]
 
 
 # Answers

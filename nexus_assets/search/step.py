@@ -150,7 +150,7 @@ def search(db_path: str | Path, text: str, topics: Iterable[str] | None = None, 
     import tantivy
 
     path = index_dir(db_path)
-    if not (path / STATE_FILE).exists():
+    if limit < 1 or not (path / STATE_FILE).exists():
         return []
     index, schema = _open(path)
     index.reload()
@@ -168,8 +168,15 @@ def search(db_path: str | Path, text: str, topics: Iterable[str] | None = None, 
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, scope)])
     snippets = tantivy.SnippetGenerator.create(searcher, query, schema, "content")
     snippets.set_max_num_chars(1_000_000)
+    # Bricks tied at the cut are chosen by id, not by the index's layout: fetch past the last tie.
+    fetch = limit + 20
+    while True:
+        found = searcher.search(query, fetch).hits
+        if len(found) < fetch or round(found[-1][0], 6) < round(found[limit - 1][0], 6):
+            break
+        fetch *= 2
     hits = []
-    for score, address in searcher.search(query, limit).hits:
+    for score, address in found:
         doc = searcher.doc(address)
         content = doc["content"][0]
         snippet = snippets.snippet_from_doc(doc)
@@ -183,4 +190,4 @@ def search(db_path: str | Path, text: str, topics: Iterable[str] | None = None, 
             )
         )
     # Equal scores in a stable order: the same query always lists the same way.
-    return sorted(hits, key=lambda h: (-round(h.score, 6), h.topic_id, h.brick_id))
+    return sorted(hits, key=lambda h: (-round(h.score, 6), h.topic_id, h.brick_id))[:limit]

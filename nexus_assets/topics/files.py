@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,31 @@ def read_topic_file(path: Path) -> TopicFile:
     try:
         return TopicFile(path, Topic.model_validate(data))
     except ValidationError as exc:
-        return TopicFile(path, None, f"topic file {path}: {explain(exc, whole='topic', limit=10)}")
+        return TopicFile(path, None, f"topic file {path}: {explain(exc, whole='topic', limit=10)}{_did_you_mean(exc)}")
+
+
+def _known_keys() -> set[str]:
+    """Every key a topic file may use, at any level (the models' own field names)."""
+    keys: set[str] = set()
+    todo: list[type] = [Topic]
+    while todo:
+        model = todo.pop()
+        for name, field in model.model_fields.items():
+            keys.add(name)
+            nested = [t for t in getattr(field.annotation, "__args__", (field.annotation,)) if isinstance(t, type) and hasattr(t, "model_fields")]
+            todo.extend(nested)
+    return keys
+
+
+def _did_you_mean(exc: ValidationError) -> str:
+    """A misspelt key is the usual cause of an unknown one (`requried_keywords`): name the key meant."""
+    hints = []
+    for err in exc.errors():
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            close = difflib.get_close_matches(str(err["loc"][-1]), sorted(_known_keys()), n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{err['loc'][-1]!r} is not a topic key; did you mean {close[0]!r}?")
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def read_topic_files(topics_dir: Path) -> list[TopicFile]:

@@ -12,6 +12,7 @@ from nexus_assets.core.models import (
 )
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records
+from nexus_assets.vault.sources import stored_path, vault_folder
 
 
 class TopicRecords(Records):
@@ -20,12 +21,14 @@ class TopicRecords(Records):
     # Recorded sources (invariant 13)
 
     def record_sources(self, **paths: Path | str | None) -> None:
-        """Remember the directories a sync read (kind = runs_dir / topics_dir)."""
+        """Remember the directories a sync read (kind = runs_dir / topics_dir), relative to the
+        vault's folder when inside it, so a copy of that folder reads its own."""
+        folder = vault_folder(self.conn)
         for kind, path in paths.items():
             if path is not None:
                 self.conn.execute(
                     "INSERT INTO vault_sources VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET path = excluded.path, recorded_at = excluded.recorded_at",
-                    [kind, str(Path(path).resolve()), now()],
+                    [kind, stored_path(path, folder), now()],
                 )
 
     # Topics

@@ -17,6 +17,7 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
         if version:
             keys[a] = RunVersion(a.run_id, version)
     runs = vault.runs.load_runs(set(keys.values()))
+    files = vault.runs.version_files(set(keys.values()))
     status = vault.runs.run_status({a.run_id for a in brick.sources})
     # The recorded status (invariant 14), so trace says what verify, bricks and the check say.
     problems = vault.drift.source_problems(brick.sources)
@@ -35,6 +36,8 @@ def trace_brick(vault: Vault, brick_id: str) -> dict:
                 "current": problem is None,
                 "problem": problem,
                 "run_status": status.get(a.run_id),
+                # The run file this version was read from.
+                "source_file": files.get(keys.get(a)),
                 **names[a.run_id].as_json(),
                 "run_label": names[a.run_id].label,
                 # A session's node is on a line of its file: people open the file at that line.

@@ -19,6 +19,7 @@ from nexus_assets.vault.connection import (
 )
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.vault.records import Database
+from nexus_assets.vault.sources import recorded_path, vault_folder
 
 # NEXUS_VAULT_MEMORY as the shell handed it over (`configure`); None: DuckDB gets DEFAULT_MEMORY.
 _memory: str | None = None
@@ -65,7 +66,9 @@ class Catalog(Database):
                 conn.close()
 
     def recorded_sources(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT kind, path FROM vault_sources").fetchall())
+        """kind (runs_dir / topics_dir) -> the folder a sync last read, as a path to read now."""
+        folder = vault_folder(self.conn)
+        return {kind: str(recorded_path(path, folder)) for kind, path in self.conn.execute("SELECT kind, path FROM vault_sources").fetchall()}
 
     def topic_state(self, topic_id: str) -> str | None:
         row = self.conn.execute("SELECT state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()

@@ -2,8 +2,9 @@
 
 A vault written by any earlier release is upgraded in place when it is opened for writing: each
 pending migration runs in its own transaction and is recorded in `schema_version`. Migrations only
-add (tables, columns with defaults, indexes); stored rows, ids and hashes never change, with one
-exception: migration 16 trims LLM replies over the size limit to their start (keeping size and hash).
+add (tables, columns with defaults, indexes); stored rows, ids and hashes never change, with two
+exceptions: migration 16 trims LLM replies over the size limit to their start (keeping size and hash),
+and migration 21 records the vault's folders relative to the vault's own folder.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
 
 import duckdb
+
+from nexus_assets.vault.sources import stored_path, vault_folder
 
 
 @dataclass(frozen=True)
@@ -290,6 +294,17 @@ def _backfill_source_status(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 _ENTRY = '[{"order_index":"BIGINT","brick_id":"VARCHAR","fingerprint":"VARCHAR","state":"VARCHAR"}]'
+
+
+def _relative_sources(conn: duckdb.DuckDBPyConnection) -> None:
+    """Migration 21: a recorded folder inside the vault's folder becomes relative to it, so the vault
+    folder can be copied or moved and still read its own runs and topics. A folder outside stays
+    absolute; the next sync records whatever it reads anyway."""
+    folder = vault_folder(conn)
+    for kind, path in conn.execute("SELECT kind, path FROM vault_sources").fetchall():
+        stored = stored_path(path, folder) if Path(path).is_absolute() else path
+        if stored != path:
+            conn.execute("UPDATE vault_sources SET path = ? WHERE kind = ?", [stored, kind])
 
 
 def _backfill_manifest_digests(conn: duckdb.DuckDBPyConnection) -> None:
@@ -593,6 +608,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             computed_at TIMESTAMPTZ NOT NULL
         );
         """,
+    ),
+    Migration(
+        21,
+        "the runs and topics folders are recorded relative to the vault's folder when inside it (invariant 13), "
+        "so a copied or moved vault folder syncs its own",
+        "SELECT 1;",
+        _relative_sources,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -265,6 +265,10 @@ def export_member_names(names: list[str]) -> list[str]:
     return sorted(n for n in found if posixpath.dirname(n) == folder)
 
 
+# Archive members an export never holds: a zip inside a zip, a tarball.
+_ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar", ".gz", ".bz2", ".xz", ".7z", ".rar")
+
+
 def open_export_members(path: str | PathLike[str]) -> Iterator[tuple[str, BinaryIO]]:
     """(member name, stream) of each conversation member of an export zip, one open at a time."""
     try:
@@ -272,7 +276,15 @@ def open_export_members(path: str | PathLike[str]) -> Iterator[tuple[str, Binary
     except zipfile.BadZipFile as exc:
         raise FormatError(f"not a readable zip archive ({exc}); download the export again") from None
     with archive:
-        members = export_member_names([info.filename for info in archive.infolist()])
+        names = [info.filename for info in archive.infolist()]
+        members = export_member_names(names)
+        nested = [n for n in names if n.lower().endswith(_ARCHIVE_SUFFIXES) and not n.startswith("__MACOSX/")]
+        if not members and nested:
+            # A zip inside a zip (an export zipped again): its conversations are one level down.
+            raise FormatError(
+                f"zip holds another archive ({', '.join(nested[:3])}{', …' if len(nested) > 3 else ''}) and no conversations.json; "
+                "Nexus does not open archives inside archives: unpack it into the runs folder and sync again"
+            )
         if not members:
             raise FormatError(
                 "zip has no conversations.json (nor conversations-000.json shards); expected a ChatGPT or Claude data export"
