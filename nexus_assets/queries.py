@@ -255,6 +255,10 @@ def conflicts(db: str | Path, topic_id: str) -> tuple[list, int, int]:
 
 
 def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | None:
+    if not topic_ids:
+        if not Path(db).exists():
+            raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
+        return None  # every topic: nothing to check, and no second open of the vault per query
     with open_read(db) as vault:
         for t in topic_ids or ():
             require_topic(vault, t)

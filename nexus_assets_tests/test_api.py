@@ -102,6 +102,26 @@ def test_initiate_then_poll_then_bricks_equal_the_cli(api: Api, synced: Project,
     assert api.get("/v1/sync/" + "0" * 32)[0] == 404
 
 
+def announced_too_large(api: Api):
+    """A request whose Content-Length passes the limit: refused on its headers, before any body is
+    read (sending the body first would race the server's early answer)."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    url = urlsplit(api.base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    try:
+        conn.putrequest("POST", "/v1/recall")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", "2000000")
+        conn.endheaders()
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(response.read())
+    finally:
+        conn.close()
+
+
 def test_errors_are_problem_details_without_internals(api: Api):
     cases = [
         (api.get("/v1/topics/no-such-topic/bricks"), 404),
@@ -114,7 +134,7 @@ def test_errors_are_problem_details_without_internals(api: Api):
         (api.call("POST", "/v1/recall", raw=b"{not json"), 422),
         (api.post("/v1/sync/initiate", {"topic_ids": ["no-such-topic"]}), 422),
         (api.post("/v1/sync/initiate", {"topic_ids": ["team-rituals"]}), 422),  # DRAFT
-        (api.post("/v1/recall", {"query": "x" * 2_000_000}), 413),
+        (announced_too_large(api), 413),
         (api.get("/v1/search?q=" + "a" * 5000), 414),
         (api.get("/v1/nothing-here"), 404),
         (api.call("DELETE", "/v1/topics"), 405),
@@ -143,15 +163,32 @@ def test_openapi_and_docs_without_a_token_on_loopback(api: Api):
 
 def test_with_a_token_every_request_needs_it(synced: Project):
     token = "s3cret-token-for-tests"
-    with api_server(synced, token=token) as api:
+    origin = "http://app.example"
+    with api_server(synced, token=token, extra_env={"NEXUS_API_CORS_ORIGINS": origin}) as api:
         for path in ("/v1/health", "/openapi.json", "/docs", "/v1/topics"):
-            for wrong in ("", "wrong"):
+            for wrong in ("", "wrong", token + "x"):
                 status, headers, body = api.get(path, token=wrong)
                 assert status == 401 and headers["content-type"] == PROBLEM and headers["www-authenticate"] == "Bearer", path
             assert api.get(path)[0] == 200, path
         assert api.post("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, token="wrong")[0] == 401
+        # A configured origin: the browser's preflight (which carries no token) is answered, and so is the call.
+        status, headers, _ = api.call("OPTIONS", "/v1/topics", token="", headers={"Origin": origin, "Access-Control-Request-Method": "GET"})
+        assert status == 200 and headers["access-control-allow-origin"] == origin
+        assert api.get("/v1/topics", headers={"Origin": origin})[1]["access-control-allow-origin"] == origin
+        assert "access-control-allow-origin" not in api.get("/v1/topics", headers={"Origin": "http://other.example"})[1]
 
 
 def test_another_host_without_a_token_is_refused_before_starting(synced: Project):
     proc = run_nexus("--db", str(synced.db), "api", "--host", "0.0.0.0", "--port", "1", env={"NEXUS_API_TOKEN": ""})
     assert proc.returncode == 2 and "NEXUS_API_TOKEN" in proc.stderr
+
+
+def test_the_trace_viewer_is_served_by_the_same_app(api: Api):
+    from nexus_assets.web.server import CSP
+
+    status, headers, body = api.get("/topics/storage-decisions")
+    assert status == 200 and headers["content-security-policy"] == CSP and "storage-decisions" in body
+    status, headers, body = api.get("/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert api.get("/static/viewer.css")[0] == 200
+    assert api.get("/topics/storage-decisions", headers={"Host": "attacker.example"})[0] == 400

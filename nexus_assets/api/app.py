@@ -1,4 +1,5 @@
-"""The FastAPI app: the routes of DESIGN §10, the MCP tools at /mcp (§10.1), one door (guard.py)."""
+"""The FastAPI app: the routes of DESIGN §10, the MCP tools at /mcp (§10.1), the trace viewer's
+pages, one door (guard.py)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def create_app(config: ApiConfig) -> FastAPI:
 
         from nexus_assets.mcp_server.tools import build_server
 
-        mcp_server = build_server(config, jobs=jobs, allow_writes=False)
+        mcp_server = build_server(config, allow_writes=False)
         # With a token the guard checks every request; the SDK's own Host check is for a loopback
         # server without one (it would refuse the names a remote client uses).
         security = None if not config.token else TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -78,6 +79,11 @@ def create_app(config: ApiConfig) -> FastAPI:
     for module in (health, sync, topics, bricks, answers):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
+    # The trace viewer's pages on the same app (same routes, CSP and Host check as `nexus serve`).
+    from nexus_assets.api.config import is_loopback
+    from nexus_assets.web.server import Viewer, add_pages
+
+    add_pages(app, Viewer(config.db, loopback_only=is_loopback(config.host)))
     problems.install(app)
     app.add_middleware(Guard, config=config)
     if config.cors_origins:

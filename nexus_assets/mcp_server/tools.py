@@ -46,7 +46,7 @@ async def _call(argument: str, fn, *args, **kwargs):
         raise ToolError(f"{argument}: {exc}") from None
 
 
-def build_server(config, *, jobs=None, allow_writes: bool = False) -> MCPServer:
+def build_server(config, *, allow_writes: bool = False) -> MCPServer:
     """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
     server = MCPServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
