@@ -5,22 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any
 
 import duckdb
 
 from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
-from nexus_assets.settings import (
+from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports it from here)
     DEFAULT_DB,
     DEFAULT_RUNS_DIR,
     DEFAULT_TOPICS_DIR,
     Basics,
 )
 from nexus_assets.vault.catalog import Catalog
-
-if TYPE_CHECKING:
-    from nexus_assets.core.models import Brick
-    from nexus_assets.ingest.names import RunName
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -27,6 +27,9 @@ from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.vault.store import Vault
 from nexus_assets.web import views
+
+if TYPE_CHECKING:
+    from starlette.responses import Response as StarletteResponse
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -196,7 +199,7 @@ class Viewer:
     def _not_found(self, message: str) -> Response:
         return html(HTTPStatus.NOT_FOUND, "message.html", title="Not found", message=message)
 
-    async def respond(self, request) -> "StarletteResponse":
+    async def respond(self, request) -> StarletteResponse:
         """The page for a Starlette/FastAPI request, with the viewer's security headers."""
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import Response as StarletteResponse
