@@ -47,7 +47,7 @@ LIMIT_DEFAULTS: dict[str, int] = {
 
 # Variables that only SET something for a third-party library, never read as our configuration:
 # recall/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
-# cli/sync.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
+# sync/service.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
 WRITTEN_FOR_LIBRARIES = (
     "TOKENIZERS_PARALLELISM",
     "PYDANTIC_DISABLE_PLUGINS",
@@ -183,6 +183,14 @@ def _define() -> type[BaseSettings]:
         price_out_per_mtok: str | None = env("NEXUS_PRICE_OUT_PER_MTOK")
         llm_batch_poll: str = env("NEXUS_LLM_BATCH_POLL", "30")
         llm_batch_wait: str = env("NEXUS_LLM_BATCH_WAIT", "86400")
+
+        # The HTTP API and MCP server (`nexus api`, `nexus mcp`).
+        api_token: str | None = Field(
+            None, validation_alias=AliasChoices("NEXUS_API_TOKEN"), repr=False,
+            description="bearer token every API request must carry; unset: the API binds loopback only",
+        )
+        api_cors_origins: str | None = env("NEXUS_API_CORS_ORIGINS", None, "comma-separated browser origins the API allows (unset: CORS off)")
+        api_max_body_bytes: int = env("NEXUS_API_MAX_BODY_BYTES", 1_000_000, "largest request body the API reads (413 above)")
 
         # Recall, reranking and grounded answers.
         rerank_base_url: str | None = env("NEXUS_RERANK_BASE_URL")

@@ -86,9 +86,10 @@ def fetch(url: str, method: str = "GET", headers: dict | None = None) -> tuple[i
     request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read().decode("utf-8")
+            # The message itself: header names are case-insensitive (uvicorn sends them in lower case).
+            return response.status, response.headers, response.read().decode("utf-8")
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode("utf-8")
+        return exc.code, exc.headers, exc.read().decode("utf-8")
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
+from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
 from nexus_assets.vault.connection import (
     VaultBusy,
@@ -212,6 +213,20 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", help="file to write (default: standard output; for parquet TOPIC.parquet)")
     _handler(p, "export:cmd_export")
 
+    p = sub.add_parser("api", help="the HTTP API (loopback unless NEXUS_API_TOKEN is set), with the MCP tools at /mcp")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; another needs NEXUS_API_TOKEN)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
+    _handler(p, "api:cmd_api")
+    p = sub.add_parser("mcp", help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--allow-writes", action="store_true", help="add the sync and forget tools")
+    p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
+    p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
+    _handler(p, "api:cmd_mcp")
+
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
     p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
@@ -245,7 +260,7 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         resolve_dirs(args, basics)
         code = command(args)
-    except (UsageError, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
+    except (UsageError, NotFound, BadQuery, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
         print(f"nexus: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:

@@ -7,22 +7,18 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any
 
 import duckdb
 
 from nexus_assets.dagster_home import project_dagster_home  # noqa: F401 (the CLI's commands import it from here)
-from nexus_assets.settings import (
+from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports it from here)
     DEFAULT_DB,
     DEFAULT_RUNS_DIR,
     DEFAULT_TOPICS_DIR,
     Basics,
 )
 from nexus_assets.vault.catalog import Catalog
-
-if TYPE_CHECKING:
-    from nexus_assets.core.models import Brick
-    from nexus_assets.ingest.names import RunName
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 
@@ -36,19 +32,6 @@ def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
         print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     elif text is not None:
         print(text)
-
-
-def brick_json(b: Brick) -> dict:
-    return b.model_dump(mode="json")
-
-
-def named_brick_json(b: Brick, names: Mapping[str, RunName]) -> dict:
-    """`brick_json` with each source's conversation title and start date (`run_title`, `run_date`)."""
-    data = brick_json(b)
-    for source in data["sources"]:
-        name = names.get(source["run_id"])
-        source.update(name.as_json() if name else {"run_title": None, "run_date": None})
-    return data
 
 
 def one_line(text: str, width: int = 100) -> str:
@@ -150,25 +133,6 @@ def require_folder(path: Path, what: str, flag: str) -> Path:
         kind = "a file, not a folder" if path.is_file() else "not a folder"
         raise UsageError(f"{what} folder {path} is {kind}; pass {flag}")
     return path
-
-
-# DuckDB's errors that can be the vault's storage failing under a step (its class names, as
-# Dagster records a step's error).
-_STORAGE_ERRORS = {"IOException", "TransactionException", "FatalException", "Error"}
-
-
-def storage_failure(db: str, result) -> Exception | None:
-    """The vault's storage problem (damaged, read-only, a full disk) that failed a step of a Dagster
-    run, as the one line to exit with; None when no step failed that way."""
-    from nexus_assets.vault.connection import storage_problem
-
-    for event in result.all_events:
-        error = event.event_specific_data.error if event.is_step_failure and event.event_specific_data else None
-        while error is not None:
-            if error.cls_name in _STORAGE_ERRORS and (problem := storage_problem(db, error.message)):
-                return problem
-            error = error.cause
-    return None
 
 
 def require_topic(vault: Catalog, topic_id: str) -> None:

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from nexus_assets.cli.common import emit, open_vault, require_topic
+from nexus_assets.cli.common import emit
+from nexus_assets.queries import conflicts
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
-    # The model's name only: reading relations loads no model.
-    from nexus_assets.recall.embedder import MODEL
-    from nexus_assets.relate.step import conflict_rows
-
-    with open_vault(args) as vault:
-        require_topic(vault, args.topic)
-        rows = conflict_rows(vault, args.topic, MODEL)
-        looked_at = len(vault.relations.built(args.topic, MODEL))
-        visible = vault.recall.visible_brick_count(args.topic)
+    found, looked_at, visible = conflicts(args.db, args.topic)
+    rows = [c.model_dump(mode="json") for c in found]
     if rows:
         lines = []
         for n, r in enumerate(rows, 1):

@@ -8,6 +8,7 @@ import argparse
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.cli.forget import _describe_plan
 from nexus_assets.forget.step import ForgetError, find_target, plan
+from nexus_assets.queries import lineage_of
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
@@ -16,20 +17,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of BRICK_ID, --run RUN_ID or --file PATH")
     with open_vault(args) as vault:
         if args.brick_id:
-            matches = vault.history.brick_ids_with_prefix(args.brick_id)
-            if not matches:
-                raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
-            if len(matches) > 1:
-                raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
-            (brick,) = vault.bricks.select(brick_ids=matches)
-            data = {
-                "direction": "backwards",
-                "brick": {"brick_id": brick.brick_id, "topic_id": brick.topic_id, "state": brick.state,
-                          "fingerprint": brick.fingerprint, "order_index": brick.order_index, "content": brick.content},
-                **vault.forgetting.brick_lineage(brick.brick_id),
-            }
-            topic = vault.topics.topic(brick.topic_id)
-            data["sealed"] = bool(topic and topic.state == "LOCKED")
+            from nexus_assets.schemas import Lineage
+
+            data = Lineage.model_validate(lineage_of(vault, args.brick_id)).model_dump(mode="json")
         else:
             try:
                 target = find_target(vault, run_id=args.run, file=args.file)

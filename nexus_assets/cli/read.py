@@ -13,7 +13,6 @@ import textwrap
 from nexus_assets.cli.common import (
     UsageError,
     emit,
-    named_brick_json,
     one_line,
     open_vault,
     require_topic,
@@ -29,6 +28,11 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         if not args.all:
             bricks = [b for b in bricks if b.state != "SUPERSEDED"]
         names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
+        if args.json:
+            from nexus_assets.queries import named_bricks  # the models the API and the MCP tools answer with
+
+            emit(args, [b.model_dump(mode="json") for b in named_bricks(vault, bricks)])
+            return 0
     if args.full:
         text = "\n\n".join(_brick_whole(b, names) for b in bricks)
     else:
@@ -40,7 +44,7 @@ def cmd_bricks(args: argparse.Namespace) -> int:
             f"{'  — ' + names[b.sources[0].run_id].label if b.sources else ''}"
             for b in bricks
         )
-    emit(args, [named_brick_json(b, names) for b in bricks], text or f"no bricks in {args.topic}")
+    emit(args, None, text or f"no bricks in {args.topic}")
     return 0
 
 
@@ -75,17 +79,10 @@ def cmd_rejections(args: argparse.Namespace) -> int:
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    with open_vault(args) as vault:
-        require_topic(vault, args.topic)
-        m = vault.bricks.latest_manifest(args.topic)
-    if m is None:
-        raise UsageError(f"topic {args.topic!r} has no manifest yet; run `nexus sync --topic {args.topic}`")
-    data = {
-        "topic_id": m.topic_id,
-        "manifest_hash": m.manifest_hash,
-        "previous_hash": m.previous_hash,
-        "bricks": [e.model_dump() for e in m.bricks],
-    }
+    from nexus_assets.queries import manifest
+
+    m = manifest(args.db, args.topic)
+    data = m.model_dump(mode="json")
     text = f"{m.topic_id} manifest {m.manifest_hash}\n" + "\n".join(
         f"{e.order_index:>4} {e.state:<10} {e.brick_id}" for e in m.bricks
     )

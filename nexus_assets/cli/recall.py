@@ -59,12 +59,9 @@ def _repl(args: argparse.Namespace) -> int:
 
 
 def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None, env: dict) -> tuple[dict, str]:
-    from nexus_assets.recall.service import NothingToRecall, recall
+    from nexus_assets.queries import recall
 
-    try:
-        out = recall(args.db, query, topics, k=args.k, env=env)
-    except NothingToRecall as exc:
-        raise UsageError(str(exc)) from None
+    out = recall(args.db, query, topics, k=args.k, env=env).model_dump(mode="json")
     if out["not_embedded"]:
         print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
               "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
@@ -92,16 +89,13 @@ def _conversation(item: dict) -> str:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from nexus_assets.recall.service import NothingToRecall, ask
+    from nexus_assets.queries import ask
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
     config = settings.load()
     user = args.user or config.current_user()
-    try:
-        out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env())
-    except NothingToRecall as exc:
-        raise UsageError(str(exc)) from None
+    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env()).model_dump(mode="json")
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
     else:

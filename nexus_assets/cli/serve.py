@@ -53,8 +53,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _stop_on_sigterm()
     # Started as a background job, Ctrl-C does not reach it: say what does.
     print(f"Nexus trace viewer (read-only) on {server.url} ; Ctrl-C or `kill {os.getpid()}` stops it", flush=True)
+    # uvicorn serves on a thread; this one waits, so SIGTERM and Ctrl-C land here whatever uvicorn does.
+    worker = threading.Thread(target=server.serve_forever, name="nexus-viewer", daemon=True)
+    worker.start()
     try:
-        server.serve_forever()
+        while worker.is_alive():
+            worker.join(0.5)
     except KeyboardInterrupt:
         pass
     except _Terminated:
@@ -65,5 +69,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # nothing is lost by not waiting for them, and interpreter shutdown could.
         os._exit(0)
     finally:
+        server.shutdown()
         server.server_close()
     return 0

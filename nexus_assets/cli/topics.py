@@ -6,23 +6,16 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import emit, open_catalog
+from nexus_assets.queries import topic_rows
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
     with open_catalog(args) as vault:
-        counts = vault.brick_counts()
-        hashes = vault.latest_manifest_hashes()
-        rows = []
-        for t in vault.topic_summaries():
-            by_state = counts.get(t["topic_id"], {})
-            rows.append(
-                {
-                    **t,
-                    "bricks": by_state,
-                    "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
-                    "manifest_hash": hashes.get(t["topic_id"]),
-                }
-            )
+        rows = topic_rows(vault)
+    if args.json:
+        from nexus_assets.schemas import TopicSummary  # the API's model; plain text needs no pydantic
+
+        rows = [TopicSummary(**r).model_dump(mode="json") for r in rows]
     text = "\n".join(
         f"{r['topic_id']:<28} {r['state']:<8} {r['visible_bricks']:>5} bricks  "
         + (", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "-")

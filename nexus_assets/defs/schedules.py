@@ -11,8 +11,7 @@ from nexus_assets.defs.assets import FULL_VERIFY_TAG
 from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
-from nexus_assets.defs.sensors import COMPILED_STATES
-from nexus_assets.topics.files import read_topic_files
+from nexus_assets.sync.selection import SyncInputError, select_topics
 
 
 @dg.schedule(
@@ -23,11 +22,10 @@ from nexus_assets.topics.files import read_topic_files
     description="Sync every ACTIVE topic nightly at 03:00 UTC, re-reading every source file (full drift check).",
 )
 def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings):
-    active = sorted(
-        tf.topic.topic_id
-        for tf in read_topic_files(settings.path("topics_dir"))
-        if tf.topic is not None and tf.topic.state in COMPILED_STATES
-    )
+    try:
+        active = select_topics(settings.path("topics_dir")).selected  # the sync service's rule
+    except SyncInputError as exc:
+        return dg.SkipReason(str(exc))
     if not active:
         return dg.SkipReason(f"no ACTIVE topics in {settings.topics_dir}")
     known = set(context.instance.get_dynamic_partitions(topics_partitions.name))

@@ -10,11 +10,7 @@ from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.ingest.runfiles import scan_run_files
-from nexus_assets.topics.files import read_topic_files
-
-COMPILED_STATES = ("ACTIVE", "SEALING")
-# Topics that are partitions: everything a person has activated (a LOCKED topic still reports new runs).
-PARTITION_STATES = ("ACTIVE", "SEALING", "LOCKED")
+from nexus_assets.sync.selection import PARTITION_STATES, SyncInputError, select_topics
 
 
 def runs_dir_digest(settings: NexusSettings) -> str:
@@ -34,13 +30,16 @@ def runs_dir_digest(settings: NexusSettings) -> str:
     description="Keeps one partition per compilable topic (a DRAFT topic gets one when it is activated); "
     "requests a sync of every ACTIVE topic when run files or its topic file change.",
 )
-def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSettings) -> dg.SensorResult:
+def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSettings) -> dg.SensorResult | dg.SkipReason:
     cursor = json.loads(context.cursor) if context.cursor else {}
-    topic_files = read_topic_files(settings.path("topics_dir"))
-    for tf in topic_files:
-        if tf.problem:
-            context.log.warning(tf.problem)
-    topics = {tf.topic.topic_id: tf.topic for tf in topic_files if tf.topic is not None}
+    try:
+        selection = select_topics(settings.path("topics_dir"))  # the sync service's rule
+    except SyncInputError as exc:
+        return dg.SkipReason(str(exc))  # two files claim one topic id: nothing is touched
+    for problem in selection.problems:
+        context.log.warning(problem)
+    topics = selection.defined
+    compiled = set(selection.selected)
     compilable = {tid for tid, t in topics.items() if t.state in PARTITION_STATES}
     known = set(context.instance.get_dynamic_partitions(topics_partitions.name))
     new_keys = sorted(compilable - known)
@@ -51,7 +50,7 @@ def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSetti
     topic_digests = {tid: sha256_hex(canonical_json(t.model_dump(mode="json"))) for tid, t in topics.items()}
     requests = []
     for tid, topic in sorted(topics.items()):
-        if topic.state not in COMPILED_STATES:
+        if tid not in compiled:
             continue
         if cursor.get("runs") != runs_digest or cursor.get("topics", {}).get(tid) != topic_digests[tid]:
             requests.append(

@@ -138,6 +138,7 @@ def _message_key(brick) -> str | None:
 # Answers
 
 ANSWER_BRICKS = 5  # bricks an offline answer quotes
+ASK_K = 8  # bricks recalled for an answer to choose from
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
 
 
 def ask(
-    db_path: str | Path, question: str, topics: list[str] | None = None, *, user: str, agent: str, k: int = 8,
+    db_path: str | Path, question: str, topics: list[str] | None = None, *, user: str, agent: str, k: int = ASK_K,
     env: Mapping[str, str] | None = None,
 ) -> dict:
     """`env`: the settings by variable (`Settings.as_env()`); none: no endpoint, no reranker."""

@@ -1,4 +1,5 @@
-"""`nexus serve`: a small read-only web app over the vault (stdlib http.server + Jinja2).
+"""The trace viewer: a small read-only web app over the vault (FastAPI + Jinja2), served by
+`nexus serve` alone and by `nexus api` beside the API, on the same routes, CSP and Host check.
 
 Every request opens its own read-only DuckDB connection and closes it before the response is
 sent, so a sync (which needs the write lock) is never kept waiting for long by the viewer.
@@ -10,15 +11,15 @@ import json
 import re
 import socket
 import sys
+import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import TYPE_CHECKING, Iterator
+from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -26,6 +27,9 @@ from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.vault.store import Vault
 from nexus_assets.web import views
+
+if TYPE_CHECKING:
+    from starlette.responses import Response as StarletteResponse
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -90,22 +94,13 @@ def api(status: HTTPStatus, data: object) -> Response:
     return Response(status, body, "application/json; charset=utf-8")
 
 
-class ViewerServer(ThreadingHTTPServer):
-    daemon_threads = True
+class Viewer:
+    """The viewer's pages over one vault, independent of the server that carries them."""
 
-    def __init__(self, db_path: str | Path, host: str, port: int, *, busy_wait_s: float = 2.0, log_requests: bool = False):
-        if ":" in host:
-            self.address_family = socket.AF_INET6
+    def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0) -> None:
         self.db_path = Path(db_path)
+        self.loopback_only = loopback_only
         self.busy_wait_s = busy_wait_s
-        self.log_requests = log_requests
-        self.loopback_only = host in LOOPBACK_NAMES
-        super().__init__((host, port), ViewerHandler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
     @contextmanager
     def vault(self) -> Iterator[Vault]:
@@ -120,53 +115,29 @@ class ViewerServer(ThreadingHTTPServer):
         finally:
             conn.close()
 
-
-class ViewerHandler(BaseHTTPRequestHandler):
-    server: ViewerServer
-    server_version = "NexusViewer/1"
-
-    def version_string(self) -> str:
-        return self.server_version
-
-    def do_GET(self) -> None:
-        self._respond(self._handle(), head=False)
-
-    def do_HEAD(self) -> None:
-        self._respond(self._handle(), head=True)
-
-    def __getattr__(self, name: str):
-        # Read-only: every other method (POST, PUT, DELETE, made-up ones) gets 405, not 501.
-        if name.startswith("do_"):
-            return self._not_allowed
-        raise AttributeError(name)
-
-    def _not_allowed(self) -> None:
-        # The request body is never read, so the connection cannot be reused.
-        self.close_connection = True
-        response = Response(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only viewer: only GET and HEAD\n", "text/plain; charset=utf-8")
-        response.headers["Allow"] = "GET, HEAD"
-        self._respond(response, head=False)
-
-    def _host_ok(self) -> bool:
+    def host_ok(self, host: str) -> bool:
         # Bound to loopback, only loopback names are expected; another Host means DNS rebinding.
-        if not self.server.loopback_only:
+        if not self.loopback_only:
             return True
-        host = (self.headers.get("Host") or "").strip().lower()
+        host = host.strip().lower()
         host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
         return host in LOOPBACK_NAMES
 
-    def _handle(self) -> Response:
-        if not self._host_ok():
+    def handle(self, method: str, path: str, query: str, host: str) -> Response:
+        if method not in ("GET", "HEAD"):
+            # Read-only: every other method (POST, PUT, DELETE, made-up ones) gets 405, not 501.
+            return Response(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only viewer: only GET and HEAD\n", "text/plain; charset=utf-8",
+                            {"Allow": "GET, HEAD"})
+        if not self.host_ok(host):
             return Response(HTTPStatus.BAD_REQUEST, b"unexpected Host header\n", "text/plain; charset=utf-8")
-        parts = urlsplit(self.path)
-        path = unquote(parts.path)
+        path = unquote(path)
         is_api = path.startswith("/api/")
         try:
-            return self._route(path, parse_qs(parts.query))
+            return self._route(path, parse_qs(query))
         except VaultBusy:
             if is_api:
                 return api(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "sync in progress; retry in a moment"})
-            response = html(HTTPStatus.SERVICE_UNAVAILABLE, "busy.html", db=str(self.server.db_path))
+            response = html(HTTPStatus.SERVICE_UNAVAILABLE, "busy.html", db=str(self.db_path))
             response.headers["Retry-After"] = "2"
             return response
         except NoVault as exc:
@@ -182,7 +153,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
     def _route(self, path: str, params: dict[str, list[str]]) -> Response:
         if path == "/":
             query = params.get("recall", [""])[0][:MAX_QUERY].strip()
-            with self.server.vault() as v:
+            with self.vault() as v:
                 topics = views.topic_summaries(v)
             recalled = None
             if query:
@@ -192,25 +163,25 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 )
 
                 try:
-                    recalled = recall(self.server.db_path, query, None, k=5)
+                    recalled = recall(self.db_path, query, None, k=5)
                 except NothingToRecall as exc:
                     recalled = {"results": [], "problem": str(exc)}
-            return html(HTTPStatus.OK, "index.html", topics=topics, db=str(self.server.db_path), recall_query=query, recalled=recalled)
+            return html(HTTPStatus.OK, "index.html", topics=topics, db=str(self.db_path), recall_query=query, recalled=recalled)
         if m := TOPIC_ROUTE.fullmatch(path):
             query = params.get("q", [""])[0][:MAX_QUERY]
-            with self.server.vault() as v:
-                page = views.topic_page(v, m.group(1), query, db_path=self.server.db_path)
+            with self.vault() as v:
+                page = views.topic_page(v, m.group(1), query, db_path=self.db_path)
                 if page is None:
                     return self._not_found(f"No topic {m.group(1)!r} in this vault.")
                 return html(HTTPStatus.OK, "topic.html", page=page)
         if m := CONFLICTS_ROUTE.fullmatch(path):
-            with self.server.vault() as v:
+            with self.vault() as v:
                 conflicts = views.conflict_page(v, m.group(1))
             if conflicts is None:
                 return self._not_found(f"No topic {m.group(1)!r} in this vault.")
             return html(HTTPStatus.OK, "conflicts.html", page=conflicts)
         if m := TRACE_ROUTE.fullmatch(path):
-            with self.server.vault() as v:
+            with self.vault() as v:
                 matches = v.history.brick_ids_with_prefix(m.group(1))
                 if len(matches) > 1:
                     return api(HTTPStatus.BAD_REQUEST, {"error": f"brick id prefix {m.group(1)} is ambiguous; give more characters"})
@@ -228,23 +199,116 @@ class ViewerHandler(BaseHTTPRequestHandler):
     def _not_found(self, message: str) -> Response:
         return html(HTTPStatus.NOT_FOUND, "message.html", title="Not found", message=message)
 
-    def _respond(self, response: Response, *, head: bool) -> None:
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.send_header("Content-Security-Policy", CSP)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("Cache-Control", response.headers.pop("Cache-Control", "no-store"))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if not head:
-            self.wfile.write(response.body)
+    async def respond(self, request) -> StarletteResponse:
+        """The page for a Starlette/FastAPI request, with the viewer's security headers."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response as StarletteResponse
 
-    def log_message(self, format: str, *args) -> None:
-        if self.server.log_requests:
-            super().log_message(format, *args)
+        response = await run_in_threadpool(
+            self.handle, request.method, request.url.path, request.url.query, request.headers.get("host", "")
+        )
+        headers = {
+            "Content-Security-Policy": CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": response.headers.pop("Cache-Control", "no-store"),
+            **response.headers,
+        }
+        body = b"" if request.method == "HEAD" else response.body
+        out = StarletteResponse(body, status_code=int(response.status), headers=headers, media_type=response.content_type)
+        if request.method == "HEAD":
+            out.headers["content-length"] = str(len(response.body))
+        return out
+
+
+# The viewer's pages, as paths: `nexus api` routes these to the viewer beside its own.
+PAGE_PATHS = ("/", "/topics/{topic_id}", "/topics/{topic_id}/conflicts", "/api/bricks/{brick_id}/trace", "/static/{name}")
+
+
+def add_pages(app, viewer: Viewer) -> None:
+    """The viewer's pages on a FastAPI app (GET and HEAD; the API's own 405 for other methods)."""
+
+    async def page(request):
+        return await viewer.respond(request)
+
+    for path in PAGE_PATHS:
+        # A plain Starlette route: the viewer reads the request itself (no FastAPI parameters).
+        app.add_route(path, page, methods=["GET", "HEAD"], include_in_schema=False)
+
+
+def viewer_app(viewer: Viewer, *, log_requests: bool = False):
+    """The viewer alone (`nexus serve`): every path and method goes to the viewer, which answers
+    405 itself for anything but GET and HEAD."""
+    from fastapi import FastAPI
+    from starlette.routing import Route
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    # An ASGI endpoint, not a function: Starlette then routes every method to it (a function would
+    # be GET and HEAD only, and Starlette's own 405 would answer the rest).
+    app.router.routes.append(Route("/{path:path}", _Pages(viewer, log_requests)))
+    return app
+
+
+class _Pages:
+    def __init__(self, viewer: Viewer, log_requests: bool) -> None:
+        self.viewer = viewer
+        self.log_requests = log_requests
+
+    async def __call__(self, scope, receive, send) -> None:
+        from starlette.requests import Request
+
+        request = Request(scope, receive)
+        response = await self.viewer.respond(request)
+        if self.log_requests:
+            print(f"{request.client.host if request.client else '-'} \"{request.method} {request.url.path}\" {response.status_code}",
+                  file=sys.stderr, flush=True)
+        await response(scope, receive, send)
+
+
+class ViewerServer:
+    """`nexus serve`'s server: uvicorn on a socket bound at construction (so port 0 has its port at
+    once), with the old server's interface: `serve_forever`, `shutdown`, `server_close`, `url`."""
+
+    def __init__(self, db_path: str | Path, host: str, port: int, *, busy_wait_s: float = 2.0, log_requests: bool = False):
+        self.db_path = Path(db_path)
+        self.viewer = Viewer(db_path, loopback_only=host in LOOPBACK_NAMES, busy_wait_s=busy_wait_s)
+        self.socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.socket.bind((host, port))
+            self.socket.listen(128)
+        except OSError:
+            self.socket.close()
+            raise
+        self.server_address = self.socket.getsockname()
+        self._app = viewer_app(self.viewer, log_requests=log_requests)
+        self._server = None
+        self._done = threading.Event()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+    def serve_forever(self) -> None:
+        import uvicorn
+
+        # Run on a thread other than the main one, uvicorn leaves signals alone: `nexus serve` keeps its own.
+        # h11: httptools refuses a made-up method with 400 before the viewer can say 405 (read-only).
+        config = uvicorn.Config(self._app, log_level="warning", server_header=False, lifespan="off", http="h11")
+        self._server = uvicorn.Server(config)
+        try:
+            self._server.run(sockets=[self.socket])
+        finally:
+            self._done.set()
+
+    def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            self._done.wait(timeout=10)
+
+    def server_close(self) -> None:
+        self.socket.close()
 
 
 def make_server(db_path: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options) -> ViewerServer:

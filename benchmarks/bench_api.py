@@ -1,0 +1,176 @@
+"""Benchmark `nexus api` (issue 41) in one run over generated runs (bench_sync's generator, sized to
+about --bricks distinct bricks; the largest topic is measured):
+
+  bricks         GET /v1/topics/{id}/bricks over HTTP against the same query in-process
+                 (`queries.bricks` + JSON), median of --repeats (target ≤ 2×)
+  recall HTTP    POST /v1/recall, k=10, on the warm server: p50 / p95 ms (target p50 ≤ 50 ms)
+  recall MCP     the `recall` tool at /mcp through the SDK's client, k=10: p50 / p95 ms
+  recall local   the same recall in-process, for what HTTP adds (and the machine's load average)
+  idle memory    the server's resident memory after start-up and warm-up (VmRSS), and after the runs
+
+The server is the real `nexus api` in its own session on a free loopback port, stopped at the end.
+
+    python benchmarks/bench_api.py [--bricks 10000] [--repeats 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bench_default_sync import BYTES_PER_BRICK, QUERIES  # noqa: E402
+from bench_sync import KEYWORDS, write_runs  # noqa: E402
+
+from nexus_assets_tests import servers  # noqa: E402
+from nexus_assets_tests.api_helpers import free_port  # noqa: E402
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def http(method: str, url: str, body: dict | None = None) -> bytes:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return r.read()
+
+
+def timed(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def summary(ms: list[float]) -> dict:
+    ms = sorted(ms)
+    return {"p50_ms": round(statistics.median(ms), 1), "p95_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 1), "n": len(ms)}
+
+
+def mcp_recall(url: str, repeats: int) -> list[float]:
+    import anyio
+    from mcp.client.client import Client
+
+    async def run() -> list[float]:
+        times = []
+        async with Client(url) as client:
+            await client.call_tool("recall", {"query": QUERIES[0], "k": 10})
+            for i in range(repeats):
+                t0 = time.perf_counter()
+                result = await client.call_tool("recall", {"query": QUERIES[i % len(QUERIES)], "k": 10})
+                times.append((time.perf_counter() - t0) * 1000)
+                assert not result.is_error, result.content
+        return times
+
+    return anyio.run(run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bricks", type=int, default=10_000, help="about this many distinct bricks in all (default 10000)")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db", help="an existing synced vault to serve instead of generating one")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    fig: dict = {}
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "NEXUS_API_TOKEN")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="nexus-api-") as tmp:
+        work = Path(tmp)
+        runs, topics = work / "runs", work / "topics"
+        if args.db:
+            db = Path(args.db)
+        else:
+            # One topic over every keyword of the generator: the whole ~N bricks in one topic.
+            topics.mkdir(parents=True)
+            (topics / "everything.yaml").write_text(
+                "topic_id: everything\ndisplay_name: Everything\nextraction_policy:\n"
+                "  scope_description: Every statement about the sync engine and its storage.\n"
+                f"  required_keywords: [{', '.join(KEYWORDS)}]\nordering_rule: chronological\nstate: ACTIVE\n"
+            )
+            fig["generated"] = write_runs(runs, 0, args.seed, args.bricks * BYTES_PER_BRICK)
+            db = work / "vault.duckdb"
+            t0 = time.perf_counter()
+            subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics), "--json"),
+                           env=env, check=True, capture_output=True)
+            fig["sync_s"] = round(time.perf_counter() - t0, 1)
+        from nexus_assets import queries
+
+        sizes = {t.topic_id: t.visible_bricks for t in queries.topics(db)}
+        topic = max(sizes, key=sizes.get)
+        fig["topic"], fig["topic_bricks"] = topic, sizes[topic]
+
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        argv_ = servers.nexus("--db", str(db), "api", "--port", str(port), "--runs-dir", str(runs), "--topics-dir", str(topics))
+        t0 = time.perf_counter()
+        with servers.running(argv_, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+            while True:
+                try:
+                    http("GET", base + "/v1/health")
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.perf_counter() - t0 > 300:
+                        raise SystemExit("nexus api did not start")
+                    time.sleep(0.2)
+            fig["start_s"] = round(time.perf_counter() - t0, 1)
+            time.sleep(2)
+            fig["idle_rss_mb"] = rss_mb(proc.pid)
+
+            url = f"{base}/v1/topics/{topic}/bricks"
+            http("GET", url)
+            over_http = timed(lambda: http("GET", url), args.repeats)
+            queries.bricks(db, topic)
+            in_process = timed(lambda: json.dumps([b.model_dump(mode="json") for b in queries.bricks(db, topic)]).encode(), args.repeats)
+            fig["bricks_http"] = summary(over_http)
+            fig["bricks_in_process"] = summary(in_process)
+            fig["bricks_ratio"] = round(fig["bricks_http"]["p50_ms"] / fig["bricks_in_process"]["p50_ms"], 2)
+
+            http("POST", base + "/v1/recall", {"query": QUERIES[0], "k": 10})
+            recall_ms = []
+            for i in range(args.repeats):
+                body = {"query": QUERIES[i % len(QUERIES)], "k": 10}
+                recall_ms += timed(lambda body=body: http("POST", base + "/v1/recall", body), 1)
+            fig["recall_http"] = summary(recall_ms)
+            # The same recall in this process (warm after its first query): what HTTP adds on top.
+            queries.recall(db, QUERIES[0], None, k=10)
+            local_ms = []
+            for i in range(args.repeats):
+                local_ms += timed(lambda i=i: queries.recall(db, QUERIES[i % len(QUERIES)], None, k=10).model_dump(mode="json"), 1)
+            fig["recall_in_process"] = summary(local_ms)
+            fig["load_average"] = os.getloadavg()[0]
+            fig["recall_mcp"] = summary(mcp_recall(base + "/mcp", args.repeats))
+            fig["rss_after_mb"] = rss_mb(proc.pid)
+    if args.json:
+        print(json.dumps(fig, indent=2))
+    else:
+        print(f"topic {fig['topic']}: {fig['topic_bricks']} visible bricks; server up in {fig['start_s']} s, idle {fig['idle_rss_mb']} MB RSS "
+              f"({fig['rss_after_mb']} MB after the runs)")
+        print(f"  bricks over HTTP   {fig['bricks_http']['p50_ms']:>8} ms p50 vs in-process {fig['bricks_in_process']['p50_ms']} ms: "
+              f"{fig['bricks_ratio']}x (target ≤ 2)")
+        print(f"  recall over HTTP   {fig['recall_http']['p50_ms']:>8} ms p50, {fig['recall_http']['p95_ms']} ms p95 (k=10; target p50 ≤ 50)")
+        print(f"  recall over MCP    {fig['recall_mcp']['p50_ms']:>8} ms p50, {fig['recall_mcp']['p95_ms']} ms p95")
+        print(f"  recall in-process  {fig['recall_in_process']['p50_ms']:>8} ms p50 (the same query, no HTTP); load average {fig['load_average']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

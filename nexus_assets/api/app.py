@@ -1,0 +1,95 @@
+"""The FastAPI app: the routes of DESIGN §10, the MCP tools at /mcp (§10.1), the trace viewer's
+pages, one door (guard.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from nexus_assets.api import problems
+from nexus_assets.api.config import ApiConfig
+from nexus_assets.api.guard import Guard
+from nexus_assets.api.jobs import SyncJobs
+from nexus_assets.api.routes import answers, bricks, health, sync, topics
+
+log = logging.getLogger("nexus.api")
+
+
+def warm(db: str) -> None:
+    """Load the embedding model and each topic's checked vector index now, so the first recall
+    costs a search, not a start-up. A vault without embeddings (or none yet) is no error."""
+    from nexus_assets.queries import NotFound, open_read
+    from nexus_assets.recall.embedder import MODEL, embed
+    from nexus_assets.recall.index import ensure
+
+    embed(["warm-up"])
+    try:
+        with open_read(db) as vault:
+            hashes = vault.latest_manifest_hashes()
+            missing = vault.recall.unembedded_counts(sorted(hashes), MODEL)
+            for topic_id, manifest_hash in sorted(hashes.items()):
+                ensure(vault, db, topic_id, manifest_hash=manifest_hash, unembedded=missing.get(topic_id, 0))
+    except NotFound:
+        pass
+    except Exception:  # noqa: BLE001 (a cold start is slower, not broken)
+        log.warning("warming the recall indexes failed; the first recall builds them", exc_info=True)
+
+
+def create_app(config: ApiConfig) -> FastAPI:
+    jobs = SyncJobs(config.db, config.runs_dir, config.topics_dir, extractor=config.extractor, no_recall=config.no_recall)
+    mcp_server = None
+    mcp_routes = []
+    if config.mcp:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from nexus_assets.mcp_server.tools import build_server
+
+        mcp_server = build_server(config, allow_writes=False)
+        # With a token the guard checks every request; the SDK's own Host check is for a loopback
+        # server without one (it would refuse the names a remote client uses).
+        security = None if not config.token else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        mcp_routes = mcp_server.streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=config.host).routes
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        jobs.start()
+        if config.warm:
+            warm(config.db)
+        try:
+            if mcp_server is not None:
+                # The streamable HTTP session manager lives in the app's lifespan, or /mcp answers 404.
+                async with mcp_server.session_manager.run():
+                    yield
+            else:
+                yield
+        finally:
+            jobs.stop()
+
+    app = FastAPI(
+        title="Nexus Sync",
+        version="1",
+        summary="Verbatim, traceable bricks compiled from AI conversations (DESIGN §10).",
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.jobs = jobs
+    for module in (health, sync, topics, bricks, answers):
+        app.include_router(module.router)
+    app.router.routes.extend(mcp_routes)
+    # The trace viewer's pages on the same app (same routes, CSP and Host check as `nexus serve`).
+    from nexus_assets.api.config import is_loopback
+    from nexus_assets.web.server import Viewer, add_pages
+
+    add_pages(app, Viewer(config.db, loopback_only=is_loopback(config.host)))
+    problems.install(app)
+    app.add_middleware(Guard, config=config)
+    if config.cors_origins:
+        # Outside the guard: a browser's preflight carries no token.
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version"],
+        )
+    return app

@@ -1,0 +1,1 @@
+"""One module per resource; each route is a few lines over a service."""

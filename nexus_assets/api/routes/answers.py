@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from nexus_assets import queries
+from nexus_assets.api.deps import ConfigDep
+from nexus_assets.schemas import AnswerOut, AskPreview, Problem, RecallOut
+
+router = APIRouter(tags=["recall"])
+Text = Annotated[str, Field(min_length=1, max_length=2000)]
+Topics = Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=50)]
+ERRORS = {404: {"model": Problem}, 422: {"model": Problem}}
+
+
+class RecallBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: Text
+    topics: Topics = None
+    k: Annotated[int, Field(ge=1, le=100)] = 5
+
+
+class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: Text
+    topics: Topics = None
+    user: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    agent: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+@router.post("/v1/recall", response_model=RecallOut, responses=ERRORS)
+def recall(body: RecallBody, config: ConfigDep) -> RecallOut:
+    """As `nexus recall --json`; reads only. The server keeps the model and indexes warm."""
+    return queries.recall(config.db, body.query, body.topics, k=body.k, env=config.env)
+
+
+@router.post("/v1/ask", response_model=AnswerOut, responses=ERRORS)
+def ask(body: AskBody, config: ConfigDep) -> AnswerOut:
+    """As `nexus ask --json`: an answer whose every sentence cites bricks, or a refusal; always audited."""
+    return queries.ask(
+        config.db, body.question, body.topics, user=body.user or config.user, agent=body.agent or "nexus-api", env=config.env
+    )
+
+
+@router.post("/v1/ask/preview", response_model=AskPreview, responses=ERRORS)
+def ask_preview(body: AskBody, config: ConfigDep) -> AskPreview:
+    """The bricks an answer would rest on; reads only, not audited."""
+    return queries.ask_preview(config.db, body.question, body.topics, env=config.env)

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from nexus_assets import queries
+from nexus_assets.api.deps import ConfigDep
+from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit
+
+router = APIRouter(tags=["bricks"])
+BrickId = Annotated[str, Path(pattern=r"^[0-9a-f]{6,64}$", description="a brick id, or a unique prefix of at least 6 characters")]
+NOT_FOUND = {404: {"model": Problem}, 422: {"model": Problem}}
+
+
+@router.get("/v1/bricks/{brick_id}", response_model=BrickOut, responses=NOT_FOUND)
+def brick(config: ConfigDep, brick_id: BrickId) -> BrickOut:
+    """One brick object, as in `nexus bricks --json`."""
+    return queries.brick(config.db, brick_id)
+
+
+@router.get("/v1/bricks/{brick_id}/lineage", response_model=Lineage, responses=NOT_FOUND)
+def lineage(config: ConfigDep, brick_id: BrickId) -> Lineage:
+    """As `nexus lineage BRICK_ID --json`: file → run version → extraction → occurrence → brick → manifests."""
+    return queries.lineage(config.db, brick_id)
+
+
+@router.get("/v1/search", response_model=list[SearchHit], responses=NOT_FOUND)
+def search(
+    config: ConfigDep,
+    q: Annotated[str, Query(min_length=1, max_length=1000, description='words, or "a phrase" in quotes')],
+    topic: Annotated[list[str] | None, Query(max_length=50)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> list[SearchHit]:
+    """As `nexus search --json`: ranked full-text search (BM25) with highlights."""
+    return queries.search(config.db, q, topic, limit=limit)

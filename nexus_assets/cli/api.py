@@ -1,0 +1,56 @@
+"""`nexus api [--host H] [--port P]` (the HTTP API, DESIGN §10) and `nexus mcp [--allow-writes]`
+(the MCP server over stdio, §10.1): read the settings, build the server, run it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nexus_assets import settings
+from nexus_assets.cli.common import UsageError
+
+
+def api_config(args: argparse.Namespace, *, host: str = "127.0.0.1", port: int = 8765, mcp: bool = True):
+    from nexus_assets.api.config import ApiConfig, InsecureBind
+
+    config = settings.load()
+    origins = tuple(o.strip() for o in (config.api_cors_origins or "").split(",") if o.strip())
+    try:
+        return ApiConfig(
+            db=args.db, runs_dir=args.runs_dir, topics_dir=args.topics_dir, host=host, port=port,
+            token=config.api_token or None, cors_origins=origins, max_body_bytes=config.api_max_body_bytes,
+            extractor=config.extractor, no_recall=settings.truthy(config.no_recall), env=config.as_env(),
+            user=config.current_user(), mcp=mcp,
+        )
+    except InsecureBind as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from nexus_assets.api.app import create_app
+
+    config = api_config(args, host=args.host, port=args.port)
+    print(
+        f"nexus api on http://{args.host}:{args.port} (docs /docs, MCP /mcp)"
+        f"{'; every request needs the bearer token' if config.token else '; loopback only, no token'}",
+        file=sys.stderr, flush=True,
+    )
+    # uvicorn stops on SIGINT/SIGTERM: requests in flight finish, the lifespan stops the sync worker.
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning", server_header=False)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import threading
+
+    from nexus_assets.api.app import warm
+    from nexus_assets.mcp_server.tools import build_server
+
+    config = api_config(args, mcp=False)
+    server = build_server(config, allow_writes=args.allow_writes)
+    # Loaded beside the handshake: the first recall then costs a search, not a model load.
+    threading.Thread(target=warm, args=(config.db,), daemon=True).start()
+    server.run("stdio")
+    return 0

@@ -1,0 +1,307 @@
+"""The read and answer use cases below the shells: topics, bricks, a manifest, one brick and its
+lineage, search, conflicts, recall and ask. The CLI's `--json`, the HTTP API and the MCP tools
+call these and render the same models (nexus_assets/schemas.py). No argparse, no printing.
+
+Errors: `NotFound` (no vault, an unknown topic or brick) and `BadQuery` (an argument that cannot
+be answered); each message names the argument and the fix.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from nexus_assets.core.utf8 import utf8_problem
+
+
+class NotFound(LookupError):
+    """No vault, or no such topic or brick in it."""
+
+
+class BadQuery(ValueError):
+    """An argument that cannot be answered (empty text, k below 1, an ambiguous brick prefix)."""
+
+
+@contextmanager
+def open_read(db: str | Path) -> Iterator:
+    from nexus_assets.vault.store import Vault
+
+    if not Path(db).exists():
+        raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
+    with Vault.open(db, read_only=True) as vault:
+        yield vault
+
+
+def require_topic(vault, topic_id: str) -> None:
+    if vault.topic_state(topic_id) is None:
+        known = ", ".join(t["topic_id"] for t in vault.topic_summaries()) or "none"
+        raise NotFound(f"unknown topic {topic_id!r}; topics in the vault: {known}")
+
+
+def require_text(text: str | None, what: str, empty: str | None = None) -> str:
+    problem = utf8_problem(text or "")
+    if problem:
+        raise BadQuery(f"the {what} is {problem}; pass it as UTF-8 text")
+    if not (text or "").strip():
+        raise BadQuery(empty or f"give a {what}")
+    return text  # type: ignore[return-value]
+
+
+def find_brick(vault, brick_id: str) -> str:
+    """A brick id, or a unique prefix of one."""
+    matches = vault.history.brick_ids_with_prefix(brick_id)
+    if not matches:
+        raise NotFound(f"no brick {brick_id!r}; list them with `nexus bricks TOPIC`")
+    if len(matches) > 1:
+        raise BadQuery(f"brick id prefix {brick_id!r} is ambiguous; give more characters")
+    return matches[0]
+
+
+# Topics
+
+
+def topic_rows(vault) -> list[dict]:
+    """Every recorded topic with its brick counts by state (plain rows: `nexus topics` loads no models)."""
+    counts = vault.brick_counts()
+    hashes = vault.latest_manifest_hashes()
+    rows = []
+    for t in vault.topic_summaries():
+        by_state = counts.get(t["topic_id"], {})
+        rows.append(
+            {
+                **t,
+                "bricks": by_state,
+                "visible_bricks": sum(n for s, n in by_state.items() if s != "SUPERSEDED"),
+                "manifest_hash": hashes.get(t["topic_id"]),
+            }
+        )
+    return rows
+
+
+def topics(db: str | Path) -> list:
+    from nexus_assets.schemas import TopicSummary
+
+    with open_read(db) as vault:
+        return [TopicSummary(**r) for r in topic_rows(vault)]
+
+
+# Bricks
+
+
+def named_bricks(vault, bricks) -> list:
+    """Bricks as BrickOut: each source with its conversation's title and start date."""
+    from nexus_assets.schemas import BrickOut
+
+    names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
+    out = []
+    for b in bricks:
+        data = b.model_dump(mode="json")
+        for source in data["sources"]:
+            name = names.get(source["run_id"])
+            source.update(name.as_json() if name else {"run_title": None, "run_date": None})
+        out.append(BrickOut.model_validate(data))
+    return out
+
+
+def bricks(
+    db: str | Path, topic_id: str, *, include_superseded: bool = False, min_state: str | None = None,
+    limit: int | None = None, offset: int = 0,
+) -> list:
+    """A topic's bricks in manifest order: visible ones, or all with `include_superseded`;
+    `min_state` keeps those at or above it (IMPROVISE < FORMING < FINAL)."""
+    from nexus_assets.schemas import STATE_RANK
+
+    if min_state is not None and min_state not in STATE_RANK:
+        raise BadQuery(f"min_state {min_state!r} is not one of {', '.join(STATE_RANK)}")
+    if offset < 0 or (limit is not None and limit < 0):
+        raise BadQuery("limit and offset must be at least 0")
+    with open_read(db) as vault:
+        require_topic(vault, topic_id)
+        selected = vault.bricks.select(topic_id)
+        if not include_superseded:
+            selected = [b for b in selected if b.state != "SUPERSEDED"]
+        if min_state is not None:
+            floor = STATE_RANK[min_state]
+            # A superseded brick stays listed when asked for: it is off the ladder, not below it.
+            selected = [b for b in selected if b.state == "SUPERSEDED" or STATE_RANK[b.state] >= floor]
+        selected = selected[offset : None if limit is None else offset + limit]
+        return named_bricks(vault, selected)
+
+
+def brick(db: str | Path, brick_id: str):
+    with open_read(db) as vault:
+        (found,) = vault.bricks.select(brick_ids=[find_brick(vault, brick_id)])
+        return named_bricks(vault, [found])[0]
+
+
+def manifest(db: str | Path, topic_id: str):
+    from nexus_assets.schemas import ManifestOut
+
+    with open_read(db) as vault:
+        require_topic(vault, topic_id)
+        m = vault.bricks.latest_manifest(topic_id)
+    if m is None:
+        raise NotFound(f"topic {topic_id!r} has no manifest yet; run `nexus sync --topic {topic_id}`")
+    return ManifestOut(topic_id=m.topic_id, manifest_hash=m.manifest_hash, previous_hash=m.previous_hash, bricks=list(m.bricks))
+
+
+def lineage_of(vault, brick_id: str) -> dict:
+    (found,) = vault.bricks.select(brick_ids=[find_brick(vault, brick_id)])
+    data = {
+        "direction": "backwards",
+        "brick": {"brick_id": found.brick_id, "topic_id": found.topic_id, "state": found.state,
+                  "fingerprint": found.fingerprint, "order_index": found.order_index, "content": found.content},
+        **vault.forgetting.brick_lineage(found.brick_id),
+    }
+    topic = vault.topics.topic(found.topic_id)
+    data["sealed"] = bool(topic and topic.state == "LOCKED")
+    return data
+
+
+def lineage(db: str | Path, brick_id: str):
+    from nexus_assets.schemas import Lineage
+
+    with open_read(db) as vault:
+        return Lineage.model_validate(lineage_of(vault, brick_id))
+
+
+CONTEXT_CHARS = 200  # verbatim source text shown either side of a quote (get_brick)
+
+
+def brick_detail(db: str | Path, brick_id: str) -> dict:
+    """A brick for an agent: the brick, each source with the verbatim text around the quote, its
+    lineage and a viewer link."""
+    from nexus_assets.trace.step import trace_brick
+    from nexus_assets.web.links import topic_url
+
+    with open_read(db) as vault:
+        found = find_brick(vault, brick_id)
+        (b,) = named_bricks(vault, vault.bricks.select(brick_ids=[found]))
+        traced = trace_brick(vault, found)
+        history = lineage_of(vault, found)
+    sources = []
+    for t in traced["traces"]:
+        text, start, end = t["node_text"], t["start"], t["end"]
+        sources.append(
+            {
+                "run_id": t["run_id"], "json_path": t["json_path"], "start": start, "end": end,
+                "node_checksum": t["node_checksum"], "run_title": t["run_title"], "run_date": t["run_date"],
+                "current": t["current"], "problem": t["problem"],
+                "before": text[max(0, start - CONTEXT_CHARS) : start], "quote": text[start:end],
+                "after": text[end : end + CONTEXT_CHARS],
+            }
+        )
+    return {
+        "brick": b.model_dump(mode="json"),
+        "sources": sources,
+        "lineage": {k: history[k] for k in ("sources", "manifests", "answers", "sealed") if k in history},
+        "viewer_url": f"{topic_url(b.topic_id)}#brick-{b.brick_id}",
+    }
+
+
+# Search and conflicts
+
+
+def search(db: str | Path, text: str, topic_ids: list[str] | None = None, limit: int = 20) -> list:
+    from nexus_assets.schemas import SearchHit
+    from nexus_assets.search.step import refresh
+    from nexus_assets.search.step import search as bm25
+
+    text = require_text(text, "search text", "give some words to search for").strip()
+    if limit < 1:
+        raise BadQuery("limit must be at least 1")
+    with open_read(db) as vault:
+        for t in topic_ids or ():
+            require_topic(vault, t)
+        # The index is derived data beside the vault: bring it in step with the manifests first.
+        refresh(vault, db)
+        hits = bm25(db, text, topic_ids, limit=limit)
+        found = {b.brick_id: b for b in vault.bricks.select(brick_ids=[h.brick_id for h in hits])}
+        names = vault.runs.run_names(b.sources[0].run_id for b in found.values() if b.sources)
+    rows = []
+    for rank, h in enumerate(hits, 1):
+        b = found.get(h.brick_id)
+        name = names[b.sources[0].run_id] if b and b.sources else None
+        marked, at = [], 0
+        for start, end in h.highlights:
+            marked.append(h.content[at:start] + "«" + h.content[start:end] + "»")
+            at = end
+        marked.append(h.content[at:])
+        rows.append(
+            SearchHit(
+                rank=rank, brick_id=h.brick_id, topic_id=h.topic_id, content=h.content,
+                state=b.state if b else None, order_index=b.order_index if b else None, stale=b.stale if b else None,
+                score=round(h.score, 6), highlights=[{"start": s, "end": e} for s, e in h.highlights],
+                highlighted="".join(marked), sources=list(b.sources) if b else [],
+                run_title=name.title if name else None, run_date=name.date if name else None,
+                conversation=name.label if name else None,
+            )
+        )
+    return rows
+
+
+def conflicts(db: str | Path, topic_id: str) -> tuple[list, int, int]:
+    """(conflicts, bricks related so far, visible bricks): the Conflict View's rows."""
+    from nexus_assets.recall.embedder import MODEL  # the model's name only: reading relations loads no model
+    from nexus_assets.relate.step import conflict_rows
+    from nexus_assets.schemas import Conflict
+
+    with open_read(db) as vault:
+        require_topic(vault, topic_id)
+        rows = conflict_rows(vault, topic_id, MODEL)
+        looked_at = len(vault.relations.built(topic_id, MODEL))
+        visible = vault.recall.visible_brick_count(topic_id)
+    return [Conflict.model_validate(r) for r in rows], looked_at, visible
+
+
+# Recall and answers
+
+
+def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | None:
+    if not topic_ids:
+        if not Path(db).exists():
+            raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
+        return None  # every topic: nothing to check, and no second open of the vault per query
+    with open_read(db) as vault:
+        for t in topic_ids or ():
+            require_topic(vault, t)
+    return topic_ids or None
+
+
+def recall(db: str | Path, query: str, topic_ids: list[str] | None = None, k: int = 5, env: Mapping[str, str] | None = None):
+    from nexus_assets.recall import service
+    from nexus_assets.schemas import RecallOut
+
+    require_text(query, "query")
+    if k < 1:
+        raise BadQuery("k must be at least 1")
+    try:
+        out = service.recall(db, query, _check_topics(db, topic_ids), k=k, env=dict(env or {}))
+    except service.NothingToRecall as exc:
+        raise NotFound(str(exc)) from None
+    return RecallOut.model_validate(out)
+
+
+def ask(
+    db: str | Path, question: str, topic_ids: list[str] | None = None, *, user: str, agent: str,
+    env: Mapping[str, str] | None = None,
+):
+    from nexus_assets.recall import service
+    from nexus_assets.schemas import AnswerOut
+
+    require_text(question, "question")
+    try:
+        out = service.ask(db, question, _check_topics(db, topic_ids), user=user, agent=agent, env=dict(env or {}))
+    except service.NothingToRecall as exc:
+        raise NotFound(str(exc)) from None
+    return AnswerOut.model_validate({"outcome": "refused" if out["refused"] else "answered", **out})
+
+
+def ask_preview(db: str | Path, question: str, topic_ids: list[str] | None = None, env: Mapping[str, str] | None = None):
+    """The bricks `ask` would rest on (its recall, k as ask uses it); reads only, audits nothing."""
+    from nexus_assets.recall.service import ASK_K
+    from nexus_assets.schemas import AskPreview
+
+    recalled = recall(db, question, topic_ids, k=ASK_K, env=env)
+    return AskPreview(question=question, topics=recalled.topics, bricks=recalled.results)

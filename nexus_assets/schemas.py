@@ -1,0 +1,203 @@
+"""The outside objects of DESIGN §7 as pydantic models: what `--json` prints, what the HTTP API
+answers (§10) and what the MCP tools return (§10.1). One set, so a tool is a route by another
+door and a route is a command by another door.
+
+Objects whose inner shape belongs to a phase (lineage, a conflict's sides, a recall result's
+extra scores) allow extra fields: the fields named here are the contract; a phase may add more.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nexus_assets.core.models import BrickState, ManifestEntry, SourceAddress, TopicState
+
+MinState = Literal["IMPROVISE", "FORMING", "FINAL"]
+# IMPROVISE < FORMING < FINAL (DESIGN §10); SUPERSEDED is not on this ladder.
+STATE_RANK = {"IMPROVISE": 0, "FORMING": 1, "FINAL": 2}
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class NamedSource(SourceAddress):
+    """A source address with its conversation's title and start date, as a person names it."""
+
+    run_title: str | None = None
+    run_date: str | None = None
+
+
+class BrickOut(BaseModel):
+    """A brick as `nexus bricks --json` prints it: canonical source first."""
+
+    brick_id: str
+    topic_id: str
+    content: str
+    fingerprint: str
+    state: BrickState
+    order_index: int | None
+    superseded_by: str | None = None
+    stale: bool = False
+    sources: list[NamedSource]
+    abandoned: bool = False  # every source is on an abandoned branch
+
+
+class TopicSummary(BaseModel):
+    topic_id: str
+    display_name: str | None
+    state: TopicState | str
+    ordering_rule: str | None
+    bricks: dict[str, int]  # by state
+    visible_bricks: int
+    manifest_hash: str | None
+
+
+class ManifestOut(BaseModel):
+    topic_id: str
+    manifest_hash: str
+    previous_hash: str | None
+    bricks: list[ManifestEntry]
+
+
+class RecallResult(_Open):
+    brick_id: str
+    topic_id: str
+    content: str
+    state: BrickState
+    confidence: float = Field(ge=0, le=1)
+    reranker_used: str
+    sources: list[SourceAddress]
+
+
+class RecallOut(_Open):
+    query: str
+    model: str
+    topics: list[str]
+    results: list[RecallResult]
+    reranker_used: str | None
+    fell_through: list[str]
+    not_embedded: int
+
+
+class Sentence(BaseModel):
+    text: str
+    brick_ids: list[str]
+
+
+class Grounding(_Open):
+    brick_id: str
+    content_snippet: str
+    run_id: str
+    json_path: str
+    start: int
+    end: int
+    viewer_url: str
+    confidence: float
+    retrieval_timestamp: str
+
+
+class AnswerOut(_Open):
+    """An answer, or a refusal (`outcome` refused, `answer` null, `reason` says why); always audited."""
+
+    outcome: Literal["answered", "refused"]
+    answer: str | None
+    refused: bool
+    reason: str | None
+    sentences: list[Sentence]
+    ccc: float
+    revisions: int
+    model: str
+    audit_id: str
+    sources: list[Grounding]
+
+
+class AskPreview(BaseModel):
+    """The bricks an answer would cite (the recall it would rest on); nothing audited."""
+
+    question: str
+    topics: list[str]
+    bricks: list[RecallResult]
+
+
+class SearchHit(BaseModel):
+    rank: int
+    brick_id: str
+    topic_id: str
+    content: str
+    state: BrickState | None
+    order_index: int | None
+    stale: bool | None
+    score: float
+    highlights: list[dict[str, int]]
+    highlighted: str
+    sources: list[SourceAddress]
+    # The conversation the brick was said in (its canonical source), as `nexus bricks` names it.
+    run_title: str | None = None
+    run_date: str | None = None
+    conversation: str | None = None
+
+
+class ConflictSide(_Open):
+    brick_id: str
+    content: str
+    state: BrickState
+    said_at: str | None
+    run_title: str | None
+
+
+class Conflict(_Open):
+    topic_id: str
+    similarity: float
+    conflict: str
+    bricks: list[ConflictSide]
+
+
+class Lineage(_Open):
+    direction: Literal["backwards"]
+    brick: dict
+    sources: list[dict]
+    manifests: list[dict]
+    sealed: bool
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    vault: str
+    schema_version: int
+
+
+class SyncInitiate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topic_ids: list[str] | None = Field(default=None, max_length=100)
+    run_ids: list[str] | None = Field(default=None, max_length=1000)
+    force_recompile: bool = False
+    extractor: Literal["embedded", "openai"] | None = None
+
+
+class SyncAccepted(BaseModel):
+    sync_job_id: str
+    status_url: str
+
+
+class SyncJob(BaseModel):
+    sync_job_id: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    topics: list[str]
+    started_at: str | None
+    finished_at: str | None
+    error: str | None
+    dagster_run_ids: list[str] = []
+    results: list[dict] = []  # per topic, as `nexus sync --json`, once finished
+
+
+class Problem(_Open):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None

@@ -1,0 +1,483 @@
+"""A sync, whichever shell starts it: `check` the inputs (nothing written on a problem), then `run`:
+record the topic files and sources, skip when nothing changed since the last clean sync, else
+launch the Dagster jobs the UI and the schedule run (defs/jobs.py) on the instance the vault
+shares, and read back what they left. No argparse and no printing: progress is told to an
+`on_event` callback, and the shells render it."""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+from nexus_assets import settings
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.dagster_home import project_dagster_home
+from nexus_assets.ingest.runfiles import file_stat, scan_run_files
+from nexus_assets.recall import embedder
+from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.sync.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
+from nexus_assets.vault.migrations import LATEST
+
+__all__ = ["SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "CheckedSync", "check", "run", "dagster_instance"]
+
+# The tag every Dagster run of one sync carries: how the API finds a job's runs in Dagster's records.
+SYNC_JOB_TAG = "nexus/sync_job"
+SYNC_TOPICS_TAG = "nexus/sync_topics"
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """What a shell asks for, already parsed. Folders are final here (the shell resolved defaults)."""
+
+    db: str
+    runs_dir: str
+    topics_dir: str
+    topics: tuple[str, ...] = ()  # empty: every ACTIVE topic
+    extractor: Literal["embedded", "openai"] = "embedded"
+    replay_only: bool = False
+    open_after: str | None = None
+    no_recall: bool = False
+    batch: bool = False
+    max_cost: float | None = None
+    parallel: int | None = None
+    force: bool = False  # compile even when nothing changed since the last clean sync
+    progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
+    tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
+
+
+@dataclass
+class CheckedSync:
+    """A request whose inputs passed: the folders, the LLM options as resource fields, the topics."""
+
+    request: SyncRequest
+    topics_dir: Path
+    runs_dir: Path
+    llm: dict
+    selection: TopicSelection
+
+    @property
+    def selected(self) -> list[str]:
+        return self.selection.selected
+
+
+@dataclass(frozen=True)
+class SyncEvent:
+    """Progress a shell may show: `ingesting` (runs_dir), `compiling` (topic n of total),
+    `step_error`, `check_failed`, `check_warning` (topic, message)."""
+
+    kind: str
+    message: str = ""
+    topic_id: str | None = None
+    n: int = 0
+    total: int = 0
+
+
+@dataclass
+class SyncOutcome:
+    """What a sync did, read from its Dagster runs' public results and from the vault afterwards.
+    `results`: one object per topic, as `nexus sync --json` prints them."""
+
+    results: list[dict] = field(default_factory=list)
+    unchanged: bool = False
+    ingest_ok: bool = True
+    ingest_run_id: str | None = None
+    ingest_errors: list[str] = field(default_factory=list)
+    failed: bool = False
+    interrupted: bool = False
+    not_extracted: dict[str, int] = field(default_factory=dict)
+    cost_stop: bool = False
+    ingestion_errors_total: int = 0
+    dagster_run_ids: list[str] = field(default_factory=list)
+
+
+# Checking
+
+
+def check(request: SyncRequest) -> CheckedSync:
+    """The folders, options and topic files, checked before anything is written."""
+    topics_dir = require_folder(Path(request.topics_dir), "topics", "--topics-dir")
+    runs_dir = require_folder(Path(request.runs_dir), "runs", "--runs-dir")
+    llm = llm_options(request)
+    if request.open_after and normalize_timestamp(request.open_after) is None:
+        raise SyncInputError(f"--open-after {request.open_after!r} is not an ISO time such as 2026-11-01T00:00:00Z")
+    selection = select_topics(topics_dir, list(request.topics))
+    if not selection.selected:
+        broken = f"\n{broken_topic_files(selection.problems)}" if selection.problems else ""
+        raise SyncInputError(f"no ACTIVE topics in {topics_dir}; nothing to sync{broken}")
+    return CheckedSync(request, topics_dir, runs_dir, llm, selection)
+
+
+def require_folder(path: Path, what: str, flag: str) -> Path:
+    """A runs/topics folder that must exist; the error names what is wrong."""
+    if not path.exists():
+        raise SyncInputError(f"{what} folder {path} does not exist; pass {flag}")
+    if not path.is_dir():
+        kind = "a file, not a folder" if path.is_file() else "not a folder"
+        raise SyncInputError(f"{what} folder {path} is {kind}; pass {flag}")
+    return path
+
+
+def llm_options(request: SyncRequest) -> dict:
+    """The LLM options as extractor resource fields, checked before any step runs: a bad setting is
+    an input error, as in `nexus plan`."""
+    wanted = {"--batch": request.batch, "--max-cost": request.max_cost is not None, "--parallel": request.parallel is not None}
+    if request.extractor != "openai":
+        given = [flag for flag, on in wanted.items() if on]
+        if given:
+            raise SyncInputError(f"{given[0]} applies to the openai extractor; add --extractor openai")
+        return {}
+    from datetime import datetime, timezone
+
+    from nexus_assets.llm.chunking import token_budget_from_env
+    from nexus_assets.llm.client import LLMConfig
+
+    overrides = {k: v for k, v in {"max_cost_usd": request.max_cost, "concurrency": request.parallel}.items() if v is not None}
+    try:
+        env = settings.load().as_env()
+        token_budget_from_env(env)
+        config = LLMConfig.from_env(env, **overrides)
+    except ValueError as exc:
+        raise SyncInputError(str(exc)) from None
+    if config.max_cost_usd is not None and (config.price_in_per_mtok is None or config.price_out_per_mtok is None):
+        raise SyncInputError(
+            "a cost ceiling (--max-cost or NEXUS_LLM_MAX_COST) needs the model's prices to estimate spend: "
+            "set NEXUS_PRICE_IN_PER_MTOK and NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens)"
+        )
+    return {
+        **overrides,
+        "batch": bool(request.batch),
+        # One ceiling for the whole sync: every topic's step counts what was sent since now.
+        "cost_since": datetime.now(timezone.utc).isoformat() if config.max_cost_usd is not None else None,
+    }
+
+
+# Running
+
+
+def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = None, instance=None) -> SyncOutcome:
+    """Record the inputs, then compile (unless nothing changed), then read the results back.
+    `instance`: the Dagster instance to run on (a long-lived server's); default the vault's own
+    (`dagster_instance`), disposed afterwards. Vault and storage errors propagate."""
+    tell = on_event or (lambda event: None)
+    inputs, unchanged = _record_inputs(checked)
+    if unchanged and not checked.request.force:
+        return _unchanged(checked)
+    outcome = _run_jobs(checked, tell, instance)
+    if not outcome.interrupted:
+        _finish(checked, outcome, inputs)
+    return outcome
+
+
+def _open(checked: CheckedSync):
+    from nexus_assets.vault.store import Vault  # the models (pydantic) only when a sync runs
+
+    # Read-write: DuckDB refuses a read-only handle in a process that just wrote the same file.
+    return Vault.open(checked.request.db)
+
+
+def _record_inputs(checked: CheckedSync) -> tuple[dict, bool]:
+    """Record every topic file (so `nexus topics` shows DRAFT ones too; only compiled ones sync) and
+    the sources; return this sync's inputs and whether the last clean sync saw exactly them."""
+    from nexus_assets.lifecycle.step import TopicFileError, record_topic_files
+
+    with _open(checked) as vault:
+        try:
+            record_topic_files(vault, checked.selection.files)
+        except TopicFileError as exc:
+            raise SyncInputError(f"{exc}. Nothing was compiled.") from None
+        vault.topics.record_sources(runs_dir=checked.runs_dir, topics_dir=checked.topics_dir)
+        inputs = sync_inputs(checked)
+        unchanged = vault.history.last_clean_sync() == _digest(inputs, vault)
+    return inputs, unchanged
+
+
+def _digest(inputs: dict, vault) -> str:
+    """The "nothing changed" digest: the inputs outside the vault with the vault's change marks."""
+    return sha256_hex(canonical_json([inputs, vault.history.change_marks()]))
+
+
+def _unchanged(checked: CheckedSync) -> SyncOutcome:
+    with _open(checked) as vault:
+        counts = vault.brick_counts()
+        hashes = vault.latest_manifest_hashes()
+    results = [
+        {"topic_id": t, "success": True, "unchanged": True, "dagster_run_id": None, "checks": {}, "errors": [],
+         "manifest_hash": hashes.get(t), "bricks": counts.get(t, {})}
+        for t in checked.selected
+    ]
+    return SyncOutcome(results=results, unchanged=True)
+
+
+def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
+    """Each topic's bricks and manifest as the runs left them; the clean-sync digest when all passed."""
+    with _open(checked) as vault:
+        counts = vault.brick_counts()
+        hashes = vault.latest_manifest_hashes()
+        for r in outcome.results:
+            r["manifest_hash"] = hashes.get(r["topic_id"])
+            r["bricks"] = counts.get(r["topic_id"], {})
+        outcome.ingestion_errors_total = vault.runs.ingestion_error_count()
+        if not outcome.failed and not outcome.not_extracted:
+            # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
+            # vault as this sync left it (any later command that changes it makes the next one run).
+            vault.history.record_clean_sync(_digest(inputs, vault))
+
+
+def _gold_file(topic, topics_dir: Path) -> Path | None:
+    """The gold file the topic's extraction_quality check reads (relative to the topics folder)."""
+    if topic.quality is None:
+        return None
+    gold = Path(topic.quality.gold)
+    return gold if gold.is_absolute() else topics_dir / gold
+
+
+def sync_inputs(checked: CheckedSync) -> dict:
+    """Everything a sync reads outside the vault, cheaply: each run file's size, times and inode
+    (not its bytes), the topic definitions, the extractor and its settings, and this release.
+    With the vault's change marks, equal to what the last sync that passed everything saw:
+    nothing could come out differently, so nothing runs."""
+    request, defined, runs_dir = checked.request, checked.selection.defined, checked.runs_dir
+    try:
+        release = importlib.metadata.version("nexus-sync")
+    except importlib.metadata.PackageNotFoundError:
+        release = "unknown"
+    # The folder resolved once, each file named under it (resolving 10k paths one by one costs 0.4 s).
+    root = runs_dir.resolve()
+    return {
+        "runs": [[str(root / p.relative_to(runs_dir)), file_stat(p)] for p in scan_run_files(runs_dir)],
+        "topics": {t: defined[t].model_dump(mode="json") for t in sorted(defined)},
+        # The extraction_quality check reads each topic's gold file.
+        "gold": {t: [str(g), file_stat(g)] for t in sorted(defined) if (g := _gold_file(defined[t], Path(request.topics_dir)))},
+        "selected": sorted(checked.selected),
+        "extractor": [request.extractor, bool(request.replay_only), request.open_after, bool(request.batch)],
+        # A sync without recall is not the one a later sync with it can skip: embeddings are missing.
+        "recall": not request.no_recall,
+        "settings": settings.prefixed(),
+        "release": [release, LATEST],
+        # Another embedding model means every brick is embedded again (brick_embeddings): not unchanged.
+        "embedding_model": embedder.MODEL,
+    }
+
+
+def dagster_instance(db: str | Path, topics: list[str], instance=None):
+    """The Dagster instance with the topics registered as partitions: `instance` when given (a
+    server's), else the one the vault shares (`project_dagster_home`), else an ephemeral one.
+    Dagster creates its storage on first use, and several first syncs at once race inside that
+    set-up, so it happens under a file lock."""
+    from dagster import DagsterInstance  # only when a sync really runs the graph
+
+    if instance is not None:
+        missing = [t for t in topics if t not in set(instance.get_dynamic_partitions("topics"))]
+        if missing:
+            instance.add_dynamic_partitions("topics", missing)
+        return instance
+    home = project_dagster_home(db, settings.dagster_home())
+    if home is None:
+        instance = DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("topics", topics)
+        return instance
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)  # for Dagster's DagsterInstance.get(): a write, not a read of our settings
+    with open(home / ".nexus-setup.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            instance = DagsterInstance.get()
+            known = set(instance.get_dynamic_partitions("topics"))
+            missing = [t for t in topics if t not in known]
+            if missing:
+                instance.add_dynamic_partitions("topics", missing)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return instance
+
+
+class _SignalLog:
+    """Notes SIGINT/SIGTERM arriving while installed, through the interpreter's wakeup fd."""
+
+    def __init__(self) -> None:
+        self._read, write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(write, False)
+        self._write = write
+        self._previous = signal.set_wakeup_fd(write)
+        self._seen = False
+
+    def stopped(self) -> bool:
+        try:
+            while data := os.read(self._read, 512):
+                self._seen |= any(b in (signal.SIGINT, signal.SIGTERM) for b in data)
+        except BlockingIOError:
+            pass
+        return self._seen
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+# Each failed step is reported in one line; Dagster's own log would add its traceback.
+_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance) -> SyncOutcome:
+    """`ingest_run_files` once for every topic, then `compile_topic` per topic partition, each in
+    process on the Dagster instance, so every run shows in the UI with its logs."""
+    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
+
+    request = checked.request
+    defs = build_defs(
+        db_path=request.db,
+        runs_dir=str(checked.runs_dir),
+        topics_dir=str(checked.topics_dir),
+        extractor=request.extractor,
+        replay_only=request.replay_only,
+        open_after=request.open_after,
+        progress=request.progress,
+        llm=checked.llm,
+    )
+    ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
+    instance = dagster_instance(request.db, checked.selected, shared_instance)
+    outcome = SyncOutcome()
+    # On the main thread (a CLI): Dagster turns Ctrl-C/SIGTERM during a step into a failed step and
+    # returns; between steps they raise here. Either way the whole sync stops: the next topic would
+    # hang on the same file. A server's worker thread leaves signals to the server.
+    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
+    # Dagster swaps in its own handlers while a job runs, and a step may report the interrupt
+    # as any error; the wakeup fd records every signal whatever handler took it.
+    signals = _SignalLog() if _main_thread() else None
+    try:
+        _ingest(checked, ingest_job, instance, outcome, signals, tell)
+        for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
+            if not outcome.ingest_ok:
+                outcome.results.append(
+                    {"topic_id": topic_id, "success": False, "dagster_run_id": outcome.ingest_run_id,
+                     "checks": {}, "errors": outcome.ingest_errors}
+                )
+                outcome.failed = True
+                continue
+            tell(SyncEvent("compiling", topic_id=topic_id, n=n, total=len(checked.selected)))
+            if not _compile_topic(checked, compile_job, instance, topic_id, outcome, signals, tell):
+                break
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+        if signals:
+            signals.close()
+        if shared_instance is None:
+            # An ephemeral instance (a vault outside the project) owns a temporary directory.
+            instance.dispose()
+    return outcome
+
+
+def _tags(checked: CheckedSync) -> dict[str, str]:
+    return {**checked.request.tags, SYNC_TOPICS_TAG: ",".join(checked.selected)} if checked.request.tags else {}
+
+
+def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: _SignalLog | None, tell) -> None:
+    """Run files are ingested once for every topic; each topic then compiles from the vault."""
+    tell(SyncEvent("ingesting", message=str(checked.runs_dir)))
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=_QUIET, tags=_tags(checked))
+    outcome.dagster_run_ids.append(result.run_id)
+    outcome.interrupted = _stopped(result, signals)
+    if problem := storage_failure(checked.request.db, result):
+        raise problem
+    outcome.ingest_ok = result.success
+    outcome.ingest_run_id = result.run_id
+    outcome.ingest_errors = step_errors(result)
+
+
+def _compile_topic(checked: CheckedSync, job, instance, topic_id: str, outcome: SyncOutcome, signals, tell) -> bool:
+    """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
+    from nexus_assets.defs.jobs import without_recall
+
+    selection = without_recall(ingest=False) if checked.request.no_recall else None
+    result = job.execute_in_process(
+        partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET, asset_selection=selection,
+        tags=_tags(checked),
+    )
+    outcome.dagster_run_ids.append(result.run_id)
+    if problem := storage_failure(checked.request.db, result):
+        raise problem  # the next topic would fail the same way
+    evaluations = result.get_asset_check_evaluations()
+    # A check of WARN severity that did not pass (open_conflicts) tells a person something; it never fails a sync.
+    warnings = {e.check_name: e.description or "" for e in evaluations if not e.passed and e.severity.value == "WARN"}
+    checks = {e.check_name: e.passed or e.check_name in warnings for e in evaluations}
+    errors = step_errors(result)
+    outcome.failed |= not (result.success and all(checks.values()))
+    # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
+    extractions = [m.metadata for m in result.asset_materializations_for_node("pointer_extractions")]
+    unextracted = sum(m["runs_incomplete"].value for m in extractions if m.get("runs_incomplete") is not None)
+    if unextracted:
+        outcome.not_extracted[topic_id] = unextracted
+    outcome.cost_stop |= any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions)
+    outcome.results.append(
+        {"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors,
+         **({"warnings": warnings} if warnings else {})}
+    )
+    if _stopped(result, signals):
+        outcome.interrupted = True
+        return False
+    for err in errors:
+        tell(SyncEvent("step_error", err, topic_id))
+    for name, passed in checks.items():
+        if not passed:
+            tell(SyncEvent("check_failed", name, topic_id))
+    # Open conflicts are said when their set changed (the embeddings step compares it), not at every
+    # sync that leaves them as they were; the check and `nexus conflicts` still list them.
+    related = [m.metadata for m in result.asset_materializations_for_node("brick_embeddings")]
+    conflicts_changed = any(m.get("conflicts_changed") is not None and m["conflicts_changed"].value for m in related)
+    for name, description in warnings.items():
+        if name != "open_conflicts" or conflicts_changed:
+            tell(SyncEvent("check_warning", f"{name}: {description}", topic_id))
+    return True
+
+
+def _stopped(result, signals: _SignalLog | None) -> bool:
+    """Whether Ctrl-C/SIGTERM arrived during the run, noted by the wakeup fd or reported by a step."""
+    failures = [e.event_specific_data.error for e in result.all_events if e.is_step_failure and e.event_specific_data and e.event_specific_data.error]
+    return bool(signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures)
+
+
+def step_errors(result) -> list[str]:
+    return [
+        f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
+        for e in result.all_events
+        if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
+    ]
+
+
+# DuckDB's errors that can be the vault's storage failing under a step (its class names, as
+# Dagster records a step's error).
+_STORAGE_ERRORS = {"IOException", "TransactionException", "FatalException", "Error"}
+
+
+def storage_failure(db: str, result) -> Exception | None:
+    """The vault's storage problem (damaged, read-only, a full disk) that failed a step of a Dagster
+    run, as the one line to exit with; None when no step failed that way."""
+    from nexus_assets.vault.connection import storage_problem
+
+    for event in result.all_events:
+        error = event.event_specific_data.error if event.is_step_failure and event.event_specific_data else None
+        while error is not None:
+            if error.cls_name in _STORAGE_ERRORS and (problem := storage_problem(db, error.message)):
+                return problem
+            error = error.cause
+    return None
+
+
+def outcome_json(outcome: SyncOutcome) -> list[dict[str, Any]]:
+    """The per-topic results, as `nexus sync --json` prints them."""
+    return outcome.results
