@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus_assets.core.models import BrickState, ManifestEntry, SourceAddress, TopicState
+from nexus_assets.core.models import BrickState, ManifestEntry, RunStatus, SourceAddress, TopicState
 
 MinState = Literal["IMPROVISE", "FORMING", "FINAL"]
 # IMPROVISE < FORMING < FINAL (DESIGN §10); SUPERSEDED is not on this ladder.
@@ -192,6 +192,33 @@ class SyncJob(BaseModel):
     error: str | None
     dagster_run_ids: list[str] = []
     results: list[dict] = []  # per topic, as `nexus sync --json`, once finished
+
+
+class RunMessage(BaseModel):
+    """One message pushed into a run (DESIGN §10): its `id` makes a retried push add nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    role: str = Field(min_length=1, max_length=64)
+    content: str
+    timestamp: str | None = None
+
+
+class RunMessages(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[RunMessage] = Field(min_length=1, max_length=10_000)
+
+
+class RunPushed(BaseModel):
+    """What a push did: the run as it stands now, and the sync it queued (None when no ACTIVE topic reads it)."""
+
+    run_id: str
+    status: RunStatus
+    messages: int  # messages the run holds now
+    added: int  # messages this push added (0 for a retry)
+    sync_job_id: str | None = None
 
 
 class Problem(_Open):

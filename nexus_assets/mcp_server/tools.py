@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from nexus_assets import queries
-from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, SearchHit, TopicSummary
+from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, TopicSummary
 
 VERBATIM = (
     "Every brick is text copied verbatim from a conversation, never paraphrased, and citable by its "
@@ -122,6 +122,26 @@ def _write_tools(server: MCPServer, config) -> None:
         checked = await _call("topics", check, request)
         outcome = await anyio.to_thread.run_sync(lambda: run(checked))
         return outcome.results
+
+    @server.tool(description="Remember what was said: append messages to your own OPEN run (created if new), as "
+                 "`POST /v1/runs/{run_id}/messages`; a message id the run holds adds nothing, so a retry is harmless. "
+                 "The next `sync` compiles it into bricks.")
+    async def remember(
+        run_id: Annotated[str, Field(min_length=1, max_length=256)],
+        messages: Annotated[list[RunMessage], Field(min_length=1, max_length=10_000)],
+    ) -> RunPushed:
+        from pathlib import Path
+
+        from nexus_assets.ingest.push import PushError, append_messages
+
+        def work() -> RunPushed:
+            try:
+                pushed = append_messages(Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages])
+            except PushError as exc:
+                raise ToolError(f"{'messages' if 'messages' in str(exc) else 'run_id'}: {exc}") from None
+            return RunPushed(run_id=pushed.run_id, status=pushed.status, messages=pushed.messages, added=pushed.added)
+
+        return await anyio.to_thread.run_sync(work)
 
     @server.tool(description="Erase a run (or every run of a file) everywhere, with a tombstone (invariant 15). Without confirm=true only the plan is returned.")
     async def forget(

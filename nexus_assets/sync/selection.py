@@ -69,3 +69,13 @@ def select_topics(topics_dir: Path, wanted: list[str] | None = None) -> TopicSel
     selected = sorted(t for t, topic in defined.items() if topic.state in COMPILED_STATES)
     skipped = sorted(t for t, topic in defined.items() if topic.state not in COMPILED_STATES)
     return TopicSelection(files, defined, selected, skipped, problems)
+
+
+def topics_reading(topics_dir: Path, run_id: str, file: str | None, title: str | None = None, started: str | None = None) -> list[str]:
+    """The compiled topics that read a run (those without `sources`, or whose sources admit it):
+    the topics a pushed run touches, whose sync the push queues."""
+    selection = select_topics(topics_dir)
+    return [
+        t for t in selection.selected
+        if (sources := selection.defined[t].sources) is None or sources.admits(run_id, file, title, started)
+    ]
