@@ -106,10 +106,18 @@ def test_an_oversized_file_is_refused_with_the_limit_named(empty_project: Projec
 
 
 def test_a_broken_topic_file_is_named_and_other_topics_still_sync(project: Project, capsys):
-    (project.topics / "broken.yaml").write_text("topic_id: Not A Slug\ndisplay_name: x\n", encoding="utf-8")
-    results = run_json(capsys, *project.sync_args())
+    from nexus_assets_tests.cli_helpers import run_cli
+
+    broken = project.topics / "broken.yaml"
+    broken.write_text("topic_id: Not A Slug\ndisplay_name: x\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, *project.sync_args(), "--json")
+    assert code == 0, err
+    results = json.loads(out)
     assert [r["topic_id"] for r in results] == ["nexus-server-sync", "storage-decisions"]
     assert all(r["success"] for r in results)
+    # The file is named, with what is wrong in it.
+    (line,) = [x for x in err.splitlines() if "broken.yaml" in x]
+    assert line.startswith(f"warning: topic file {broken}: ") and "topic_id" in line and "extraction_policy" in line, line
 
 
 def test_a_bad_vault_memory_setting_is_a_usage_error_and_the_vault_is_untouched(synced: Project, capsys, monkeypatch):

@@ -147,20 +147,33 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
         assert searched(db) == searched(full_db)
 
 
-def test_the_incremental_path_is_taken_and_reported(project: Project, capsys):
-    """A new run into a synced topic is resolved incrementally, and the asset's metadata says so."""
-    from nexus_assets_tests.cli_helpers import run_json
+def test_the_incremental_path_is_taken_and_reported(project: Project):
+    """A new run into a synced topic is resolved incrementally, and the asset's metadata says so:
+    the first sync resolves in full, the second only what the new run touched."""
+    import dagster as dg
 
-    run_json(capsys, *project.sync_args())
-    project.write_run("extra/new.json", nexus_run("run-incremental", [("user", "The sync of one new run is incremental.")], status="CLOSED"))
-    with Vault.open(project.db) as v:
-        before = v.conn.execute("SELECT count(*) FROM resolution_inputs").fetchone()[0]
-    assert before > 0
-    out = run_json(capsys, *project.sync_args())
-    assert all(r["success"] for r in out)
-    with Vault.open(project.db) as v:
-        runs = v.conn.execute("SELECT count(*) FROM resolution_inputs WHERE run_id = 'run-incremental'").fetchone()[0]
-        assert runs >= 1
+    from nexus_assets_tests.dagster_helpers import materialize_topic
+
+    def resolution(result: dg.ExecuteInProcessResult) -> dict:
+        (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "resolved_brick_states"]
+        return {k: v.value for k, v in event.materialization.metadata.items()}
+
+    topic = "nexus-server-sync"
+    with dg.instance_for_test() as instance:
+        first = materialize_topic(project, topic, instance)
+        assert first.success and resolution(first)["resolution"] == "full"
+        with Vault.open(project.db, read_only=True) as v:
+            bricks_before = v.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic]).fetchone()[0]
+        project.write_run("extra/new.json", nexus_run("run-incremental", [("user", "The sync of one new run is incremental.")], status="CLOSED"))
+        second = materialize_topic(project, topic, instance)
+        assert second.success
+        meta = resolution(second)
+    assert meta["resolution"] == "incremental" and meta["unchanged"] is False
+    # It counts what changed (the one new brick), not the topic's totals.
+    assert meta["changed_bricks"] == 1 and "bricks" not in meta
+    with Vault.open(project.db, read_only=True) as v:
+        assert v.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic]).fetchone()[0] == bricks_before + 1
+        assert v.conn.execute("SELECT count(*) FROM resolution_inputs WHERE run_id = 'run-incremental'").fetchone()[0] >= 1
 
 
 def test_the_verbatim_check_after_a_sync_reads_what_changed_and_the_nightly_run_reads_all(project: Project):
