@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.drift.step import current_drift, record_drift
@@ -103,10 +103,19 @@ step = st.one_of(
 )
 
 
-@pytest.mark.parametrize("rule", ["chronological", "source-run-order", "ingestion-order"])
-@settings(max_examples=6, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+RULES = ["chronological", "source-run-order", "ingestion-order"]
+# One of each step for each rule: every rule meets a new run, an edit, its undoing and a close.
+EVERY_KIND = [("add", [1, 4, 6], "OPEN", 3), ("edit", 0, 2), ("add", [2, 7], "CLOSED", 20), ("undo", 0), ("close", 1)]
+
+
+# The rule is drawn with the steps (rather than a parametrized test per rule) so that one budget of
+# examples searches all three; the explicit examples make sure each rule is met whatever is drawn.
+@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(steps=st.lists(step, min_size=2, max_size=6))
+@given(rule=st.sampled_from(RULES), steps=st.lists(step, min_size=2, max_size=6))
+@example(rule=RULES[0], steps=EVERY_KIND)
+@example(rule=RULES[1], steps=EVERY_KIND)
+@example(rule=RULES[2], steps=EVERY_KIND)
 def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
     root = tmp_path_factory.mktemp("incr")
     project = Project(root)
@@ -115,7 +124,8 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
     write(project, "run-0", [0, 3, 5], status="OPEN", day=10)
     runs.append({"name": "run-0", "sentences": [0, 3, 5], "status": "OPEN", "day": 10, "before": None})
     db = root / "vault.duckdb"
-    sync(db, project, incremental=True)
+    assert sync(db, project, incremental=True)["incremental"] is False, "the first sync has nothing to build on"
+    staged = 0
     for n, s in enumerate(steps):
         if s[0] == "add":
             runs.append({"name": f"run-{n + 1}", "sentences": s[1], "status": s[2], "day": s[3], "before": None})
@@ -140,11 +150,17 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
             v.conn.execute("DELETE FROM resolution_inputs")  # it resolves in full from here
         done = sync(db, project, incremental=True)
         reference = sync(full_db, project, incremental=False)
-        # Every resolution after the first takes the incremental path (none falls back here).
-        assert done["incremental"] or not done["staged"]
+        # Every resolution after the first takes the incremental path (none falls back here), and
+        # the reference really resolved in full: otherwise the comparison proves nothing.
+        assert done["staged"] == reference["staged"], (n, s)
+        assert done["incremental"] == done["staged"], (n, s)
+        assert reference["incremental"] is False
+        staged += done["staged"]
         assert snapshot(db) == snapshot(full_db), (n, s)
         assert done["head"] == reference["head"]
         assert searched(db) == searched(full_db)
+    if steps == EVERY_KIND:
+        assert staged == len(EVERY_KIND), "each of these steps changes what resolution reads"
 
 
 def test_the_incremental_path_is_taken_and_reported(project: Project):
