@@ -1,8 +1,33 @@
+import os
+import random
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from nexus_assets_tests.project import Project, sample_project
+
+# CI runs on two busy cores: a per-example deadline there measures the neighbours, not the code.
+# The profile drops it and prints how to reproduce a failure; `CI` (set by CI services and by
+# .ci/run) selects it, and `--hypothesis-profile` still wins.
+hypothesis_settings.register_profile("ci", deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI every run has one Hypothesis seed, chosen here unless given, printed in the header
+    and handed to xdist workers with the other options: a failure is re-run with the same seed."""
+    if os.environ.get("CI") and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("hypothesis_seed", None)
+    if seed is None:
+        return None
+    return f"hypothesis seed {seed} (re-run with --hypothesis-seed={seed})"
 
 
 @pytest.fixture
