@@ -3,16 +3,20 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from nexus_assets_tests.project import Project, sample_project
 
-# CI runs on two busy cores: a per-example deadline there measures the neighbours, not the code.
-# The profile drops it and prints how to reproduce a failure; `CI` (set by CI services and by
-# .ci/run) selects it, and `--hypothesis-profile` still wins.
-hypothesis_settings.register_profile("ci", deadline=None, print_blob=True)
+# CI runs on two busy cores: a per-example deadline (or the too-slow health check) there measures
+# the neighbours, not the code. The profile drops both and prints how to reproduce a failure.
+# Unlike Hypothesis's own "ci" profile it keeps searching with a new seed each run, printed in the
+# header (below). `CI` (set by CI services and by .ci/run) selects it; `--hypothesis-profile` wins.
+hypothesis_settings.register_profile(
+    "nexus-ci", deadline=None, print_blob=True, database=None, derandomize=False, suppress_health_check=[HealthCheck.too_slow]
+)
 if os.environ.get("CI"):
-    hypothesis_settings.load_profile("ci")
+    hypothesis_settings.load_profile("nexus-ci")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 def test_profile():
     assert settings.get_current_profile_name() == "{profile}"
     assert settings.default.deadline {deadline}
+    assert settings.default.derandomize is False
 
 @given(st.integers())
 def test_runs(n):
@@ -35,7 +36,7 @@ def run_probe(tmp_path: Path, profile: str, deadline: str, **env: str) -> subpro
 
 
 def test_ci_selects_the_profile_without_a_deadline_and_prints_the_seed(tmp_path):
-    done = run_probe(tmp_path, "ci", "is None", CI="true")
+    done = run_probe(tmp_path, "nexus-ci", "is None", CI="true")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (header,) = [line for line in done.stdout.splitlines() if line.startswith("hypothesis seed ")]
     seed = header.split()[2]
