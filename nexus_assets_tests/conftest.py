@@ -1,8 +1,37 @@
+import os
+import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from nexus_assets_tests.project import Project, sample_project
+
+# CI runs on two busy cores: a per-example deadline (or the too-slow health check) there measures
+# the neighbours, not the code. The profile drops both and prints how to reproduce a failure.
+# Unlike Hypothesis's own "ci" profile it keeps searching with a new seed each run, printed in the
+# header (below). `CI` (set by CI services and by .ci/run) selects it; `--hypothesis-profile` wins.
+hypothesis_settings.register_profile(
+    "nexus-ci", deadline=None, print_blob=True, database=None, derandomize=False, suppress_health_check=[HealthCheck.too_slow]
+)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("nexus-ci")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI every run has one Hypothesis seed, chosen here unless given, printed in the header
+    and handed to xdist workers with the other options: a failure is re-run with the same seed."""
+    if os.environ.get("CI") and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("hypothesis_seed", None)
+    if seed is None:
+        return None
+    return f"hypothesis seed {seed} (re-run with --hypothesis-seed={seed})"
 
 
 @pytest.fixture

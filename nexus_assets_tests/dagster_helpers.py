@@ -34,3 +34,17 @@ def materialize_topic(
 
 def check_results(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+def latest_check_evaluation(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, partition: str
+) -> tuple[float, dg.AssetCheckEvaluation] | None:
+    """(when, what) of the newest evaluation of a check for one partition, read through Dagster's
+    public API: the partition's runs (newest first, by their `dagster/partition` tag) and their
+    event logs. Tests use no `dagster._core` internals (issue 44), as the package uses none."""
+    for run in instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partition})):
+        for entry in reversed(instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)):
+            evaluation = entry.asset_check_evaluation
+            if evaluation is not None and evaluation.asset_check_key == check_key:
+                return entry.timestamp, evaluation
+    return None

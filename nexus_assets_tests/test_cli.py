@@ -1,9 +1,12 @@
 """The `nexus` command's surfaces (DESIGN §7): names, --json fields and exit codes."""
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -12,6 +15,22 @@ from nexus_assets_tests.project import Project
 
 BRICK_FIELDS = {"brick_id", "topic_id", "content", "fingerprint", "state", "order_index", "superseded_by", "stale", "sources"}
 SOURCE_FIELDS = {"run_id", "json_path", "start", "end", "node_checksum"}
+
+
+def _fingerprint(text: str) -> str:
+    """DESIGN invariant 5, written out here rather than imported from the code under test."""
+    normalized = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def _node_on_disk(project: Project, run_id: str, json_path: str) -> str:
+    """The string at a normalized path (`$['messages'][3]['content']`) in the run file on disk."""
+    (document,) = [d for d in (json.loads(f.read_text(encoding="utf-8")) for f in project.runs.rglob("*.json")) if isinstance(d, dict) and d.get("run_id") == run_id]
+    node = document
+    for name, index in re.findall(r"\['([^']*)'\]|\[(\d+)\]", json_path):
+        node = node[name] if name else node[int(index)]
+    assert isinstance(node, str), json_path
+    return node
 
 
 def test_sync_then_every_listing_speaks_the_contract(project: Project, capsys):
@@ -44,8 +63,16 @@ def test_sync_then_every_listing_speaks_the_contract(project: Project, capsys):
 
     traced = run_json(capsys, *project.cli_args(), "trace", linked[0]["brick_id"])
     assert len(traced["traces"]) == len(linked[0]["sources"])
+    # Trace builds its `quote` from the very slice, so the slice is checked against what the
+    # brick stores: its content at the canonical source, its fingerprint at every linked one
+    # (invariant 1), and against the run file on disk, read here without the code under test.
+    canonical, *others = traced["traces"]
+    assert canonical["node_text"][canonical["start"] : canonical["end"]] == linked[0]["content"]
+    assert others
     for t in traced["traces"]:
-        assert t["node_text"][t["start"] : t["end"]] == t["quote"]
+        piece = t["node_text"][t["start"] : t["end"]]
+        assert piece == t["quote"] and _fingerprint(piece) == linked[0]["fingerprint"]
+        assert _node_on_disk(project, t["run_id"], t["json_path"]) == t["node_text"]
         assert t["current"] is True
 
     assert run_json(capsys, *project.cli_args(), "rejections", "nexus-server-sync") == []
@@ -153,7 +180,12 @@ def test_a_runs_or_topics_dir_that_is_a_file_is_named_as_not_a_folder(project: P
 def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, capsys):
     run_json(capsys, *project.sync_args("nexus-server-sync"))
     open_run = "run-2026-11-18-open-brainstorm"
+    fragment, whole = "sealing freezes the manifest and the order", "Agreed that sealing freezes the manifest and the order of every brick."
+    (superseded,) = [b for b in run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync", "--all") if b["content"] == fragment]
     before = [b for b in run_json(capsys, *project.cli_args(), "bricks", "nexus-server-sync") if b["sources"][0]["run_id"] == open_run]
+    (superset,) = [b for b in before if b["content"] == whole]
+    assert superseded["state"] == "SUPERSEDED" and superseded["superseded_by"] == superset["brick_id"]
+    assert [s["run_id"] for s in superseded["sources"]] == [open_run]
     assert before and all(b["state"] == "IMPROVISE" for b in before)
     assert run_json(capsys, *project.cli_args(), "close", open_run)["changed"] is True
     assert run_json(capsys, *project.cli_args(), "close", open_run)["changed"] is False
@@ -164,7 +196,9 @@ def test_close_promotes_bricks_to_forming_on_the_next_sync(project: Project, cap
         assert after[b["brick_id"]]["content"] == b["content"]
         assert after[b["brick_id"]]["sources"] == b["sources"]
     # SUPERSEDED is permanent: closing the fragment's run does not bring it back.
-    assert any(b["state"] == "SUPERSEDED" for b in after.values())
+    fragment_after = after[superseded["brick_id"]]
+    assert (fragment_after["state"], fragment_after["superseded_by"], fragment_after["content"]) == ("SUPERSEDED", superset["brick_id"], fragment)
+    assert fragment_after["order_index"] is None and after[superset["brick_id"]]["state"] == "FORMING"
 
 
 def test_the_installed_command_runs_and_records_runs_in_dagster_home(project: Project, tmp_path):

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.event_api import PartitionKeyFilter
-from dagster._core.execution.backfill import BulkActionStatus
 from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from nexus_assets_tests.dagster_helpers import latest_check_evaluation
 from nexus_assets_tests.project import REPO
 from nexus_assets_tests.test_dagster_dev import free_port, start_dagster_dev, stop_group
 from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
@@ -131,8 +130,8 @@ def materialize_one_partition(page: Page, partition: str, attempts: int = 3) -> 
 
 
 def latest_drift(instance: dg.DagsterInstance, topic: str):
-    records = instance.event_log_storage.get_latest_asset_check_execution_by_key([DRIFT], partition_filter=PartitionKeyFilter(key=topic))
-    return records.get(DRIFT)
+    """(when, evaluation) of the topic's newest checksum_drift, or None."""
+    return latest_check_evaluation(instance, DRIFT, topic)
 
 
 def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
@@ -175,15 +174,12 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
 
             def both_checked():
                 found = {t: latest_drift(instance, t) for t in (BROKEN, OTHER)}
-                fresh = all(
-                    r is not None and r.create_timestamp > edited_at and r.status.value in ("SUCCEEDED", "FAILED")
-                    for r in found.values()
-                )
-                return found if fresh else None
+                fresh = all(r is not None and r[0] > edited_at for r in found.values())
+                return {t: evaluation for t, (_, evaluation) in found.items()} if fresh else None
 
             found = wait_for("both topics' checksum_drift after the edit", both_checked)
-            assert found[BROKEN].evaluation.passed is False and found[OTHER].evaluation.passed is True
-            assert found[BROKEN].evaluation.metadata["topic_id"].value == BROKEN
+            assert found[BROKEN].passed is False and found[OTHER].passed is True
+            assert found[BROKEN].metadata["topic_id"].value == BROKEN
 
             # The failure stays visible in the Checks tab although the other topic passed.
             page.goto(f"{dagster_dev}/assets/topic_manifest?view=checks")
@@ -200,7 +196,7 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
             page.get_by_text(BROKEN, exact=True).and_(page.locator(":visible")).last.click()
             expect(page.get_by_text("stale_bricks").first).to_be_visible()
             expect(page.get_by_text(f"{BROKEN}: ").first).to_be_visible()
-            stale_rows = found[BROKEN].evaluation.metadata["stale"].value.records
+            stale_rows = found[BROKEN].metadata["stale"].value.records
             assert stale_rows and all(len(r.data["brick"]) == 12 and r.data["conversation"] for r in stale_rows)
             shot(page, tmp_path, "03b-failed-check-metadata")
 
@@ -226,10 +222,10 @@ def test_the_readme_ui_tour(project: Path, dagster_dev: str, tmp_path: Path):
 
             def backfill_done():
                 backfills = instance.get_backfills()
-                return backfills if backfills and all(b.status != BulkActionStatus.REQUESTED for b in backfills) else None
+                return backfills if backfills and all(b.status.value != "REQUESTED" for b in backfills) else None
 
             (backfill,) = wait_for("the backfill", backfill_done, timeout=WAIT_S * 2)
-            assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill.status
+            assert backfill.status.value == "COMPLETED_SUCCESS", backfill.status
             runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
             assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
             # One run per topic partition (and the unpartitioned ingest run).

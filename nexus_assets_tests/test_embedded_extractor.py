@@ -125,9 +125,36 @@ def test_every_pointer_passes_the_gate_unchanged():
         assert result.address.json_path == p["json_path"]
 
 
+def _reordered(run):
+    """The same run with every JSON object's keys in reverse order (as another exporter writes it)."""
+
+    def flip(value):
+        if isinstance(value, dict):
+            return {k: flip(value[k]) for k in reversed(list(value))}
+        if isinstance(value, list):
+            return [flip(v) for v in value]
+        return value
+
+    return nexus_run(flip(copy.deepcopy(run.document)))
+
+
 def test_deterministic():
-    again = nexus_run(copy.deepcopy(RUN.document))
-    assert extract_embedded(topic(), RUN) == extract_embedded(topic(), RUN) == extract_embedded(topic(), again)
+    """The answer is a function of the topic and the run's content: not of an earlier call (with
+    another topic or run), of object identity, or of the order of keys in the run's JSON."""
+    first = extract_embedded(topic(), RUN)
+    assert quotes(first) == [
+        ("$['messages'][0]['content']", "We sync nightly."),
+        ("$['messages'][1]['content']", "A brick is a unit."),
+        ("$['messages'][1]['content']", "The COMPILER decides."),
+        ("$['messages'][5]['content']", "Also SYNC now."),
+        ("$['messages'][6]['content']", "Use sync-engine mode."),
+    ]
+    other = extract_embedded(topic(keywords=("nightly", "unit"), node_types=None), make_run("other", ["A unit runs nightly.", "Sync."]))
+    assert quotes(other) == [("$['messages'][0]['content']", "A unit runs nightly.")]
+    assert extract_embedded(topic(), RUN) == first
+    assert extract_embedded(topic(), nexus_run(copy.deepcopy(RUN.document))) == first
+    assert list(_reordered(RUN).document["messages"][0]) == ["content", "role"]
+    assert extract_embedded(topic(), _reordered(RUN)) == first
 
 
 def test_empty_and_blank_messages_give_nothing():
@@ -182,7 +209,8 @@ def test_extracts_exactly_the_keyword_statements_of_in_scope_nodes(run, node_typ
     for p in pointers:
         result = validate_pointer(p, topic_id=TOPIC, run=run)
         assert isinstance(result, Occurrence) and result.content == p["verbatim_quote"]
-    assert extract_embedded(t, run) == pointers
+    # The order of keys in the run's JSON is no input.
+    assert extract_embedded(t, _reordered(run)) == pointers
 
 
 KEYWORD_ALPHABET = "abcksS -+_.!é\u017f\u212a\u0130\u0131Kk\u00df"

@@ -239,3 +239,60 @@ def test_a_forget_killed_after_its_commit_is_finished_by_a_rerun_and_reported_by
 def tombstones_of(p: Project) -> list[dict]:
     with Vault.open(p.db, read_only=True) as v:
         return v.forgetting.tombstones()
+
+
+def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_replies_or_rejections(
+    empty_project: Project, home: Path, capsys, monkeypatch
+):
+    """Invariant 15 through the openai extractor (a real Chat Completions server on 127.0.0.1): the
+    run's text reaches the vault in the LLM requests, their raw replies and the rejected quotes (a
+    model's near-miss holds the run's words). After `nexus forget`, none of it is in any byte."""
+    from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
+    from nexus_assets_tests.project import nexus_run
+    from nexus_assets_tests.test_openai_sync import fragment_of
+
+    p = empty_project
+    p.write_topic("garden", keywords=["vault"])
+    secret = ["The vault holds the walled garden plan for Elm Street.", "Our vault key is taped under the blue bench."]
+    p.write_run("keep.json", nexus_run("run-keep", [("user", "The vault keeps history forever.")]))
+    p.write_run("drop.json", nexus_run("run-drop", [("user", " ".join(secret)), ("assistant", "Noted: the vault plan stays private.")]))
+    secret.append("Noted: the vault plan stays private.")
+
+    def model(body: dict) -> dict:
+        # Each node's first sentence (a brick) and a near-miss of it (a rejection quoting the run).
+        topic_id, fragment = fragment_of(body)
+        pointers = []
+        for node in fragment["nodes"]:
+            first = sentences(node["text"])[0]
+            for quote in (first, f"{first} (or so I recall)"):
+                pointers.append({"topic_id": topic_id, "json_path": node["json_path"], "verbatim_quote": quote})
+        return {"extracted_pointers": pointers}
+
+    monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    with FakeOpenAIServer(handler=model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        run_json(capsys, *p.sync_args(), "--extractor", "openai")
+        assert server.request_count == 2
+    # Before: the run's text is in each of the places this test is about, not only in bricks.
+    with Vault.open(p.db, read_only=True) as v:
+        # A request (with its raw reply) is stored once per chunk; each topic's answer (the quotes) per call.
+        requests, replies = map(" ".join, zip(*v.conn.execute("SELECT request_json, raw_response FROM llm_requests").fetchall()))
+        answers = " ".join(a for (a,) in v.conn.execute("SELECT pointers_json FROM llm_calls").fetchall())
+        quotes = [q for (q,) in v.conn.execute("SELECT verbatim_quote FROM rejections WHERE run_id = 'run-drop'").fetchall()]
+    assert all(json.dumps(s)[1:-1] in requests for s in secret)
+    assert json.dumps(secret[0])[1:-1] in replies and json.dumps(secret[2])[1:-1] in replies
+    assert secret[0] in answers and secret[2] in answers
+    assert sorted(quotes) == sorted(f"{s} (or so I recall)" for s in (secret[0], secret[2]))
+    places = [p.db, home, *p.db.parent.glob(p.db.name + ".wal"), *p.db.parent.glob(p.db.stem + ".search")]
+    assert len(bytes_containing(places, secret)) >= len(secret)
+
+    report = run_json(capsys, *p.cli_args(), "forget", "--run", "run-drop", "--reason", "erasure request", "--yes")
+    assert report["proof"]["text_gone"] is True
+    with Vault.open(p.db, read_only=True) as v:
+        assert v.conn.execute("SELECT count(*) FROM rejections WHERE run_id = 'run-drop'").fetchone() == (0,)
+        for table in ("llm_calls", "llm_requests"):
+            assert v.conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'run-drop'").fetchone() == (0,)
+            assert v.conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'run-keep'").fetchone() == (1,), "other runs' calls stay"
+    assert bytes_containing(places, secret) == []
+    assert [b["content"] for b in run_json(capsys, *p.cli_args(), "bricks", "garden")] == ["The vault keeps history forever."]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from nexus_assets.drift.step import current_drift, record_drift
@@ -103,10 +103,19 @@ step = st.one_of(
 )
 
 
-@pytest.mark.parametrize("rule", ["chronological", "source-run-order", "ingestion-order"])
-@settings(max_examples=6, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+RULES = ["chronological", "source-run-order", "ingestion-order"]
+# One of each step for each rule: every rule meets a new run, an edit, its undoing and a close.
+EVERY_KIND = [("add", [1, 4, 6], "OPEN", 3), ("edit", 0, 2), ("add", [2, 7], "CLOSED", 20), ("undo", 0), ("close", 1)]
+
+
+# The rule is drawn with the steps (rather than a parametrized test per rule) so that one budget of
+# examples searches all three; the explicit examples make sure each rule is met whatever is drawn.
+@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(steps=st.lists(step, min_size=2, max_size=6))
+@given(rule=st.sampled_from(RULES), steps=st.lists(step, min_size=2, max_size=6))
+@example(rule=RULES[0], steps=EVERY_KIND)
+@example(rule=RULES[1], steps=EVERY_KIND)
+@example(rule=RULES[2], steps=EVERY_KIND)
 def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
     root = tmp_path_factory.mktemp("incr")
     project = Project(root)
@@ -115,7 +124,8 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
     write(project, "run-0", [0, 3, 5], status="OPEN", day=10)
     runs.append({"name": "run-0", "sentences": [0, 3, 5], "status": "OPEN", "day": 10, "before": None})
     db = root / "vault.duckdb"
-    sync(db, project, incremental=True)
+    assert sync(db, project, incremental=True)["incremental"] is False, "the first sync has nothing to build on"
+    staged = 0
     for n, s in enumerate(steps):
         if s[0] == "add":
             runs.append({"name": f"run-{n + 1}", "sentences": s[1], "status": s[2], "day": s[3], "before": None})
@@ -140,27 +150,46 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
             v.conn.execute("DELETE FROM resolution_inputs")  # it resolves in full from here
         done = sync(db, project, incremental=True)
         reference = sync(full_db, project, incremental=False)
-        # Every resolution after the first takes the incremental path (none falls back here).
-        assert done["incremental"] or not done["staged"]
+        # Every resolution after the first takes the incremental path (none falls back here), and
+        # the reference really resolved in full: otherwise the comparison proves nothing.
+        assert done["staged"] == reference["staged"], (n, s)
+        assert done["incremental"] == done["staged"], (n, s)
+        assert reference["incremental"] is False
+        staged += done["staged"]
         assert snapshot(db) == snapshot(full_db), (n, s)
         assert done["head"] == reference["head"]
         assert searched(db) == searched(full_db)
+    if steps == EVERY_KIND:
+        assert staged == len(EVERY_KIND), "each of these steps changes what resolution reads"
 
 
-def test_the_incremental_path_is_taken_and_reported(project: Project, capsys):
-    """A new run into a synced topic is resolved incrementally, and the asset's metadata says so."""
-    from nexus_assets_tests.cli_helpers import run_json
+def test_the_incremental_path_is_taken_and_reported(project: Project):
+    """A new run into a synced topic is resolved incrementally, and the asset's metadata says so:
+    the first sync resolves in full, the second only what the new run touched."""
+    import dagster as dg
 
-    run_json(capsys, *project.sync_args())
-    project.write_run("extra/new.json", nexus_run("run-incremental", [("user", "The sync of one new run is incremental.")], status="CLOSED"))
-    with Vault.open(project.db) as v:
-        before = v.conn.execute("SELECT count(*) FROM resolution_inputs").fetchone()[0]
-    assert before > 0
-    out = run_json(capsys, *project.sync_args())
-    assert all(r["success"] for r in out)
-    with Vault.open(project.db) as v:
-        runs = v.conn.execute("SELECT count(*) FROM resolution_inputs WHERE run_id = 'run-incremental'").fetchone()[0]
-        assert runs >= 1
+    from nexus_assets_tests.dagster_helpers import materialize_topic
+
+    def resolution(result: dg.ExecuteInProcessResult) -> dict:
+        (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "resolved_brick_states"]
+        return {k: v.value for k, v in event.materialization.metadata.items()}
+
+    topic = "nexus-server-sync"
+    with dg.instance_for_test() as instance:
+        first = materialize_topic(project, topic, instance)
+        assert first.success and resolution(first)["resolution"] == "full"
+        with Vault.open(project.db, read_only=True) as v:
+            bricks_before = v.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic]).fetchone()[0]
+        project.write_run("extra/new.json", nexus_run("run-incremental", [("user", "The sync of one new run is incremental.")], status="CLOSED"))
+        second = materialize_topic(project, topic, instance)
+        assert second.success
+        meta = resolution(second)
+    assert meta["resolution"] == "incremental" and meta["unchanged"] is False
+    # It counts what changed (the one new brick), not the topic's totals.
+    assert meta["changed_bricks"] == 1 and "bricks" not in meta
+    with Vault.open(project.db, read_only=True) as v:
+        assert v.conn.execute("SELECT count(*) FROM bricks WHERE topic_id = ?", [topic]).fetchone()[0] == bricks_before + 1
+        assert v.conn.execute("SELECT count(*) FROM resolution_inputs WHERE run_id = 'run-incremental'").fetchone()[0] >= 1
 
 
 def test_the_verbatim_check_after_a_sync_reads_what_changed_and_the_nightly_run_reads_all(project: Project):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import openai
@@ -423,7 +426,24 @@ def _key(topic=TOPIC, run=None, model=DEFAULT_MODEL):
 
 
 def test_key_is_stable():
-    assert _key() == _key()
+    """A stored answer is found again by its key in a later process: the key depends on neither
+    the string-hash seed nor the order of keys in the run's JSON, nor on an earlier call."""
+    key = _key()
+    script = (
+        "from nexus_assets_tests.test_llm_client import _key\n"
+        "print(_key())\n"
+    )
+    for seed in ("1", "4242"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == key, seed
+    document = make_run().document
+    reordered = {**{k: document[k] for k in reversed(list(document))},
+                 "messages": [{k: m[k] for k in reversed(list(m))} for m in document["messages"]]}
+    assert list(reordered["messages"][0])[0] != list(document["messages"][0])[0]
+    assert _key(run=nexus_run(reordered)) == key
+    assert _key(run=make_run(run_id="run-2")) != key and _key() == key
     run = make_run()
     messages = render_messages(TOPIC, run.run_id, build_fragment(run, run.nodes))
     assert call_key("m", PROMPT_VERSION, messages) == call_key("m", PROMPT_VERSION, json.loads(json.dumps(messages)))

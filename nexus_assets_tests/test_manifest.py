@@ -50,8 +50,21 @@ def test_hash_is_stable_across_calls_and_arrival_orders():
     two = build_manifest(TOPIC, bricks_for(OCCS[::-1]), None)
     three = build_manifest(TOPIC, list(reversed(bricks_for(OCCS))), None)  # input list order is irrelevant
     assert one == two == three
-    # a known value: any change to the hashing scheme shows up here
-    assert one.manifest_hash == manifest_hash(TOPIC, None, one.bricks)
+    # A known value, worked out by hand rather than by the code under test: any change to the
+    # hashing scheme (ids, fingerprints, states, key order, separators) shows up here.
+    #   fingerprint = sha256("sync is nightly.")  = 68cf310d…13b29 ; brick_id = sha256(TOPIC + ":" + it) = 4f355205…d841f
+    #   fingerprint = sha256("bricks are verbatim.") = 89641b83…8f95d ; brick_id = 07858e97…befde
+    canonical = (
+        '{"bricks":['
+        '{"brick_id":"4f3552058fd14d78cc530849670b585b850203f223bf0b165b08825ae79d841f",'
+        '"fingerprint":"68cf310d478811b01bb7eac070ecd26176a0da2adff1df7750020d42baf13b29","order_index":0,"state":"IMPROVISE"},'
+        '{"brick_id":"07858e9791694da280166b0aa63fe1359bf8f06ccfb85a15b045813e7fdbefde",'
+        '"fingerprint":"89641b8380866e8358663be2812a8bddddb912ee5a6e3e6f88fa40436618f95d","order_index":1,"state":"IMPROVISE"}'
+        '],"previous_hash":null,"topic_id":"nexus-server-sync"}'
+    )
+    known = "536b4c981800e50efb950acb68c112fed24ed4bb09fe394bf4d513183fd00312"
+    assert hashlib.sha256(canonical.encode("utf-8")).hexdigest() == known
+    assert one.manifest_hash == known
 
 
 def test_superseded_bricks_are_not_in_the_manifest():

@@ -272,3 +272,81 @@ def test_a_missing_model_setting_is_a_usage_error_before_anything_runs(llm_proje
     assert code == 2
     assert "NEXUS_LLM_MODEL" in err and "Traceback" not in err and "dagster" not in err.lower()
     assert not p.db.exists(), "nothing was opened, let alone compiled"
+
+
+def vault_tables(db) -> dict[str, list[tuple]]:
+    """Every table of the vault, every row (as text, so any column type compares)."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        names = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall()]
+        return {t: [tuple(map(str, row)) for row in con.execute(f'SELECT * FROM "{t}"').fetchall()] for t in names}
+
+
+def lost(before: list[tuple], after: list[tuple]) -> list[tuple]:
+    return list((Counter(before) - Counter(after)).elements())
+
+
+# Tables that hold what is true now (a brick's state, a file's last stat, the stage between two
+# steps): a sync rewrites their rows, and the history those rows had is kept elsewhere (manifests,
+# source_status_history, syncs, topic_transitions). Every other table is a record: a sync only adds.
+CURRENT_STATE = {
+    "bricks", "brick_relations", "relation_builds", "clean_syncs", "file_stats", "resolution_inputs",
+    "source_status", "staged_bricks", "staged_brick_sources", "staged_resolution_inputs", "staged_resolutions",
+    "topics", "vault_sources",
+}
+
+
+def test_a_sync_that_fixes_a_bad_file_and_gets_new_answers_deletes_no_record(llm_project: Project, capsys, monkeypatch):
+    """Invariant 8: nothing stored is deleted by a sync. The second sync meets a fixed file (its
+    old ingestion error stays), a changed topic scope (every answer is asked again, and the model
+    now answers differently: the old rejections and LLM calls stay beside the new ones)."""
+    p = llm_project
+    bad = p.write_bytes("c.json", b'{"run_id": "run-c", "status": "CLOSED", "messages": [{"role": "user", "content": "the vault is')
+    rounds = {"n": 1}
+
+    def model(body: dict) -> dict:
+        topic_id, fragment = fragment_of(body)
+        pointers = []
+        for node in fragment["nodes"]:
+            said = sentences(node["text"])
+            quote = said[0] if rounds["n"] == 1 else said[-1]
+            lie = f"Round {rounds['n']} says: " + quote.lower()
+            pointers += [{"topic_id": topic_id, "json_path": node["json_path"], "verbatim_quote": q} for q in (quote, lie)]
+        return {"extracted_pointers": pointers}
+
+    with FakeOpenAIServer(handler=model) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        sync(p, capsys)
+        first_requests = server.request_count
+        before = vault_tables(p.db)
+        assert len(before["ingestion_errors"]) == 1 and "c.json" in before["ingestion_errors"][0][0]
+        assert len(before["llm_calls"]) == first_requests == 2
+        assert len(before["rejections"]) == 3  # one lie per node in scope
+        assert {r["reason"] for r in run_json(capsys, *p.cli_args(), "rejections", TOPIC)} == {"quote_not_found"}
+
+        bad.write_text(json.dumps(nexus_run("run-c", [("user", "The vault was fixed. The vault file now reads.")])), encoding="utf-8")
+        topic_file = p.topics / f"{TOPIC}.yaml"
+        topic_file.write_text(topic_file.read_text(encoding="utf-8").replace("Everything about", "All that is known about"), encoding="utf-8")
+        rounds["n"] = 2
+        sync(p, capsys)
+        assert server.request_count == first_requests + 3, "the changed scope asks again, and the fixed run is asked"
+    after = vault_tables(p.db)
+
+    assert set(after) >= set(before), "no table is dropped"
+    for table in sorted(set(before) - CURRENT_STATE):
+        assert lost(before[table], after[table]) == [], f"{table}: a sync deleted or rewrote a record"
+    # What this test is about, named: the old records are there beside the new ones.
+    assert before["ingestion_errors"][0] in after["ingestion_errors"], "the fixed file's old error is kept"
+    assert "run-c" in {row[0] for row in after["runs"]}, "the fixed file was ingested"
+    assert len(after["llm_calls"]) == len(before["llm_calls"]) + 3
+    assert len(after["rejections"]) == len(before["rejections"]) + 4
+    rejected = {r["verbatim_quote"] for r in run_json(capsys, *p.cli_args(), "rejections", TOPIC)}
+    assert any(q.startswith("Round 1 says") for q in rejected) and any(q.startswith("Round 2 says") for q in rejected)
+    calls = run_json(capsys, *p.cli_args(), "calls", "--topic", TOPIC)
+    assert len(calls) == 5 and all(c["status"] == "ok" for c in calls)
+    # A brick made from the first answers is never deleted either (its state may change).
+    bricks_before = {row[0] for row in before["bricks"]}
+    assert bricks_before <= {row[0] for row in after["bricks"]}
+    errors = run_json(capsys, *p.cli_args(), "errors")
+    assert any(e["file"].endswith("c.json") and "not valid JSON" in e["problem"] for e in errors)

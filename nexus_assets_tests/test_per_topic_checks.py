@@ -4,12 +4,11 @@ hides another's failure; stale follows the files as they stand now, and every fl
 import json
 
 import dagster as dg
-from dagster._core.event_api import PartitionKeyFilter
 
 from nexus_assets.core.paths import parse_normalized
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
-from nexus_assets_tests.dagster_helpers import materialize_topic
+from nexus_assets_tests.dagster_helpers import latest_check_evaluation, materialize_topic
 from nexus_assets_tests.project import Project
 
 BROKEN = "nexus-server-sync"
@@ -21,13 +20,12 @@ NODE = "$['messages'][1]['content']"
 DRIFT = dg.AssetCheckKey(dg.AssetKey("topic_manifest"), "checksum_drift")
 
 
-def latest_drift(instance: dg.DagsterInstance, topic_id: str):
-    records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [DRIFT], partition_filter=PartitionKeyFilter(key=topic_id)
-    )
-    record = records[DRIFT]
-    assert record.partition == topic_id
-    return record.evaluation
+def latest_drift(instance: dg.DagsterInstance, topic_id: str) -> dg.AssetCheckEvaluation:
+    found = latest_check_evaluation(instance, DRIFT, topic_id)
+    assert found is not None, topic_id
+    _, evaluation = found
+    assert evaluation.partition == topic_id
+    return evaluation
 
 
 def edit(project: Project) -> str:

@@ -92,3 +92,12 @@ def test_the_scan_catches_private_uses(tmp_path, source):
 def test_no_module_imports_dagster_internals_or_reads_private_attributes():
     found = [f"{path.relative_to(PACKAGE)}: {use}" for path in MODULES for use in private_uses(path)]
     assert found == [], "use Dagster's public API (`import dagster as dg`):\n" + "\n".join(found)
+
+
+def test_no_test_imports_dagster_internals():
+    """The same rule for the tests (issue 44): they read Dagster through its public API as well, so
+    a Dagster release that moves an internal cannot break a test of behaviour that did not change."""
+    tests = sorted(p for p in Path(__file__).resolve().parent.glob("*.py") if p != Path(__file__).resolve())
+    assert len(tests) > 50
+    found = [f"{path.name}: {use}" for path in tests for use in private_uses(path) if ": import " in use or ": from " in use]
+    assert found == [], "use Dagster's public API (`import dagster as dg`) in tests too:\n" + "\n".join(found)

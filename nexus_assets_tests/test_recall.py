@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 
 from nexus_assets.recall.citations import ccc, extractive_answer, split_answer
+from nexus_assets.recall.embedder import MODEL
 from nexus_assets.recall.index import load, vector_index_dir
 from nexus_assets.vault.store import Vault
 from nexus_assets_tests.cli_helpers import run_json, run_nexus
@@ -37,6 +38,14 @@ def test_the_id_map_is_one_to_one_and_survives_a_restart_and_a_rebuild(synced: P
     with Vault.open(synced.db, read_only=True) as v:
         visible = [b.brick_id for b in v.bricks.select(TOPIC, visible_only=True)]
     assert first is not None and first.brick_ids == visible and first.index.ntotal == len(visible)
+    # Row i of the index is brick i's own vector, as the vault stores it.
+    with Vault.open(synced.db, read_only=True) as v:
+        stored = dict(v.conn.execute(
+            "SELECT b.brick_id, e.vector FROM bricks b JOIN embeddings e ON e.fingerprint = b.fingerprint AND e.model = ? WHERE b.topic_id = ?",
+            [MODEL, TOPIC],
+        ).fetchall())
+    for i, brick_id in enumerate(visible):
+        assert list(first.index.reconstruct(i)) == pytest.approx(stored[brick_id], abs=1e-6), brick_id
     before = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--topic", TOPIC)
     shutil.rmtree(vector_index_dir(synced.db, TOPIC))
     after = run_json(capsys, *synced.cli_args(), "recall", QUESTION, "--topic", TOPIC)
@@ -94,7 +103,8 @@ def test_tiers_fall_through_deterministically(synced: Project, capsys, monkeypat
     BertForSequenceClassification(BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                              intermediate_size=32, num_labels=1)).save_pretrained(tiny)
     BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(tiny)
-    assert CrossEncoder(str(tiny), device="cpu") is not None
+    # It loads and scores a pair (the saved model is usable), before recall is asked to use it.
+    assert CrossEncoder(str(tiny), device="cpu").predict([(QUESTION, "The vault lives in one file.")]).shape == (1,)
     monkeypatch.setenv("NEXUS_CROSS_ENCODER", str(tiny))
     ranked = run_json(capsys, *synced.cli_args(), "recall", QUESTION)
     assert {r["reranker_used"] for r in ranked["results"]} == {"cross-encoder"}

@@ -25,8 +25,6 @@ from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, nexus_run, sample_project
 
 TOPIC = "api-keys"
-# The sample manifests under the offline extractor embedded-v3 (issue 40); relations leave them as they are.
-SAMPLE_HASHES = {"nexus-server-sync": "08d5f89f", "storage-decisions": "3bcc2d71"}
 # The seed's example of a flat contradiction, and of an overlap that is no contradiction.
 SAID_FIRST = "The API key is XYZ."
 SAID_LATER = "The API key is actually ABC."
@@ -98,14 +96,28 @@ def test_an_overlap_is_related_without_being_a_conflict(project: Project, capsys
 
 
 def test_relations_change_no_brick_state_or_manifest_hash(tmp_path, capsys):
-    """The shipped sample: the same hashes as before relations existed, with relations built."""
-    p = sample_project(tmp_path / "sample")
-    results = run_json(capsys, *p.sync_args())
-    assert {r["topic_id"]: r["manifest_hash"][:8] for r in results} == SAMPLE_HASHES
-    with duckdb.connect(str(p.db), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM relation_builds").fetchone()[0] == con.execute(
-            "SELECT count(*) FROM bricks WHERE state <> 'SUPERSEDED'"
-        ).fetchone()[0]
+    """The shipped sample synced twice: once with relations off (`--no-recall`: no embeddings, so no
+    relations) and once with them built. Every brick, state and manifest hash is the same."""
+    off = sample_project(tmp_path / "off")
+    on = sample_project(tmp_path / "on")
+    for p in (off, on):  # a threshold low enough that the sample's bricks do relate
+        for f in p.topics.glob("*.yaml"):
+            f.write_text(yaml.safe_dump({**yaml.safe_load(f.read_text(encoding="utf-8")), "related_threshold": 0.5}), encoding="utf-8")
+    results_off = run_json(capsys, *off.sync_args(), "--no-recall")
+    results_on = run_json(capsys, *on.sync_args())
+    with duckdb.connect(str(off.db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM relation_builds").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM brick_relations").fetchone()[0] == 0
+    with duckdb.connect(str(on.db), read_only=True) as con:
+        visible = con.execute("SELECT count(*) FROM bricks WHERE state <> 'SUPERSEDED'").fetchone()[0]
+        assert con.execute("SELECT count(*) FROM relation_builds").fetchone()[0] == visible > 0
+        assert con.execute("SELECT count(*) FROM brick_relations").fetchone()[0] > 0, "the sample has related bricks"
+    hashes = {r["topic_id"]: r["manifest_hash"] for r in results_off}
+    assert hashes.keys() == {"nexus-server-sync", "storage-decisions"}
+    assert {r["topic_id"]: r["manifest_hash"] for r in results_on} == hashes
+    for topic in hashes:
+        assert run_json(capsys, *on.cli_args(), "bricks", topic, "--all") == run_json(capsys, *off.cli_args(), "bricks", topic, "--all")
+        assert run_json(capsys, *on.cli_args(), "manifest", topic) == run_json(capsys, *off.cli_args(), "manifest", topic)
 
 
 def test_relations_are_the_same_whatever_the_run_order_and_however_often_rerun(tmp_path, capsys):

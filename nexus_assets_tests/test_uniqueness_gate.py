@@ -229,8 +229,23 @@ def test_append_contradiction_is_two_bricks():
 
 def test_superset_keeps_its_own_content_when_it_supersedes():
     bricks = resolve_topic(TOPIC, SUPERSEDE_OCCURRENCES, run_status=SUPERSEDE_STATUS)
+    runs = {r.run_id: r for r in (OPEN_FRAGMENT, SMALL_SUPERSET, LARGE_SUPERSET, UNRELATED)}
+    # Each brick is exactly its own occurrence's text, at its own address: the superset's content is
+    # its own sentence (nothing of the fragment merged in), and the fragment keeps its own words.
+    expected = {
+        "run-a": "sync is nightly",
+        "run-b": "Sync is nightly and fast.",
+        "run-c": "The sync is nightly and fast, always.",
+        "run-d": "Bricks are verbatim.",
+    }
+    assert len(bricks) == len(expected)
     for b in bricks:
-        assert len(b.sources) == 1  # nothing merged into anything
+        (source,) = b.sources  # nothing merged into anything
+        assert b.content == expected[source.run_id] == slice_at(runs, source)
+        assert b.fingerprint == hashlib.sha256(" ".join(b.content.casefold().split()).encode("utf-8")).hexdigest()
+    superset = next(b for b in bricks if b.sources[0].run_id == "run-b")
+    assert next(b for b in bricks if b.sources[0].run_id == "run-a").superseded_by == superset.brick_id
+    assert superset.content == "Sync is nightly and fast." and superset.state == "FORMING"
 
 
 # --- lifecycle (invariant 7) -----------------------------------------------------------------
