@@ -52,7 +52,10 @@ class Project:
         path.write_bytes(data)
         return path
 
-    def write_topic(self, topic_id: str, *, keywords: list[str], state: str = "ACTIVE", ordering_rule: str = "chronological", node_types: list[str] | None = None) -> Path:
+    def write_topic(self, topic_id: str, *, keywords: list[str], state: str = "ACTIVE", ordering_rule: str = "chronological",
+                    node_types: list[str] | None = None, min_relevance: float | None = 0.0) -> Path:
+        """A topic file. `min_relevance` 0 keeps every keyword statement: the tests that use this
+        helper are about other things, on generated text; relevance has its own (test_worth_keeping)."""
         self.topics.mkdir(parents=True, exist_ok=True)
         policy: dict = {"scope_description": f"Everything about {topic_id}.", "required_keywords": keywords}
         if node_types:
@@ -66,6 +69,7 @@ class Project:
                     "extraction_policy": policy,
                     "ordering_rule": ordering_rule,
                     "state": state,
+                    **({"min_relevance": min_relevance} if min_relevance is not None else {}),
                 }
             ),
             encoding="utf-8",

@@ -95,7 +95,7 @@ def test_archives_nexus_cannot_read_are_ingestion_errors_naming_the_fix(empty_pr
         ("old/export.7z", ".7z"),
         ("old/export.rar", ".rar"),
     ]:
-        assert errors[f"runs/{name}"] == f"is a {kind} archive, which Nexus cannot read (it reads .json files and .zip exports); {unpack}"
+        assert errors[f"runs/{name}"] == f"is a {kind} archive, which Nexus cannot read (it reads .json and .jsonl files and .zip exports); {unpack}"
     assert errors["runs/zipped-twice.zip"] == (
         "zip holds another archive (chatgpt-export.zip) and no conversations.json; "
         f"Nexus does not open archives inside archives: {unpack}"

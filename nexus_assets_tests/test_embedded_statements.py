@@ -117,10 +117,10 @@ def test_on_the_sample_gold_precision_rises_and_recall_holds(tmp_path, capsys):
 
     (p1, r1), (p2, r2) = pooled("embedded-v1"), pooled(EXTRACTOR_VERSION)
     # Measured (README, "Sample gold"): 47 spans at 0.702 / 0.767 under v1, 38 at 0.868 / 0.767
-    # under v2, 36 at 0.889 / 0.744 under v3: one gold sentence leans on the one before it
+    # under v2, 37 at 0.865 / 0.744 under v3: one gold sentence leans on the one before it
     # ("That way the manifest hash …") and is left out with the rest of its kind.
     assert (round(p1, 3), round(r1, 3)) == (0.702, 0.767)
-    assert (round(p2, 3), round(r2, 3)) == (0.889, 0.744)
+    assert (round(p2, 3), round(r2, 3)) == (0.865, 0.744)
     for t in topics:
         v1, v2 = figures[t]["embedded-v1"], figures[t][EXTRACTOR_VERSION]
         assert v2["overlap_precision"] >= v1["overlap_precision"] + 0.13

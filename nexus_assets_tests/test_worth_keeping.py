@@ -40,7 +40,7 @@ NOT_STATEMENTS = [
     "This command will start a Docker container from your image.",
     "These settings tell Django to use PostgreSQL.",
     '"From Seed to Splendor: transforming outdoor spaces one garden at a time."',
-    "We love gardens 🌳 and so do our customers.",
+    "💚 Green Thumb Diaries: we love gardens and so do our customers 🌿",
 ]
 STATEMENTS = [
     "I have a marathon on September 10th and on the 29th of October 2023.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path
 from nexus_assets.sync.selection import broken_topic_files
@@ -34,22 +35,36 @@ def cmd_sync(args: argparse.Namespace) -> int:
         checked = check(request_from_args(args))
         for line in checked.selection.warnings:
             print(line, file=sys.stderr)
-        outcome = run(checked, on_event=lambda event: _show(args, event))
+        taken = _Announcements(args)
+        outcome = run(checked, on_event=lambda event: _show(args, event, taken))
     except SyncInputError as exc:
         raise UsageError(str(exc)) from None
     if outcome.interrupted:
         return _report_interrupted(outcome)
     if outcome.unchanged:
-        _note_folders(args)
+        taken.say()
         return _report_broken(checked.selection.problems, _report_unchanged(args, outcome))
     return _report_broken(checked.selection.problems, _report(args, outcome))
 
 
-def _note_folders(args: argparse.Namespace) -> None:
-    # Said once the vault took the sync (a sync refused at the door says only why), once.
-    if not getattr(args, "_folders_noted", False) and (note := folders_note(args)):
-        print(note, file=sys.stderr, flush=True)
-    args._folders_noted = True
+class _Announcements:
+    """What is said once the vault took the sync (a sync refused at the door says only why): a new
+    vault and where (a mistyped --db must not pass for the vault meant), and the folders read when
+    no flag named them."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        db = Path(args.db)
+        self.lines = []
+        if not db.exists():
+            folder = "" if db.parent.exists() else f", and the folder {db.parent} for it"
+            self.lines.append(f"nexus: created a new vault at {db}{folder}")
+        if note := folders_note(args):
+            self.lines.append(note)
+
+    def say(self) -> None:
+        for line in self.lines:
+            print(line, file=sys.stderr, flush=True)
+        self.lines = []
 
 
 def _report_broken(problems: list[str], code: int) -> int:
@@ -62,9 +77,9 @@ def _report_broken(problems: list[str], code: int) -> int:
     return max(code, 1)
 
 
-def _show(args: argparse.Namespace, event: SyncEvent) -> None:
+def _show(args: argparse.Namespace, event: SyncEvent, taken: _Announcements) -> None:
     if event.kind == "ingesting":
-        _note_folders(args)
+        taken.say()
         if not args.json:
             print(f"ingesting {shown_path(event.message)}", file=sys.stderr, flush=True)
     elif event.kind == "compiling":

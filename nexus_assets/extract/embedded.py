@@ -106,13 +106,15 @@ def is_statement(sentence: str, kind: str = PROSE) -> bool:
     opening = sentence.lstrip(_CLOSERS + "\"'“‘(")
     if _REPLY.match(opening) or _MUSING.match(opening) or _CHATTER.match(opening) or _LABEL.match(opening):
         return False
-    if _LEANS_BACK.match(opening) or _POINTS_AWAY.search(body) or sentence.lstrip("*_ ")[:1] in _QUOTES or _EMOJI.search(sentence):
-        # "This command will start …" needs the text before it; a quoted line or one with emoji is
-        # drafted copy (a tagline, a post), not something said.
+    if _LEANS_BACK.match(opening) or _POINTS_AWAY.search(body) or sentence.lstrip("*_ ")[:1] in _QUOTES:
+        # "This command will start …" needs the text before it; a quoted line is drafted copy (a
+        # tagline, a headline), not something said.
         return False
+    if len(_EMOJI.findall(sentence)) >= 2:
+        return False  # a post drafted for social media ("💚 Green Thumb Diaries … 🌿"); one emoji is just a message
     if not terminated and _title_case(words):
         return False  # a heading written as a line ("The Pure Gardening Company Difference")
-    return not (_MARKUP.search(sentence) or _CODE.search(sentence) or _dump(sentence))
+    return not (_markup(sentence) or _CODE.search(sentence) or _dump(sentence))
 
 
 # The assistant's framing of its turn: what it is about to do, pleasantries, sign-offs.
@@ -145,6 +147,13 @@ _CODE = re.compile(
     r"|^\s*[\w.]+\s*=\s*\S|\$\{|\b(?:null|undefined)\s*[,;)}]"
 )
 _JSON_KEY = re.compile(r"[\"'][\w -]{1,40}[\"']\s*:")
+
+
+def _markup(sentence: str) -> bool:
+    """Mostly HTML or XML tags ("<label for=…>Input tokens</label>"); a sentence that mentions a
+    tag in passing ("<script> is what a hostile export might contain; …") is still prose."""
+    tagged = sum(m.end() - m.start() for m in _MARKUP.finditer(sentence))
+    return tagged >= 0.2 * len(sentence) if tagged else False
 
 
 def _dump(sentence: str) -> bool:
