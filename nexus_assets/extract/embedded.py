@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from nexus_assets.core.models import Run, Topic
+from nexus_assets.core.wording import is_title_case
 from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
@@ -112,7 +113,7 @@ def is_statement(sentence: str, kind: str = PROSE) -> bool:
         return False
     if len(_EMOJI.findall(sentence)) >= 2:
         return False  # a post drafted for social media ("💚 Green Thumb Diaries … 🌿"); one emoji is just a message
-    if not terminated and _title_case(words):
+    if not terminated and is_title_case(words):
         return False  # a heading written as a line ("The Pure Gardening Company Difference")
     return not (_markup(sentence) or _CODE.search(sentence) or _dump(sentence))
 
@@ -163,15 +164,3 @@ def _dump(sentence: str) -> bool:
     letters = sum(c.isalpha() for c in sentence)
     spaces = sum(c.isspace() for c in sentence)
     return letters < 0.55 * (len(sentence) - spaces)
-
-
-def _title_case(words: list[str]) -> bool:
-    """Most words capitalised, as a title is written (small words like 'of' and 'the' aside)."""
-    if len(words) < 3:
-        return False
-    significant = [w for w in words if w.lower().strip(_CLOSERS + "\"'“‘(*_") not in _SMALL_WORDS]
-    capital = sum(1 for w in significant if w.lstrip(_CLOSERS + "\"'“‘(*_#")[:1].isupper())
-    return bool(significant) and capital >= 0.8 * len(significant)
-
-
-_SMALL_WORDS = frozenset("a an and as at but by for from in into of on or the to vs via with".split())

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from nexus_assets.core.fingerprint import normalize
+from nexus_assets.core.wording import is_title_case
 
 SIMILARITY_DECIMALS = 4
 MAX_RELATED = 10  # nearest related bricks kept per brick: bounds the records of a topic of near-repeats
@@ -144,7 +145,6 @@ _STEP_LABEL = re.compile(
 )
 # A link's title as a search or citation lists it: "Customising Oscar — django-oscar 3.2 documentation (site.io)".
 _CITATION = re.compile(r"\((?:www\.)?[\w-]+(?:\.[\w-]+)+\)\s*$")
-_SMALL = frozenset("a an and as at but by for from in into of on or the to vs via with".split())
 
 
 @dataclass(frozen=True)
@@ -182,12 +182,8 @@ def states_no_value(text: str) -> bool:
     if body.startswith(("**", "__")) and body.rstrip(".").endswith(("**", "__")) and len(stripped.split()) <= 12:
         return True  # a bold line on its own is a heading
     words = [w for w in stripped.split() if any(c.isalpha() for c in w)]
-    if len(words) >= 3 and not stripped.endswith((".", "!", "?")) and line.kind == "plain":
-        significant = [w for w in words if w.casefold().strip("\"'“”‘’()") not in _SMALL]
-        capital = sum(1 for w in significant if w.lstrip("\"'“‘(")[:1].isupper())
-        if significant and capital >= 0.8 * len(significant):
-            return True  # Title Case without a full stop
-    return False
+    # Title Case without a full stop
+    return not stripped.endswith((".", "!", "?")) and line.kind == "plain" and is_title_case(words)
 
 
 def _sentence_start(text: str, token: str) -> bool:
