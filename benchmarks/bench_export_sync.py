@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export-mb", type=float, default=100.0)
     parser.add_argument("--before", default="b83e293", help="git ref of the earlier build (default: the release before issue 40)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", choices=("before", "after"), help="measure one build (another run's figure for the other)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -73,22 +74,28 @@ def main(argv: list[str] | None = None) -> int:
         generated = write_chatgpt_export(runs / "export" / "conversations.json", int(args.export_mb * 1024 * 1024), args.seed)
         result = {"export": generated, "before_ref": args.before}
         for name, code in (("before", before_dir), ("after", REPO)):
+            if args.only and name != args.only:
+                continue
             db = work / f"{name}.duckdb"
             result[name] = measured(code, ["--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics)], work)
             result[name]["vault_bytes"] = sum(p.stat().st_size for p in work.glob(f"{name}.duckdb*") if p.is_file())
-        b, a = result["before"], result["after"]
-        result["after_over_before_seconds"] = round(a["seconds"] / b["seconds"], 2)
-        result["after_over_before_peak_rss"] = round(a["peak_rss"] / b["peak_rss"], 2)
+        if not args.only:
+            b, a = result["before"], result["after"]
+            result["after_over_before_seconds"] = round(a["seconds"] / b["seconds"], 2)
+            result["after_over_before_peak_rss"] = round(a["peak_rss"] / b["peak_rss"], 2)
         if args.json:
             print(json.dumps(result, indent=2))
         else:
             mb = generated["bytes"] / 1024 / 1024
             print(f"export: {mb:.0f} MB, {generated['conversations']} conversations")
             for name in ("before", "after"):
+                if name not in result:
+                    continue
                 r = result[name]
                 print(f"{name:6} ({args.before if name == 'before' else 'this build'}): {r['seconds']:7.1f} s  "
                       f"peak RSS {r['peak_rss'] / 2**30:.2f} GiB  vault {r['vault_bytes'] / 2**20:.0f} MiB  exit {r['exit']}")
-            print(f"after/before: {result['after_over_before_seconds']}x time, {result['after_over_before_peak_rss']}x peak RSS")
+            if not args.only:
+                print(f"after/before: {result['after_over_before_seconds']}x time, {result['after_over_before_peak_rss']}x peak RSS")
         return 0
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before_dir)], capture_output=True)
