@@ -66,3 +66,22 @@ def _no_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     for var in ("NEXUS_DB", "NEXUS_RUNS_DIR", "NEXUS_TOPICS_DIR", "NEXUS_EXTRACTOR", "NEXUS_NO_RECALL"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL per test worker (nexus_assets_tests/postgres.py), stopped at the end."""
+    from nexus_assets_tests.postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The address of a new, empty PostgreSQL database for this test."""
+    return postgres_server.database()
