@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from nexus_assets.core.models import ExtractionPolicy, Topic
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.relate.step import relate_topic
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 RECALL_SET = REPO / "nexus_assets_tests" / "fixtures" / "embeddings" / "recall_set.json"
 TOPIC = Topic(

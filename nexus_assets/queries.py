@@ -25,7 +25,7 @@ class BadQuery(ValueError):
 
 @contextmanager
 def open_read(db: str | Path) -> Iterator:
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     if not Path(db).exists():
         raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")

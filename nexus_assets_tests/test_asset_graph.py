@@ -8,7 +8,7 @@ import pytest
 from nexus_assets.definitions import defs
 from nexus_assets.publish.step import publish_phase
 from nexus_assets.resolve.step import Resolution, StageMissing, stage_resolution
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project, sample_project
 

@@ -225,7 +225,7 @@ def test_the_installed_command_runs_and_records_runs_in_dagster_home(project: Pr
 
 def test_vault_connections_never_draw_duckdb_progress_bars_on_stdout(tmp_path):
     # A long query would otherwise print a progress bar into `nexus sync --json` (seen at 50 MB).
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     with Vault.open(tmp_path / "v.duckdb") as v:
         assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.project import REPO, Project, nexus_run
 
 TOPICS = ["alpha", "beta", "gamma"]

@@ -25,7 +25,7 @@ from nexus_assets.lifecycle.step import topic_history
 from nexus_assets.llm.planning import current_runs
 from nexus_assets.topics.files import read_topic_file, read_topic_files
 from nexus_assets.vault.migrations import MIGRATIONS, schema_version
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.generated_export import (
     BOILERPLATE,

@@ -12,7 +12,7 @@ from nexus_assets.discovery.prompt import parse_topics_reply
 from nexus_assets.discovery.step import CALL_TOPIC_ID
 from nexus_assets.llm.client import ReplyNotJSON
 from nexus_assets.topics.files import read_topic_file
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.llm_server import (
     DEFAULT_API_KEY,

@@ -6,7 +6,7 @@ import shutil
 import dagster as dg
 import pytest
 
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.project import Project, nexus_run

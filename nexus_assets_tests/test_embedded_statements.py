@@ -18,7 +18,7 @@ from nexus_assets.extract.embedded import EXTRACTOR_VERSION, extract_embedded, i
 from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
 from nexus_assets.extract.sentences import CODE, HEADING, ITEM, PROSE, TABLE, sentence_spans, sentence_units
 from nexus_assets.vault.records import RunVersion
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, sample_project
 

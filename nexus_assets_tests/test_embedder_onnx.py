@@ -121,7 +121,7 @@ def test_a_vault_embedded_with_the_torch_model_is_re_embedded_once_by_the_next_s
     """A vault synced before this model holds vectors keyed "all-MiniLM-L6-v2": the next `nexus sync`
     (inputs otherwise unchanged) embeds every brick again under the new key, recall answers, and the
     sync after that embeds nothing."""
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     with monkeypatch.context() as patch:
         _key_everywhere(patch, "all-MiniLM-L6-v2")

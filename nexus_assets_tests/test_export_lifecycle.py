@@ -8,7 +8,7 @@ import pytest
 
 from nexus_assets.core.fingerprint import fingerprint, sha256_hex
 from nexus_assets.core.paths import resolve_string
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import REPO, Project, nexus_run
 

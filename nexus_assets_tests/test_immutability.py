@@ -15,7 +15,7 @@ from nexus_assets.defs.assets import FULL_VERIFY_TAG
 from nexus_assets.lifecycle.step import immutability_problems
 from nexus_assets.publish.immutability import FinalBrickChanged
 from nexus_assets.publish.manifest import manifest_hash
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.lifecycle_helpers import (

@@ -29,7 +29,7 @@ from nexus_assets.publish.step import publish_phase
 from nexus_assets.resolve.step import resolve_if_changed
 from nexus_assets.search.step import refresh, search
 from nexus_assets.topics.files import read_topic_files
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.project import Project, nexus_run
 
 TOPIC = "sync-notes"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.ingest.step import ingest_runs
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 

@@ -13,7 +13,7 @@ from nexus_assets.definitions import defs
 from nexus_assets.lifecycle.rules import StateLineError, set_state_line
 from nexus_assets.lifecycle.step import sealed_manifest, sealed_snapshot, topic_history
 from nexus_assets.topics.files import read_topic_file
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.dagster_helpers import check_results, materialize_topic
 from nexus_assets_tests.lifecycle_helpers import (

@@ -3,7 +3,7 @@
 import json
 
 from nexus_assets.lifecycle.step import sealed_manifest
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.lifecycle_helpers import (
     CLOSED_RUN,

@@ -115,7 +115,7 @@ def test_a_second_sync_replays_from_the_vault_sending_nothing(llm_project: Proje
         first = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
         sent = server.request_count
         # A fresh vault would not help: drop the extraction cache so replay must come from llm_calls.
-        from nexus_assets.vault.store import Vault
+        from nexus_assets.store import Vault
 
         with Vault.open(p.db) as v:
             v.conn.execute("DELETE FROM extractions")
@@ -213,7 +213,7 @@ def test_lone_surrogates_from_the_model_are_rejections_and_the_true_quotes_compi
         assert result["success"] and all(result["checks"].values())
         # Replayed from the stored call, the same verdicts: nothing was lost in storing it.
         first = run_json(capsys, *p.cli_args(), "manifest", TOPIC)
-        from nexus_assets.vault.store import Vault
+        from nexus_assets.store import Vault
 
         with Vault.open(p.db) as v:
             v.conn.execute("DELETE FROM extractions")

@@ -15,7 +15,7 @@ import nexus_assets.ingest.step
 from nexus_assets.drift.records import DriftRecords
 from nexus_assets.ingest.records import RunRecords
 from nexus_assets.publish.records import BrickRecords
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -214,7 +214,7 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
     including for paths written another way, paths at no text node and malformed pointers."""
     from nexus_assets.gate.rules import NeedsDocument, named_paths, validate_pointers
     from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus
-    from nexus_assets.vault.store import RunVersion
+    from nexus_assets.store import RunVersion
 
     document = {
         "run_id": "run-a",
@@ -268,7 +268,7 @@ def test_a_chunk_of_run_versions_loads_exactly_its_own_nodes_and_statuses(tmp_pa
     of scattered keys (an older version, a run between two wanted ones) gets only its own rows."""
     from nexus_assets.extract.scope import node_text
     from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus
-    from nexus_assets.vault.store import RunVersion
+    from nexus_assets.store import RunVersion
 
     def document(run_id: str, status: str, *texts: str) -> dict:
         messages = [{"role": "user", "content": t} for t in texts]

@@ -6,7 +6,7 @@ import json
 import dagster as dg
 
 from nexus_assets.core.paths import parse_normalized
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.dagster_helpers import latest_check_evaluation, materialize_topic
 from nexus_assets_tests.project import Project

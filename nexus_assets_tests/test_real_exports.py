@@ -22,7 +22,7 @@ from nexus_assets.ingest.formats.claude import claude_run
 from nexus_assets.ingest.formats.exports import ConversationProblem, iter_export
 from nexus_assets.ingest.runfiles import iter_run_file
 from nexus_assets.ingest.step import ingest_runs
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

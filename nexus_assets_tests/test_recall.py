@@ -12,7 +12,7 @@ import pytest
 from nexus_assets.recall.citations import ccc, extractive_answer, split_answer
 from nexus_assets.recall.embedder import MODEL
 from nexus_assets.recall.index import load, vector_index_dir
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json, run_nexus
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.llm_server import FakeOpenAIServer
@@ -240,7 +240,7 @@ def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(
     import numpy as np
 
     from nexus_assets import settings
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     monkeypatch.setenv("NEXUS_VAULT_MEMORY", "32MB")
     settings.apply()  # as a command would, before it opens the vault

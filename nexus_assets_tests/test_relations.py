@@ -20,7 +20,7 @@ from nexus_assets.recall.embedder import MODEL
 from nexus_assets.relate.neighbours import candidate_pairs, nearest_lists
 from nexus_assets.relate.rules import conflict_between, nearest
 from nexus_assets.relate.step import relate_topic
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, nexus_run, sample_project
 

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets.web.server import make_server
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import REPO, Project, nexus_run

@@ -20,7 +20,7 @@ from nexus_assets.vault.migrations import (
     VaultTooNew,
     schema_version,
 )
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.llm_server import (
     DEFAULT_API_KEY,

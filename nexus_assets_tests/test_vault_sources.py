@@ -55,7 +55,7 @@ def test_an_explicit_flag_wins_and_is_recorded(tmp_path: Path, capsys: pytest.Ca
     shutil.copytree(p.runs, moved)
     monkeypatch.chdir(tmp_path)
     run_json(capsys, *p.cli_args(), "sync", "--runs-dir", str(moved))
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     with Vault.open(p.db, read_only=True) as vault:
         assert vault.recorded_sources() == {"runs_dir": str(moved.resolve()), "topics_dir": str(p.topics.resolve())}

@@ -21,7 +21,7 @@ from nexus_assets.gate.rules import validate_pointer
 from nexus_assets.ingest.formats.claude import ARTIFACT, THINKING, claude_run, tagged_regions
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets.recall.embedder import MODEL, embed
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_nexus
 
 # Real shapes of what the user found kept, re-written: each is not a statement.

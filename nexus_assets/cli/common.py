@@ -49,7 +49,7 @@ def _existing(args: argparse.Namespace, create: bool) -> Path:
 def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
     """The vault; only commands that build it (sync, discover, activate) may create the file."""
     # Loaded here, not at the top: `Vault` brings the models (pydantic), which `nexus topics` never needs.
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
     db = _existing(args, create)
     if create and not db.exists():

@@ -17,7 +17,7 @@ from nexus_assets.extract.backends import EmbeddedExtractor, Extractor, OpenAIEx
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 
 class NexusSettings(dg.ConfigurableResource):

@@ -9,7 +9,7 @@ from pathlib import Path
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
 from nexus_assets.drift.rules import NodeCache, address_problem, slice_problem
 from nexus_assets.ingest.runfiles import file_stat, iter_run_file, source_problem
-from nexus_assets.vault.store import RunVersion, Vault
+from nexus_assets.store import RunVersion, Vault
 
 
 def verbatim_problems(vault: Vault, topic_id: str, runs: set[str] | None = None) -> tuple[int, int, list[str]]:

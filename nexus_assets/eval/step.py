@@ -27,7 +27,7 @@ from nexus_assets.eval.rules import (
 )
 from nexus_assets.extract.scope import Scope
 from nexus_assets.gate.rules import NeedsDocument, validate_pointers
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 
 def read_gold(path: Path) -> list[GoldLine]:

@@ -11,7 +11,7 @@ from typing import Iterable
 
 import duckdb
 
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 FORMATS = ("jsonl", "parquet", "markdown")
 

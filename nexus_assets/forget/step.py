@@ -33,7 +33,7 @@ from nexus_assets.publish.manifest import tombstone_manifest
 from nexus_assets.resolve.step import resolve_phase
 from nexus_assets.search.step import forget_index, index_dir
 from nexus_assets.vault.connection import connect, derived_path, now, writer_intent
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 # Shorter texts (a greeting, "Yes.") are too common to prove anything by their absence.
 MIN_PROOF_CHARS = 12

@@ -21,7 +21,7 @@ from nexus_assets.ingest.runfiles import (
     scan_runs_dir,
     source_problem,
 )
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 BATCH = 500
 

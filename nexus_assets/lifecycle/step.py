@@ -39,7 +39,7 @@ from nexus_assets.publish.step import publish_phase
 from nexus_assets.resolve.step import resolve_phase, stage_resolution
 from nexus_assets.topics.files import TopicFile, find_topic, read_topic_files
 from nexus_assets.vault.connection import now
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 
 class LifecycleError(ValueError):

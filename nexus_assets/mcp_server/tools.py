@@ -153,7 +153,7 @@ def _write_tools(server: MCPServer, config) -> None:
         from nexus_assets import settings
         from nexus_assets.forget.step import ForgetError, find_target, forget as erase, plan
         from nexus_assets.lifecycle.step import user_actor
-        from nexus_assets.vault.store import Vault
+        from nexus_assets.store import Vault
 
         if bool(run_id) == bool(file):
             raise ToolError("run_id: give exactly one of run_id or file")

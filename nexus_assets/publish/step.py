@@ -11,7 +11,7 @@ from nexus_assets.publish.manifest import next_manifest
 from nexus_assets.publish.records import BrickRecords
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.resolve.step import Resolution, StageMissing
-from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.history.records import HistoryQueries
 
 
 class PublishStores(Protocol):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL
 from nexus_assets.vault.connection import derived_path
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 
 def _faiss():

@@ -30,7 +30,7 @@ from nexus_assets.recall.citations import (
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets.web.links import topic_url
 
 OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from

@@ -19,7 +19,7 @@ from nexus_assets.core.models import Topic
 from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from nexus_assets.relate.prompt import (
 from nexus_assets.relate.rules import contains_either, round_similarity
 
 if TYPE_CHECKING:
-    from nexus_assets.vault.store import Vault
+    from nexus_assets.store import Vault
 
 
 @dataclass

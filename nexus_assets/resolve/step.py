@@ -18,7 +18,7 @@ from nexus_assets.publish.records import BrickRecords
 from nexus_assets.resolve.incremental import Changes, Wider, resolve_changes
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.resolve.rules import Keyed, resolve_keyed
-from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.history.records import HistoryQueries
 
 
 class ResolveStores(Protocol):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from nexus_assets.vault.connection import derived_path
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 
 STATE_FILE = "nexus-index.json"
 # Per topic, the newest `updated_at` of its bricks when the index last took it: what changed after

@@ -175,7 +175,7 @@ def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = 
 
 
 def _open(checked: CheckedSync):
-    from nexus_assets.vault.store import Vault  # the models (pydantic) only when a sync runs
+    from nexus_assets.store import Vault  # the models (pydantic) only when a sync runs
 
     # Read-write: DuckDB refuses a read-only handle in a process that just wrote the same file.
     return Vault.open(checked.request.db)

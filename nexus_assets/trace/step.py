@@ -5,7 +5,7 @@ from __future__ import annotations
 from nexus_assets.core.paths import parse_normalized, resolve_string
 from nexus_assets.ingest.formats.jsonl import SESSION_FORMATS
 from nexus_assets.drift.records import node_key
-from nexus_assets.vault.store import RunVersion, Vault
+from nexus_assets.store import RunVersion, Vault
 
 
 def trace_brick(vault: Vault, brick_id: str) -> dict:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator, Protocol
 
 import duckdb
-
-if TYPE_CHECKING:
-    from nexus_assets.vault.store import Vault
 
 
 def storable_json(value) -> str:
@@ -90,11 +87,27 @@ class Database:
                 self.conn.unregister(name)
 
 
+class OpenVault(Protocol):
+    """What a record store needs of the vault it is part of: the database (connection,
+    transactions, bulk inserts) and, by name, the other phases' stores (`vault.drift`). The vault
+    itself is composed above the phases (`nexus_assets.store`); this layer never imports it."""
+
+    conn: Any
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def insert_rows(self, table: str, rows: list[dict], *, conflict: str | None = ...) -> None: ...
+
+    def registered(self, **frames) -> AbstractContextManager[None]: ...
+
+    def __getattr__(self, store: str) -> Any: ...
+
+
 class Records:
     """The base of every record store: a phase's tables, over the `Vault`'s one connection. A store
     that needs another's records asks the vault for that store (`self.vault.drift`), never its SQL."""
 
-    def __init__(self, vault: "Vault"):
+    def __init__(self, vault: OpenVault):
         self.vault = vault
 
     @property

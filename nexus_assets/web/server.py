@@ -25,7 +25,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.vault.connection import VaultBusy, connect
-from nexus_assets.vault.store import Vault
+from nexus_assets.store import Vault
 from nexus_assets.web import views
 
 if TYPE_CHECKING:

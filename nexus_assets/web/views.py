@@ -18,7 +18,7 @@ from nexus_assets.relate.step import conflict_rows, related_rows
 from nexus_assets.ingest.names import RunName
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
-from nexus_assets.vault.store import RunVersion, Vault
+from nexus_assets.store import RunVersion, Vault
 
 STATES = ("IMPROVISE", "FORMING", "FINAL", "SUPERSEDED")
 

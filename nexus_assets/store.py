@@ -27,7 +27,7 @@ from nexus_assets.relate.records import RelationRecords
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.topics.records import TopicRecords
 from nexus_assets.vault.catalog import Catalog
-from nexus_assets.vault.history import HistoryQueries
+from nexus_assets.history.records import HistoryQueries
 from nexus_assets.vault.records import RunVersion, storable_json, storable_text  # noqa: F401 (re-exported)
 
 

@@ -1,0 +1,1 @@
+"""What happened when: topic transitions, syncs, seal snapshots, runs since a time (`vault.history`)."""
