@@ -230,7 +230,7 @@ class DriftRecords(Records):
             """WITH src AS (SELECT DISTINCT source_file, file_sha256 FROM runs WHERE is_latest)
                SELECT s.source_file, s.file_sha256, list(f.path ORDER BY f.path)
                FROM src s JOIN file_stats f ON f.file_sha256 = s.file_sha256 AND f.path <> s.source_file
-               GROUP BY ALL ORDER BY 1, 2"""
+               GROUP BY 1, 2 ORDER BY 1, 2"""
         ).fetchall()
         return [(f, sha, list(paths)) for f, sha, paths in rows]
 

@@ -59,12 +59,15 @@ class ExtractionRecords(Records):
         """The pointers one extractor identity returned for the topic: for each run, its answer for
         the newest run version that identity was asked about (the latest answer, if asked twice)."""
         rows = self.conn.execute(
-            """SELECT e.run_id, e.version_id, e.pointers_json FROM extractions e
-               JOIN runs r ON r.run_id = e.run_id AND r.version_id = e.version_id
-               WHERE e.topic_id = ? AND e.extractor = ?
-               QUALIFY row_number() OVER (PARTITION BY e.run_id ORDER BY r.ingest_seq DESC, e.created_at DESC,
-                                          e.extraction_key) = 1
-               ORDER BY e.run_id""",
+            """SELECT run_id, version_id, pointers_json FROM (
+                   SELECT e.run_id, e.version_id, e.pointers_json,
+                          row_number() OVER (PARTITION BY e.run_id ORDER BY r.ingest_seq DESC, e.created_at DESC,
+                                             e.extraction_key) AS newest
+                   FROM extractions e
+                   JOIN runs r ON r.run_id = e.run_id AND r.version_id = e.version_id
+                   WHERE e.topic_id = ? AND e.extractor = ?) kept
+               WHERE newest = 1
+               ORDER BY run_id""",
             [topic_id, extractor],
         ).fetchall()
         return [(RunVersion(r, v), json.loads(p)) for r, v, p in rows]

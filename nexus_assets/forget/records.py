@@ -35,7 +35,7 @@ class ForgettingRecords(Records):
             """SELECT DISTINCT file_sha256 FROM (
                    SELECT file_sha256 FROM run_files WHERE path = ? OR path = ?
                    UNION SELECT file_sha256 FROM runs WHERE source_file = ?
-                   UNION SELECT file_sha256 FROM file_stats WHERE path = ?)
+                   UNION SELECT file_sha256 FROM file_stats WHERE path = ?) AS shas
                ORDER BY 1""",
             [resolved, str(path), resolved, resolved],
         ).fetchall()

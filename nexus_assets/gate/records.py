@@ -148,10 +148,12 @@ class OccurrenceRecords(Records):
         scope = f"AND brick_id IN (SELECT brick_id FROM brick_sources WHERE true {only})" if runs is not None else ""
         rows = self.conn.execute(
             f"""WITH scoped AS (SELECT brick_id, content FROM bricks WHERE topic_id = ? {scope}),
-                     canon AS (SELECT s.* FROM brick_sources s SEMI JOIN scoped USING (brick_id) WHERE s.seq = 0),
+                     canon AS (SELECT s.* FROM brick_sources s WHERE s.brick_id IN (SELECT brick_id FROM scoped) AND s.seq = 0),
                      occ AS (SELECT DISTINCT o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum, o.content
-                             FROM occurrences o SEMI JOIN canon c USING (run_id, json_path, start_offset, end_offset, node_checksum)
-                             WHERE o.topic_id = ?)
+                             FROM occurrences o
+                             WHERE (o.run_id, o.json_path, o.start_offset, o.end_offset, o.node_checksum) IN
+                                   (SELECT run_id, json_path, start_offset, end_offset, node_checksum FROM canon)
+                               AND o.topic_id = ?)
                 SELECT count(*), list(b.brick_id ORDER BY b.brick_id) FILTER (WHERE o.content IS NULL OR o.content <> b.content)
                 FROM scoped b
                 LEFT JOIN canon s USING (brick_id)
@@ -212,7 +214,7 @@ class OccurrenceRecords(Records):
         return self.conn.execute(
             """SELECT DISTINCT s.run_id, s.json_path, s.start_offset, s.end_offset
                FROM brick_sources s JOIN bricks b USING (brick_id)
-               WHERE b.topic_id = ? ORDER BY ALL""",
+               WHERE b.topic_id = ? ORDER BY 1, 2, 3, 4""",
             [topic_id],
         ).fetchall()
 

@@ -139,7 +139,7 @@ class HistoryQueries(Records):
         }
 
     def holds_vault_tables(self) -> bool:
-        return self.conn.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'syncs'").fetchone() is not None
+        return self.conn.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'syncs'").fetchone() is not None
 
     def manifest_links(self, topic_id: str) -> list[tuple[str | None, str]]:
         """(previous_hash, manifest_hash) of each of the topic's manifests, oldest first, without their brick lists."""

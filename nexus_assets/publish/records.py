@@ -96,16 +96,12 @@ class BrickRecords(Records):
         rows = self.conn.execute(
             f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
                        b.superseded_by, b.stale,
-                       list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
-                                        "end" := s.end_offset, node_checksum := s.node_checksum,
-                                        node_type := s.node_type,
-                                        branch := s.branch,
-                                        stale := coalesce(st.drifted, false)) ORDER BY s.seq)
+                       {self._sources_list}
                 FROM {table} b LEFT JOIN {sources}
                 LEFT JOIN source_status st ON st.run_id = s.run_id AND st.json_path = s.json_path
                      AND st.node_checksum = s.node_checksum
                 {clause}
-                GROUP BY ALL
+                GROUP BY b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index, b.superseded_by, b.stale
                 ORDER BY b.topic_id, b.order_index NULLS LAST, b.brick_id
                 {'LIMIT ' + str(int(limit)) if limit is not None else ''}""",
             params,
@@ -199,19 +195,36 @@ class BrickRecords(Records):
             self._finish(topic_id, dagster_run_id, stamp, inputs_digest)
         return (head or (latest[0] if latest else None)), head is not None
 
+    @property
+    def _sources_list(self) -> str:
+        """A brick's sources as one list of records (DuckDB: structs; PostgreSQL: JSON objects)."""
+        if self.vault.on_postgres:
+            return """json_agg(json_build_object('run_id', s.run_id, 'json_path', s.json_path, 'start', s.start_offset,
+                                      'end', s.end_offset, 'node_checksum', s.node_checksum, 'node_type', s.node_type,
+                                      'branch', s.branch, 'stale', coalesce(st.drifted, false)) ORDER BY s.seq)"""
+        return """list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
+                                        "end" := s.end_offset, node_checksum := s.node_checksum,
+                                        node_type := s.node_type,
+                                        branch := s.branch,
+                                        stale := coalesce(st.drifted, false)) ORDER BY s.seq)"""
+
     def listing(self, topic_id: str) -> Listing | None:
         """The published visible bricks in manifest order as their hash reads them (canonical JSON
         entries), built in SQL; None where an id, fingerprint or state is not one this vault writes
         (such a list goes through the Python rule, which escapes whatever it holds)."""
         # list() then array_to_string: an ordered string_agg is several times slower in DuckDB.
+        hex_ids = (
+            "(brick_id || fingerprint) ~ '^[0-9a-f]{128}$'" if self.vault.on_postgres
+            else "regexp_full_match(brick_id || fingerprint, '[0-9a-f]{128}')"
+        )
         canonical, count, plain = self.conn.execute(
             """SELECT coalesce(array_to_string(list('{"brick_id":"' || brick_id || '","fingerprint":"' || fingerprint
                                                     || '","order_index":' || order_index || ',"state":"' || state || '"}'
                                                     ORDER BY order_index, brick_id), ','), ''),
                       count(*),
-                      coalesce(bool_and(regexp_full_match(brick_id || fingerprint, '[0-9a-f]{128}')
+                      coalesce(bool_and({hex_ids}
                                         AND state IN ('IMPROVISE', 'FORMING', 'FINAL') AND order_index IS NOT NULL), true)
-               FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'""",
+               FROM bricks WHERE topic_id = ? AND state <> 'SUPERSEDED'""".replace("{hex_ids}", hex_ids),
             [topic_id],
         ).fetchone()
         return Listing(canonical, count, sha256_hex(canonical)) if plain else None
@@ -259,6 +272,8 @@ class BrickRecords(Records):
         if row is not None and row[2]:
             stored, previous_hash, _, listed = row
             return altered(seq, topic_id, stored, hash_of_listing(topic_id, previous_hash, listed[1:-1]))
+        if self.vault.on_postgres:
+            return None  # the Python rule judges it (DuckDB's list lambdas have no PostgreSQL spelling)
         try:
             row = self.conn.execute(
                 """WITH m AS (
@@ -345,7 +360,7 @@ class BrickRecords(Records):
                                     first_seen, updated_at, first_key, rank_key)
                 SELECT brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, $stamp, $stamp,
                        first_key, rank_key
-                FROM {staged_bricks} WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = $topic)""",
+                FROM {staged_bricks} sb WHERE brick_id NOT IN (SELECT brick_id FROM bricks WHERE topic_id = $topic)""",
             {"topic": topic_id, "stamp": stamp},
         )
         self.conn.execute(
@@ -375,15 +390,15 @@ class BrickRecords(Records):
         # so seq is refreshed.
         self.conn.execute(
             f"""INSERT INTO brick_sources (brick_id, seq, {address}, node_type, branch)
-                SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources}
+                SELECT brick_id, seq, {address}, node_type, branch FROM {staged_sources} ss
                 WHERE brick_id IN (
                     SELECT brick_id FROM (
-                        (SELECT brick_id, seq, {address} FROM {staged_sources}
+                        (SELECT brick_id, seq, {address} FROM {staged_sources} ss
                          EXCEPT SELECT brick_id, seq, {address} FROM brick_sources
-                                WHERE brick_id IN (SELECT brick_id FROM {staged_bricks}))
+                                WHERE brick_id IN (SELECT brick_id FROM {staged_bricks} sb))
                         UNION ALL
-                        (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks})
-                         EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources})))
+                        (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks} sb)
+                         EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources} ss)) AS changed)
                 ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
             {"topic": topic_id},
         )
@@ -395,7 +410,7 @@ class BrickRecords(Records):
                    SELECT coalesce(rank_key, first_key) AS k FROM staged_bricks WHERE topic_id = $topic
                    UNION ALL
                    SELECT coalesce(rank_key, first_key) FROM bricks
-                   WHERE topic_id = $topic AND brick_id IN (SELECT brick_id FROM staged_bricks WHERE topic_id = $topic))""",
+                   WHERE topic_id = $topic AND brick_id IN (SELECT brick_id FROM staged_bricks WHERE topic_id = $topic)) AS keys""",
             {"topic": topic_id},
         ).fetchone()[0]
 

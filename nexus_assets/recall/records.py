@@ -34,6 +34,13 @@ class RecallRecords(Records):
 
         if not len(fingerprints):
             return
+        if self.vault.on_postgres:
+            # real[] takes the float32 values exactly; the rows go in through COPY.
+            self._insert_df(
+                "embeddings",
+                [{"model": model, "fingerprint": f, "vector": v.tolist(), "created_at": at} for f, v in zip(fingerprints, vectors)],
+            )
+            return
         frame = pd.DataFrame(vectors, columns=[f"c{i}" for i in range(vectors.shape[1])], copy=False)
         frame.insert(0, "fingerprint", list(fingerprints))
         columns = ", ".join(f"c{i}" for i in range(vectors.shape[1]))
@@ -72,8 +79,8 @@ class RecallRecords(Records):
                 "SELECT fingerprint, vector FROM embeddings WHERE model = ? AND fingerprint IN (SELECT unnest(?))",
                 [model, list(place)],
             )
-            while len(found := cursor.fetch_df_chunk(1)):
-                vectors[[place[f] for f in found["fingerprint"]]] = np.stack(found["vector"].to_numpy())
+            for fingerprints, found in self._vector_chunks(cursor):
+                vectors[[place[f] for f in fingerprints]] = found
             yield [b for b, _ in piece], vectors
 
     def unembedded_counts(self, topic_ids: Sequence[str], model: str) -> dict[str, int]:
@@ -117,10 +124,21 @@ class RecallRecords(Records):
             "SELECT fingerprint, vector FROM embeddings WHERE model = ? AND fingerprint IN (SELECT unnest(?))",
             [model, list(dict.fromkeys(fingerprints))],
         )
-        while len(chunk := cursor.fetch_df_chunk(1)):
-            for fp, vector in zip(chunk["fingerprint"], chunk["vector"]):
+        for fingerprints, vectors in self._vector_chunks(cursor):
+            for fp, vector in zip(fingerprints, vectors):
                 found[fp] = np.asarray(vector, dtype="float32")
         return found
+
+    def _vector_chunks(self, cursor):
+        """(fingerprints, (n, 384) float32 array) a slice at a time from a `fingerprint, vector` query."""
+        import numpy as np
+
+        if self.vault.on_postgres:
+            while rows := cursor.fetchmany(2048):
+                yield [r[0] for r in rows], np.asarray([r[1] for r in rows], dtype="float32")
+            return
+        while len(found := cursor.fetch_df_chunk(1)):
+            yield list(found["fingerprint"]), np.stack(found["vector"].to_numpy())
 
     def embedding_count(self, model: str) -> int:
         return self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", [model]).fetchone()[0]

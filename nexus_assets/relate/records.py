@@ -21,7 +21,7 @@ _VISIBLE_PAIRS = """
     JOIN bricks x ON x.brick_id = r.brick_id AND x.state <> 'SUPERSEDED'
     JOIN bricks y ON y.brick_id = r.related_id AND y.state <> 'SUPERSEDED'
     WHERE r.topic_id = ? AND r.model = ?
-    GROUP BY ALL
+    GROUP BY 1, 2
 """
 
 
@@ -99,7 +99,7 @@ class RelationRecords(Records):
     def pair_counts(self, topic_id: str, model: str) -> tuple[int, int]:
         """(related pairs, conflict pairs) among the topic's visible bricks."""
         row = self.conn.execute(
-            f"SELECT count(*), count(conflict) FROM ({_VISIBLE_PAIRS})", [topic_id, model]
+            f"SELECT count(*), count(conflict) FROM ({_VISIBLE_PAIRS}) AS pairs", [topic_id, model]
         ).fetchone()
         return int(row[0]), int(row[1])
 
@@ -139,7 +139,7 @@ class RelationRecords(Records):
                     AND o.start_offset = s.start_offset AND o.end_offset = s.end_offset AND o.node_checksum = s.node_checksum
                LEFT JOIN runs r ON r.run_id = s.run_id AND r.is_latest
                WHERE s.seq = 0 AND s.brick_id IN (SELECT unnest(?))
-               GROUP BY ALL""",
+               GROUP BY s.brick_id, s.run_id, s.json_path, s.start_offset, s.end_offset""",
             [topic_id, list(brick_ids)],
         ).fetchall()
         return {

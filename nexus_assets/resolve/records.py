@@ -41,9 +41,14 @@ class StageRecords(Records):
             "SELECT ? || coalesce((SELECT definition_json || '|' || state FROM topics WHERE topic_id = ?), '')",
             [RESOLUTION_RULES, topic_id],
         ).fetchone()[0]
+        # Each backend hashes the addresses its own way: the lines are compared within one vault only.
+        address_hash = (
+            "hashtextextended(json_path || ':' || start_offset || ':' || end_offset || ':' || node_checksum, 0)"
+            if self.vault.on_postgres else "hash(json_path, start_offset, end_offset, node_checksum)"
+        )
         rows = self.conn.execute(
-            """WITH occ AS (
-                   SELECT run_id, count(*) AS n, sum(hash(json_path, start_offset, end_offset, node_checksum)) AS h
+            f"""WITH occ AS (
+                   SELECT run_id, count(*) AS n, sum({address_hash}) AS h
                    FROM occurrences WHERE topic_id = ? GROUP BY run_id),
                per_run AS (
                    SELECT run_id, max(CASE WHEN is_latest THEN version_id END) AS latest, min(ingest_seq) AS seq,

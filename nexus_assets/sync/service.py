@@ -453,10 +453,17 @@ def _stopped(result, signals: _SignalLog | None) -> bool:
 
 def step_errors(result) -> list[str]:
     return [
-        f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
+        f"{e.step_key}: {_cause(e.event_specific_data.error)}"
         for e in result.all_events
         if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
     ]
+
+
+def _cause(error) -> str:
+    """What went wrong in a step: Dagster wraps the step's own exception; its message says it."""
+    while error.cause is not None and error.message.startswith("dagster."):
+        error = error.cause
+    return error.message.strip()
 
 
 # DuckDB's errors that can be the vault's storage failing under a step (its class names, as

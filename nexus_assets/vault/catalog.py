@@ -17,6 +17,7 @@ from nexus_assets.vault.connection import (
     connect,
     writer_intent,
 )
+from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.vault.records import Database
 from nexus_assets.vault.sources import recorded_path, vault_folder
@@ -32,10 +33,16 @@ def configure(memory: str | None) -> None:
 
 
 class Catalog(Database):
-    """One DuckDB connection to the vault, configured and migrated."""
+    """One connection to the vault (DuckDB's, or a pooled PostgreSQL one), configured and migrated."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
+    def __init__(self, conn, *, migrate: bool = True):
         super().__init__(conn)
+        if self.on_postgres:
+            if migrate:
+                from nexus_assets.vault.postgres.migrations import upgrade as upgrade_postgres
+
+                upgrade_postgres(conn)
+            return
         # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
         conn.execute("SET enable_progress_bar = false")
         # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
@@ -50,6 +57,21 @@ class Catalog(Database):
     @classmethod
     @contextmanager
     def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator[Self]:
+        """The vault at this address (a path or `duckdb:///path`, or `postgresql://…`)."""
+        address = parse_address(db_path)
+        if address.is_postgres:
+            from nexus_assets.vault.postgres.connection import connection
+            from nexus_assets.vault.postgres.migrations import pending as pending_postgres
+
+            with connection(address.target) as conn:
+                # A new database gets its tables even from a command that only reads.
+                vault = cls(conn, migrate=bool(pending_postgres(conn)) or not read_only)
+                if read_only:
+                    conn.execute("SET default_transaction_read_only = on")
+                vault.address = address
+                yield vault
+            return
+        db_path = address.path
         with contextlib.ExitStack() as stack:
             if not read_only:
                 stack.enter_context(writer_intent(db_path))
@@ -61,7 +83,9 @@ class Catalog(Database):
                     pass
                 conn = connect(db_path, read_only=True)
             try:
-                yield cls(conn, migrate=not read_only)
+                vault = cls(conn, migrate=not read_only)
+                vault.address = address
+                yield vault
             finally:
                 conn.close()
 
@@ -83,7 +107,7 @@ class Catalog(Database):
     def brick_counts(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {}
         for topic_id, state, n in self.conn.execute(
-            "SELECT topic_id, state, count(*) FROM bricks GROUP BY ALL ORDER BY ALL"
+            "SELECT topic_id, state, count(*) FROM bricks GROUP BY topic_id, state ORDER BY topic_id, state"
         ).fetchall():
             counts.setdefault(topic_id, {})[state] = n
         return counts

@@ -108,6 +108,12 @@ def derived_path(db_path: str | Path, suffix: str) -> Path:
     """Where data derived from the vault (a search or vector index) is kept: beside the vault file,
     or, when its folder is read-only, in a folder of the temp directory named after the vault, so
     commands that only read still work on a read-only vault (rebuilt there from the vault)."""
+    if str(db_path).startswith(("postgresql://", "postgres://")):
+        # A PostgreSQL vault has no folder: each machine keeps its own copy, rebuilt from the vault.
+        from nexus_assets.vault.address import parse_address
+
+        key = hashlib.sha256(parse_address(db_path).shown.encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"nexus-{os.getuid()}-pg-{key}" / f"vault{suffix}"
     db = Path(db_path)
     beside = db.parent / f"{db.stem}{suffix}"
     if os.access(beside, os.W_OK) if beside.exists() else os.access(db.parent, os.W_OK):

@@ -40,11 +40,32 @@ class RunVersion:
 
 
 class Database:
-    """The vault's one DuckDB connection, shared by every record store: transactions and bulk inserts."""
+    """The vault's one connection, shared by every record store: transactions and bulk inserts.
+    `backend` says which engine it is ("duckdb" or "postgresql"); a store that must say a thing
+    differently on each asks it, so the difference is written out where it is."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection):
+    def __init__(self, conn):
         self.conn = conn
+        self.backend: str = getattr(conn, "backend", "duckdb")
         self._in_transaction = False
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.backend == "postgresql"
+
+    @contextmanager
+    def topic_lock(self, topic_id: str) -> Iterator[None]:
+        """Two writers of one topic take turns (PostgreSQL: a session advisory lock per topic);
+        writers of different topics go on at once. DuckDB has one writer at a time anyway."""
+        if not self.on_postgres:
+            yield
+            return
+        key = "nexus-topic:" + topic_id
+        self.conn.execute("SELECT pg_advisory_lock(hashtextextended(?, 0))", [key])
+        try:
+            yield
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", [key])
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -66,6 +87,10 @@ class Database:
     def insert_rows(self, table: str, rows: list[dict], *, conflict: str | None = "DO NOTHING") -> None:
         if not rows:
             return
+        if self.on_postgres:
+            from nexus_assets.vault.postgres.bulk import insert_rows
+
+            return insert_rows(self.conn, table, rows, conflict=conflict)
         import pandas as pd  # only writers need it; read commands start faster without it
 
         frame = pd.DataFrame(rows)
@@ -78,6 +103,12 @@ class Database:
     @contextmanager
     def registered(self, **frames) -> Iterator[None]:
         """DataFrames visible to SQL under these names for the duration of the block."""
+        if self.on_postgres:
+            from nexus_assets.vault.postgres.bulk import registered
+
+            with registered(self.conn, frames):
+                yield
+            return
         for name, frame in frames.items():
             self.conn.register(name, frame)
         try:

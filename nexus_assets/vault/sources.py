@@ -11,7 +11,10 @@ import duckdb
 
 
 def vault_folder(conn: duckdb.DuckDBPyConnection) -> Path | None:
-    """The folder that holds the vault file this connection opened; None for an in-memory vault."""
+    """The folder that holds the vault file this connection opened; None for an in-memory vault
+    or a PostgreSQL one (its recorded folders are absolute)."""
+    if getattr(conn, "backend", "duckdb") != "duckdb":
+        return None
     row = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
     return Path(os.path.abspath(row[0])).parent if row and row[0] else None
 

@@ -1,0 +1,68 @@
+"""The PostgreSQL vault's schema versions, kept apart from DuckDB's: a new PostgreSQL vault starts
+at the schema DuckDB reached in its migration 21 (`schema.sql`), as version 1. A later change to
+stored data adds a migration to both lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+
+# One key for "the schema is being changed": two processes opening a new database at once take
+# turns instead of both creating its tables.
+_SCHEMA_LOCK = 0x6E657875730001
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: str
+
+
+def _schema() -> str:
+    return resources.files("nexus_assets.vault.postgres").joinpath("schema.sql").read_text()
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "the vault's tables as DuckDB's migration 21 left them, text collated bytewise", ""),
+)
+LATEST = MIGRATIONS[-1].version
+
+
+def schema_version(conn) -> int:
+    row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    if not row[0]:
+        return 0
+    return conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+
+
+def pending(conn) -> list[Migration]:
+    from nexus_assets.vault.migrations import VaultTooNew
+
+    current = schema_version(conn)
+    if current > LATEST:
+        raise VaultTooNew(
+            f"this vault is at PostgreSQL schema version {current}, newer than this Nexus Sync knows ({LATEST}); "
+            "upgrade nexus-sync to open it"
+        )
+    return [m for m in MIGRATIONS if m.version > current]
+
+
+def upgrade(conn) -> list[Migration]:
+    if not pending(conn):
+        return []
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", [_SCHEMA_LOCK])
+        todo = pending(conn)  # another process may have done it while we waited
+        for m in todo:
+            conn.raw.execute(_schema() if m.version == 1 else m.sql)
+            conn.execute(
+                "INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.description, datetime.now(timezone.utc)]
+            )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return todo
