@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from nexus_assets.vault.address import vault_exists
 from nexus_assets.core.utf8 import utf8_problem
 
 
@@ -27,7 +28,7 @@ class BadQuery(ValueError):
 def open_read(db: str | Path) -> Iterator:
     from nexus_assets.store import Vault
 
-    if not Path(db).exists():
+    if not vault_exists(db):
         raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
     with Vault.open(db, read_only=True) as vault:
         yield vault
@@ -260,7 +261,7 @@ def conflicts(db: str | Path, topic_id: str) -> tuple[list, int, int]:
 
 def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | None:
     if not topic_ids:
-        if not Path(db).exists():
+        if not vault_exists(db):
             raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
         return None  # every topic: nothing to check, and no second open of the vault per query
     with open_read(db) as vault:

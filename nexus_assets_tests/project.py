@@ -18,6 +18,8 @@ SAMPLE_GOLD = REPO / "data" / "gold"  # named by the sample topics' `quality:` a
 @dataclass
 class Project:
     root: Path
+    # A PostgreSQL vault's address; None: the embedded DuckDB file inside the project.
+    vault_url: str | None = None
 
     @property
     def runs(self) -> Path:
@@ -28,8 +30,8 @@ class Project:
         return self.root / "topics"
 
     @property
-    def db(self) -> Path:
-        return self.root / "vault.duckdb"
+    def db(self) -> Path | str:
+        return self.vault_url or self.root / "vault.duckdb"
 
     def cli_args(self) -> list[str]:
         return ["--db", str(self.db)]
@@ -77,8 +79,8 @@ class Project:
         return path
 
 
-def sample_project(root: Path) -> Project:
-    project = Project(root)
+def sample_project(root: Path, vault_url: str | None = None) -> Project:
+    project = Project(root, vault_url)
     shutil.copytree(SAMPLE_RUNS, project.runs)
     shutil.copytree(SAMPLE_TOPICS, project.topics)
     if SAMPLE_GOLD.is_dir():

@@ -18,6 +18,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports i
     DEFAULT_TOPICS_DIR,
     Basics,
 )
+from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.catalog import Catalog
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
@@ -39,7 +40,9 @@ def one_line(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _existing(args: argparse.Namespace, create: bool) -> Path:
+def _existing(args: argparse.Namespace, create: bool) -> Path | str:
+    if is_postgres(args.db):
+        return args.db  # a database, not a file: opening it makes its tables if it has none
     db = Path(args.db)
     if not create and not db.exists():
         raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
@@ -52,7 +55,7 @@ def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = 
     from nexus_assets.store import Vault
 
     db = _existing(args, create)
-    if create and not db.exists():
+    if create and isinstance(db, Path) and not db.exists():
         # A mistyped --db must not pass as a sync into the vault meant: say a new one was made, and where.
         folder = "" if db.parent.exists() else f", and the folder {db.parent} for it"
         return _announced(Vault.open(db, read_only=not write), f"nexus: created a new vault at {db}{folder}")
@@ -80,7 +83,7 @@ def resolve_dirs(args: argparse.Namespace, basics: Basics) -> None:
     wanted = [name for name in DEFAULT_DIRS if hasattr(args, name) and getattr(args, name) is None]
     recorded: dict[str, str] = {}
     pending = [n for n in wanted if not getattr(basics, n)]
-    if pending and Path(args.db).exists():
+    if pending and (is_postgres(args.db) or Path(args.db).exists()):
         try:
             with Catalog.open(args.db, read_only=True) as vault:
                 recorded = vault.recorded_sources()

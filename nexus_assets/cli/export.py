@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from nexus_assets.vault.address import is_postgres
 from nexus_assets.cli.common import UsageError, open_vault, require_topic
 from nexus_assets.export.step import (
     NoManifest,
@@ -20,7 +21,8 @@ from nexus_assets.export.step import (
 def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         # Beside the vault, not wherever the command happens to run.
-        args.out = str(Path(args.db).resolve().parent / "exports" / f"{args.topic}.parquet")
+        beside = Path.cwd() if is_postgres(args.db) else Path(args.db).resolve().parent
+        args.out = str(beside / "exports" / f"{args.topic}.parquet")
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
         try:

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nexus_assets.vault.address import vault_exists
 from nexus_assets import settings
 from nexus_assets.cli.common import (
     UsageError,
@@ -131,7 +132,7 @@ def cmd_activate(args: argparse.Namespace) -> int:
 
 def cmd_seal(args: argparse.Namespace) -> int:
     topics_dir, runs_dir = _dirs(args, must_exist=False)
-    if not Path(args.db).exists():
+    if not vault_exists(args.db):
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     with open_vault(args, write=True) as vault:
         try:

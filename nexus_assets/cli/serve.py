@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from nexus_assets.vault.address import is_postgres, vault_exists
 from nexus_assets.cli.common import UsageError
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.vault.migrations import pending
@@ -31,9 +32,11 @@ def _stop_on_sigterm() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
+    if not vault_exists(args.db):
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     try:
+        if is_postgres(args.db):
+            raise VaultBusy  # nothing to check ahead: the pages open it as they are asked
         # A file that is no vault, or one from a newer release, is refused now (exit 2), not by
         # every page once serving.
         conn = connect(args.db, read_only=True, wait_s=0)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nexus_assets.vault.address import vault_exists
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path
 from nexus_assets.sync.selection import broken_topic_files
 from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, run
@@ -55,7 +56,7 @@ class _Announcements:
     def __init__(self, args: argparse.Namespace) -> None:
         db = Path(args.db)
         self.lines = []
-        if not db.exists():
+        if not vault_exists(args.db):
             folder = "" if db.parent.exists() else f", and the folder {db.parent} for it"
             self.lines.append(f"nexus: created a new vault at {db}{folder}")
         if note := folders_note(args):

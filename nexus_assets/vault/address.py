@@ -43,3 +43,9 @@ def parse_address(address: str | Path) -> VaultAddress:
 
 def is_postgres(address: str | Path) -> bool:
     return str(address).startswith(POSTGRES_SCHEMES)
+
+
+def vault_exists(address: str | Path) -> bool:
+    """Whether there is a vault to read at this address: a file that exists; a PostgreSQL database
+    is taken as there (opening it makes its tables, and an unreachable one is its own error)."""
+    return is_postgres(address) or Path(str(address)).exists()

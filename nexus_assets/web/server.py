@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from nexus_assets.vault.address import is_postgres
 from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.store import Vault
@@ -98,12 +99,19 @@ class Viewer:
     """The viewer's pages over one vault, independent of the server that carries them."""
 
     def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0) -> None:
+        self.address = str(db_path)
         self.db_path = Path(db_path)
         self.loopback_only = loopback_only
         self.busy_wait_s = busy_wait_s
 
     @contextmanager
     def vault(self) -> Iterator[Vault]:
+        if is_postgres(self.address):
+            with Vault.open(self.address, read_only=True) as vault:
+                if not vault.history.holds_vault_tables():
+                    raise NoVault(f"{vault.address.shown} holds no vault tables yet; run `nexus sync` first")
+                yield vault
+            return
         if not self.db_path.exists():
             raise NoVault(f"no vault at {self.db_path}; run `nexus sync` first, or pass --db")
         conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)

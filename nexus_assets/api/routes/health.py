@@ -4,6 +4,7 @@ from pathlib import Path
 
 from fastapi import APIRouter
 
+from nexus_assets.vault.address import is_postgres
 from nexus_assets.api.deps import ConfigDep
 from nexus_assets.schemas import Health
 
@@ -16,6 +17,12 @@ def health(config: ConfigDep) -> Health:
     from nexus_assets.vault.connection import VaultBusy, connect
     from nexus_assets.vault.migrations import LATEST, schema_version
 
+    if is_postgres(config.db):
+        from nexus_assets.vault.catalog import Catalog
+        from nexus_assets.vault.postgres.migrations import schema_version as postgres_version
+
+        with Catalog.open(config.db, read_only=True) as vault:
+            return Health(status="ok", vault=vault.address.shown, schema_version=postgres_version(vault.conn))
     if not Path(config.db).exists():
         return Health(status="ok", vault=str(config.db), schema_version=0)
     try:

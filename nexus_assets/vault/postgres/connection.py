@@ -20,6 +20,7 @@ from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool
 
 from nexus_assets.vault.address import parse_address
+from nexus_assets.vault.connection import VaultUnusable
 
 # The pool's bound: connections one process holds at most (NEXUS_PG_POOL_SIZE; `configure`).
 DEFAULT_POOL_SIZE = 8
@@ -78,7 +79,7 @@ def pool_stats() -> dict[str, dict[str, int]]:
         return {parse_address(url).shown: dict(p.get_stats()) for url, p in _pools.items()}
 
 
-class PostgresUnreachable(RuntimeError):
+class PostgresUnreachable(VaultUnusable):
     """The vault's PostgreSQL refused or did not answer: one line naming it and what to check."""
 
 

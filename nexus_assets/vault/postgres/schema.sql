@@ -414,3 +414,11 @@ CREATE AGGREGATE arg_max(text, text) (SFUNC = nexus_arg_max_t, STYPE = nexus_arg
 CREATE AGGREGATE arg_min(text, text) (SFUNC = nexus_arg_min_t, STYPE = nexus_arg, FINALFUNC = nexus_arg_value);
 CREATE AGGREGATE arg_max(text, timestamptz) (SFUNC = nexus_arg_max_ts, STYPE = nexus_arg, FINALFUNC = nexus_arg_value);
 CREATE AGGREGATE arg_max(text, bigint) (SFUNC = nexus_arg_max_n, STYPE = nexus_arg, FINALFUNC = nexus_arg_value);
+
+-- min/max of place keys (bytea), which DuckDB has for BLOB and PostgreSQL lacks.
+CREATE FUNCTION nexus_bytea_min(a bytea, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS
+  $$ SELECT CASE WHEN a <= b THEN a ELSE b END $$;
+CREATE FUNCTION nexus_bytea_max(a bytea, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS
+  $$ SELECT CASE WHEN a >= b THEN a ELSE b END $$;
+CREATE AGGREGATE min(bytea) (SFUNC = nexus_bytea_min, STYPE = bytea);
+CREATE AGGREGATE max(bytea) (SFUNC = nexus_bytea_max, STYPE = bytea);
