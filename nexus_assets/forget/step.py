@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from nexus_assets.vault.address import is_postgres, parse_address
 from nexus_assets import settings
 from nexus_assets.core.models import Tombstone
 from nexus_assets.dagster_home import project_dagster_home
@@ -117,6 +118,8 @@ def _resolve_after(vault: Vault, topic_id: str, tombstone: Tombstone) -> tuple[s
 
 
 def journal_path(db_path: str | Path) -> Path:
+    if is_postgres(db_path):
+        return derived_path(db_path, ".forgetting")  # no folder of its own: this machine's, kept private
     db = Path(db_path)
     return db.with_name(db.name + ".forgetting")
 
@@ -125,6 +128,7 @@ def _write_journal(db: Path, journal: dict) -> None:
     """Durably, before the commit it describes. It holds the forgotten text (to search for it), so
     it is readable by its owner only and is removed as soon as the erasure is proven."""
     path = journal_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     partial = path.with_name(path.name + ".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -157,8 +161,19 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _compact(db_path: Path) -> None:
-    """Rewrite the vault file: DuckDB keeps deleted rows in freed blocks until they are reused."""
+def _compact(db_path: Path | str) -> None:
+    """Rewrite the vault file: DuckDB keeps deleted rows in freed blocks until they are reused.
+    On PostgreSQL, VACUUM FULL rewrites every table without its dead rows."""
+    if is_postgres(db_path):
+        from nexus_assets.vault.catalog import Catalog
+
+        with Catalog.open(db_path) as vault:
+            for (table,) in vault.conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
+            ).fetchall():
+                vault.conn.execute(f'VACUUM FULL "{table}"')
+        _crash_point("compacted")
+        return
     fresh = db_path.with_name(db_path.name + ".compact")
     for leftover in (fresh, Path(str(fresh) + ".wal")):
         leftover.unlink(missing_ok=True)
@@ -298,10 +313,33 @@ def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
     return found
 
 
+def postgres_leftovers(url: str, pieces: list[str]) -> list[dict]:
+    """Every table and text column of a PostgreSQL vault that still holds a forgotten piece, in
+    any of the forms its copies store it (asked of the database: its files are the server's)."""
+    from nexus_assets.vault.catalog import Catalog
+
+    forms = sorted({f.decode("utf-8") for p in pieces for f in _needles(p)})
+    found = []
+    if not forms:
+        return found
+    with Catalog.open(url, read_only=True) as vault:
+        columns = vault.conn.execute(
+            """SELECT table_name, column_name FROM information_schema.columns
+               WHERE table_schema = current_schema() AND data_type = 'text' ORDER BY 1, 2"""
+        ).fetchall()
+        for table, column in columns:
+            hits = vault.conn.execute(
+                f'SELECT count(*) FROM "{table}" t, unnest(?) f WHERE strpos(t."{column}", f) > 0', [forms]
+            ).fetchone()[0]
+            if hits:
+                found.append({"file": f"{table}.{column}", "pieces": hits, "example": ""})
+    return found
+
+
 def forget(
     db_path: str | Path, target: Target, *, reason: str, actor: str, delete_file: bool = False
 ) -> dict:
-    db = Path(db_path)
+    db = db_path if is_postgres(db_path) else Path(db_path)
     at = now()
     with Vault.open(db) as vault:
         before = plan(vault, target)
@@ -357,7 +395,7 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
     """The physical half of a forget, after its commit: compact the vault file, drop the indexes
     and Dagster's copies, delete the file if asked, and prove the text gone. Safe to run again
     after a kill at any point: each step redoes what it finds undone."""
-    db = Path(db_path)
+    db = db_path if is_postgres(db_path) else Path(db_path)
     resumed = manifests is None
     if resumed:
         with Vault.open(db) as vault:
@@ -379,9 +417,14 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
             if Path(f).is_file():
                 Path(f).unlink()
                 deleted_files.append(f)
-    compact_file = db.with_name(db.name + ".compact")
-    checked = [db, Path(str(db) + ".wal"), compact_file, index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
-    remaining = leftovers(checked, pieces)
+    if is_postgres(db):
+        checked = [index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
+        remaining = leftovers(checked, pieces) + postgres_leftovers(db, pieces)
+        checked = [f"every text column of {parse_address(db).shown}", *checked]
+    else:
+        compact_file = db.with_name(db.name + ".compact")
+        checked = [db, Path(str(db) + ".wal"), compact_file, index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
+        remaining = leftovers(checked, pieces)
     if not remaining:
         journal_path(db).unlink(missing_ok=True)  # it held the text; until the proof passes, a re-run needs it
     return {

@@ -86,6 +86,13 @@ class LLMCallRecords:
 
     # Reading the audit trail
 
+    @property
+    def _request_join(self) -> str:
+        if getattr(self.conn, "backend", "duckdb") == "postgresql":  # no ASOF join there
+            return """LEFT JOIN LATERAL (SELECT * FROM llm_requests r WHERE r.request_key = c.request_key
+                                         AND r.recorded_at <= c.recorded_at ORDER BY r.recorded_at DESC LIMIT 1) q ON true"""
+        return "ASOF LEFT JOIN llm_requests q ON q.request_key = c.request_key AND c.recorded_at >= q.recorded_at"
+
     def calls(self, topic_id: str | None = None) -> list[dict]:
         """Every answer of the topic (or all), oldest first, with what its request sent and cost.
         An answer that shared its request with other topics shows the request's tokens."""
@@ -101,7 +108,7 @@ class LLMCallRecords:
                        coalesce(json_array_length(q.topic_ids_json), 1) AS topics_in_request, q.batch_id
                 FROM llm_calls c
                 -- the request as sent for this answer: the newest one with its key recorded before it
-                ASOF LEFT JOIN llm_requests q ON q.request_key = c.request_key AND c.recorded_at >= q.recorded_at
+                {self._request_join}
                 {where} ORDER BY c.recorded_at, c.call_key""",
             [topic_id] if topic_id else [],
         )
