@@ -98,7 +98,8 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
         help="openai: stop sending before the estimated spend passes this (default $NEXUS_LLM_MAX_COST); a re-run resumes",
     )
     p.add_argument(
-        "--parallel", type=positive_int, default=None, metavar="N", help="openai: requests in flight at once (default $NEXUS_LLM_CONCURRENCY, else 8)"
+        "--parallel", type=positive_int, default=None, metavar="N",
+        help="compile up to N topics at once on a PostgreSQL vault (a DuckDB vault has one writer: one topic at a time)"
     )
     p.add_argument(
         "--open-after",

@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import signal
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -22,6 +23,7 @@ from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.sync.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
+from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST
 
 __all__ = ["SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "CheckedSync", "check", "run", "dagster_instance"]
@@ -29,6 +31,9 @@ __all__ = ["SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "Checked
 # The tag every Dagster run of one sync carries: how the API finds a job's runs in Dagster's records.
 SYNC_JOB_TAG = "nexus/sync_job"
 SYNC_TOPICS_TAG = "nexus/sync_topics"
+# The topic a Dagster run compiles: a deployment's run queue lets one run per value go at a time
+# (deploy/dagster.yaml), while different topics run at once.
+TOPIC_TAG = "nexus/topic"
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class SyncRequest:
     no_recall: bool = False
     batch: bool = False
     max_cost: float | None = None
-    parallel: int | None = None
+    parallel: int | None = None  # topics compiled at once (PostgreSQL; a DuckDB vault compiles one at a time)
     force: bool = False  # compile even when nothing changed since the last clean sync
     progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
     tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
@@ -126,7 +131,7 @@ def require_folder(path: Path, what: str, flag: str) -> Path:
 def llm_options(request: SyncRequest) -> dict:
     """The LLM options as extractor resource fields, checked before any step runs: a bad setting is
     an input error, as in `nexus plan`."""
-    wanted = {"--batch": request.batch, "--max-cost": request.max_cost is not None, "--parallel": request.parallel is not None}
+    wanted = {"--batch": request.batch, "--max-cost": request.max_cost is not None}
     if request.extractor != "openai":
         given = [flag for flag, on in wanted.items() if on]
         if given:
@@ -137,7 +142,7 @@ def llm_options(request: SyncRequest) -> dict:
     from nexus_assets.llm.chunking import token_budget_from_env
     from nexus_assets.llm.client import LLMConfig
 
-    overrides = {k: v for k, v in {"max_cost_usd": request.max_cost, "concurrency": request.parallel}.items() if v is not None}
+    overrides = {k: v for k, v in {"max_cost_usd": request.max_cost}.items() if v is not None}
     try:
         env = settings.load().as_env()
         token_budget_from_env(env)
@@ -333,19 +338,8 @@ _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance) -> SyncOutcome:
     """`ingest_run_files` once for every topic, then `compile_topic` per topic partition, each in
     process on the Dagster instance, so every run shows in the UI with its logs."""
-    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
-
     request = checked.request
-    defs = build_defs(
-        db_path=request.db,
-        runs_dir=str(checked.runs_dir),
-        topics_dir=str(checked.topics_dir),
-        extractor=request.extractor,
-        replay_only=request.replay_only,
-        open_after=request.open_after,
-        progress=request.progress,
-        llm=checked.llm,
-    )
+    defs = _defs(checked)
     ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
     instance = dagster_instance(request.db, checked.selected, shared_instance)
     outcome = SyncOutcome()
@@ -358,6 +352,9 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     signals = _SignalLog() if _main_thread() else None
     try:
         _ingest(checked, ingest_job, instance, outcome, signals, tell)
+        if outcome.ingest_ok and not outcome.interrupted and parallel_topics(checked) > 1:
+            _compile_parallel(checked, checked.selected, outcome, tell)
+            return outcome
         for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
             if not outcome.ingest_ok:
                 outcome.results.append(
@@ -382,6 +379,28 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     return outcome
 
 
+def _defs(checked: CheckedSync):
+    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
+
+    request = checked.request
+    return build_defs(
+        db_path=request.db,
+        runs_dir=str(checked.runs_dir),
+        topics_dir=str(checked.topics_dir),
+        extractor=request.extractor,
+        replay_only=request.replay_only,
+        open_after=request.open_after,
+        progress=request.progress,
+        llm=checked.llm,
+    )
+
+
+def parallel_topics(checked: CheckedSync) -> int:
+    """How many topics compile at once: `--parallel` on a PostgreSQL vault; one on DuckDB (one writer)."""
+    wanted = checked.request.parallel or 1
+    return min(wanted, len(checked.selected)) if is_postgres(checked.request.db) else 1
+
+
 def _tags(checked: CheckedSync) -> dict[str, str]:
     return {**checked.request.tags, SYNC_TOPICS_TAG: ",".join(checked.selected)} if checked.request.tags else {}
 
@@ -399,50 +418,127 @@ def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: 
     outcome.ingest_errors = step_errors(result)
 
 
+@dataclass
+class TopicReport:
+    """What one topic's `compile_topic` run did, as plain values (a worker process sends it back)."""
+
+    result: dict
+    failed: bool
+    not_extracted: int
+    cost_stop: bool
+    events: list[SyncEvent]
+    stopped: bool
+    storage_problem: Exception | None = None
+
+
 def _compile_topic(checked: CheckedSync, job, instance, topic_id: str, outcome: SyncOutcome, signals, tell) -> bool:
     """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
+    with topic_lock(checked.request.db, topic_id):
+        report = _compile_report(checked, job, instance, topic_id, signals)
+    return _apply(report, outcome, tell)
+
+
+def _apply(report: TopicReport, outcome: SyncOutcome, tell) -> bool:
+    outcome.dagster_run_ids.append(report.result["dagster_run_id"])
+    if report.storage_problem is not None:
+        raise report.storage_problem  # the next topic would fail the same way
+    outcome.failed |= report.failed
+    if report.not_extracted:
+        outcome.not_extracted[report.result["topic_id"]] = report.not_extracted
+    outcome.cost_stop |= report.cost_stop
+    outcome.results.append(report.result)
+    if report.stopped:
+        outcome.interrupted = True
+        return False
+    for event in report.events:
+        tell(event)
+    return True
+
+
+def _compile_report(checked: CheckedSync, job, instance, topic_id: str, signals) -> TopicReport:
     from nexus_assets.defs.jobs import without_recall
 
     selection = without_recall(ingest=False) if checked.request.no_recall else None
     result = job.execute_in_process(
         partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET, asset_selection=selection,
-        tags=_tags(checked),
+        tags={**_tags(checked), TOPIC_TAG: topic_id},
     )
-    outcome.dagster_run_ids.append(result.run_id)
-    if problem := storage_failure(checked.request.db, result):
-        raise problem  # the next topic would fail the same way
     evaluations = result.get_asset_check_evaluations()
     # A check of WARN severity that did not pass (open_conflicts) tells a person something; it never fails a sync.
     warnings = {e.check_name: e.description or "" for e in evaluations if not e.passed and e.severity.value == "WARN"}
     checks = {e.check_name: e.passed or e.check_name in warnings for e in evaluations}
     errors = step_errors(result)
-    outcome.failed |= not (result.success and all(checks.values()))
     # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
     extractions = [m.metadata for m in result.asset_materializations_for_node("pointer_extractions")]
     unextracted = sum(m["runs_incomplete"].value for m in extractions if m.get("runs_incomplete") is not None)
-    if unextracted:
-        outcome.not_extracted[topic_id] = unextracted
-    outcome.cost_stop |= any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions)
-    outcome.results.append(
-        {"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks, "errors": errors,
-         **({"warnings": warnings} if warnings else {})}
-    )
-    if _stopped(result, signals):
-        outcome.interrupted = True
-        return False
-    for err in errors:
-        tell(SyncEvent("step_error", err, topic_id))
-    for name, passed in checks.items():
-        if not passed:
-            tell(SyncEvent("check_failed", name, topic_id))
+    events = [SyncEvent("step_error", err, topic_id) for err in errors]
+    events += [SyncEvent("check_failed", name, topic_id) for name, passed in checks.items() if not passed]
     # Open conflicts are said when their set changed (the embeddings step compares it), not at every
     # sync that leaves them as they were; the check and `nexus conflicts` still list them.
     related = [m.metadata for m in result.asset_materializations_for_node("brick_embeddings")]
     conflicts_changed = any(m.get("conflicts_changed") is not None and m["conflicts_changed"].value for m in related)
-    for name, description in warnings.items():
-        if name != "open_conflicts" or conflicts_changed:
-            tell(SyncEvent("check_warning", f"{name}: {description}", topic_id))
-    return True
+    events += [
+        SyncEvent("check_warning", f"{name}: {description}", topic_id)
+        for name, description in warnings.items()
+        if name != "open_conflicts" or conflicts_changed
+    ]
+    return TopicReport(
+        result={"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks,
+                "errors": errors, **({"warnings": warnings} if warnings else {})},
+        failed=not (result.success and all(checks.values())),
+        not_extracted=unextracted,
+        cost_stop=any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions),
+        events=events,
+        stopped=_stopped(result, signals),
+        storage_problem=storage_failure(checked.request.db, result),
+    )
+
+
+@contextmanager
+def topic_lock(db: str, topic_id: str):
+    """Two syncs of one topic take turns on a PostgreSQL vault (an advisory lock held on a
+    connection of its own for the whole run); a DuckDB vault has one writer at a time anyway."""
+    if not is_postgres(db):
+        yield
+        return
+    from nexus_assets.vault.catalog import Catalog
+
+    with Catalog.open(db) as vault, vault.topic_lock(topic_id):
+        yield
+
+
+def _compile_in_worker(checked: CheckedSync, topic_id: str) -> TopicReport:
+    """`--parallel`: one topic's run in a process of its own (its own Dagster run, vault pool and core)."""
+    settings.apply()
+    from nexus_assets.definitions import build_defs
+
+    job = _defs(checked).resolve_job_def("compile_topic")
+    instance = dagster_instance(checked.request.db, [topic_id])
+    try:
+        with topic_lock(checked.request.db, topic_id):
+            return _compile_report(checked, job, instance, topic_id, None)
+    finally:
+        if project_dagster_home(checked.request.db, settings.dagster_home()) is None:
+            instance.dispose()
+
+
+def _compile_parallel(checked: CheckedSync, topics: list[str], outcome: SyncOutcome, tell) -> None:
+    """Up to `--parallel` topics at once, each in a worker process; reported in topic order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(checked.request.parallel or 1, len(topics))
+    # Spawned, not forked: the parent holds Dagster's and the pool's threads.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {}
+        for n, topic_id in enumerate(topics, 1):
+            tell(SyncEvent("compiling", topic_id=topic_id, n=n, total=len(topics)))
+            futures[topic_id] = pool.submit(_compile_in_worker, checked, topic_id)
+        for topic_id in topics:
+            if not _apply(futures[topic_id].result(), outcome, tell):
+                for f in futures.values():
+                    f.cancel()
+                break
 
 
 def _stopped(result, signals: _SignalLog | None) -> bool:
