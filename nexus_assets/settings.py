@@ -103,6 +103,11 @@ def kill_forget_at(environ: Mapping[str, str] | None = None) -> str | None:
     return _environ(environ).get("NEXUS_TEST_KILL_FORGET_AT")
 
 
+def kill_copy_at(environ: Mapping[str, str] | None = None) -> str | None:
+    """Test hook: the named point at which `nexus vault copy` kills itself (NEXUS_TEST_KILL_COPY_AT)."""
+    return _environ(environ).get("NEXUS_TEST_KILL_COPY_AT")
+
+
 def dagster_home(environ: Mapping[str, str] | None = None) -> str | None:
     """$DAGSTER_HOME as the user set it (None: unset or empty)."""
     return _environ(environ).get("DAGSTER_HOME") or None
@@ -125,7 +130,7 @@ def apply(environ: Mapping[str, str] | None = None) -> None:
 
     env = _environ(environ)
     limits.configure({k: env.get(k, "") for k in LIMIT_DEFAULTS})
-    catalog.configure(env.get("NEXUS_VAULT_MEMORY") or None)
+    catalog.configure(env.get("NEXUS_VAULT_MEMORY") or None, env.get("NEXUS_PG_POOL_SIZE") or None)
     links.configure(env.get("NEXUS_VIEWER_URL") or None)
 
 
@@ -152,7 +157,9 @@ def _define() -> type[BaseSettings]:
         viewer_url: str = env("NEXUS_VIEWER_URL", DEFAULT_VIEWER_URL, "where the trace viewer's pages are linked")
         dagster_home: str | None = env("DAGSTER_HOME", None, "Dagster's instance (unset: dagster_home/ beside the vault, if any)")
         user: str | None = env("USER", None, "who asks, for audit rows (unset: the login name)")
+        pg_pool_size: str | None = env("NEXUS_PG_POOL_SIZE", None, "a PostgreSQL vault: connections one process opens, at most (unset: 8)")
         test_kill_forget_at: str | None = env("NEXUS_TEST_KILL_FORGET_AT", None, "tests only: where forget kills itself")
+        test_kill_copy_at: str | None = env("NEXUS_TEST_KILL_COPY_AT", None, "tests only: where vault copy kills itself")
 
         # Input limits, as text: parsed by `limits()`.
         max_run_file_bytes: str = env("NEXUS_MAX_RUN_FILE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_RUN_FILE_BYTES"]))

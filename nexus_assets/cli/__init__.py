@@ -67,7 +67,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     """The parser, its defaults from `basics` (default: the environment now)."""
     basics = Basics.from_env() if basics is None else basics
     parser = argparse.ArgumentParser(prog="nexus", description="Compile conversations into verbatim, traceable bricks.")
-    parser.add_argument("--db", default=basics.db, help=f"vault file (default {DEFAULT_DB})")
+    parser.add_argument(
+        "--db", default=basics.db,
+        help=f"the vault: a file (default {DEFAULT_DB}), duckdb:///path, or postgresql://user@host:port/db",
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
@@ -233,6 +236,16 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     _handler(p, "serve:cmd_serve")
+
+    p = sub.add_parser("vault", help="the vault itself: copy it between backends")
+    vault_sub = p.add_subparsers(dest="vault_command", required=True, metavar="VAULT_COMMAND")
+    p = vault_sub.add_parser(
+        "copy", parents=[common],
+        help="copy a vault into a new, empty one (DuckDB ↔ PostgreSQL), checking every manifest hash on arrival",
+    )
+    p.add_argument("source", metavar="SRC", help="the vault to copy: a path, duckdb:///path or postgresql://…")
+    p.add_argument("destination", metavar="DST", help="a new, empty vault: a path, duckdb:///path or postgresql://…")
+    _handler(p, "vault:cmd_copy")
     return parser
 
 

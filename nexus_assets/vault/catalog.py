@@ -14,6 +14,7 @@ import duckdb
 from nexus_assets.vault.connection import (
     DEFAULT_MEMORY,
     VaultConfigError,
+    VaultUnusable,
     connect,
     writer_intent,
 )
@@ -26,10 +27,28 @@ from nexus_assets.vault.sources import recorded_path, vault_folder
 _memory: str | None = None
 
 
-def configure(memory: str | None) -> None:
-    """Set the memory every vault connection may use (the shell calls this from `nexus_assets.settings`)."""
-    global _memory
+# NEXUS_PG_POOL_SIZE as handed over; None: the PostgreSQL pool's default bound.
+_pool_size: str | None = None
+
+
+def configure(memory: str | None, pool_size: str | None = None) -> None:
+    """Set the memory every DuckDB connection may use, and the bound of a process's PostgreSQL pool
+    (the shell calls this from `nexus_assets.settings`)."""
+    global _memory, _pool_size
     _memory = memory or None
+    _pool_size = pool_size or None
+
+
+def pool_size() -> int | None:
+    if _pool_size is None:
+        return None
+    try:
+        size = int(_pool_size)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise VaultConfigError(f"NEXUS_PG_POOL_SIZE={_pool_size!r} is not a number of connections (1 or more)")
+    return size
 
 
 class Catalog(Database):
@@ -56,8 +75,28 @@ class Catalog(Database):
 
     @classmethod
     @contextmanager
-    def open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator[Self]:
-        """The vault at this address (a path or `duckdb:///path`, or `postgresql://…`)."""
+    def open(cls, db_path: str | Path, *, read_only: bool = False, unfinished_ok: bool = False) -> Iterator[Self]:
+        """The vault at this address (a path or `duckdb:///path`, or `postgresql://…`). A vault an
+        unfinished `nexus vault copy` left is refused (only a copy opens it: `unfinished_ok`)."""
+        with cls._open(db_path, read_only=read_only) as vault:
+            if not unfinished_ok and (detail := vault.unfinished_copy()):
+                raise VaultUnusable(
+                    f"vault {vault.address.shown} is not usable: {detail}; copy it again with `nexus vault copy`, "
+                    "or use the vault it was copied from"
+                )
+            yield vault
+
+    def unfinished_copy(self) -> str | None:
+        """What an unfinished copy into this vault wrote of itself, or None."""
+        try:
+            row = self.conn.execute("SELECT detail FROM vault_marks WHERE mark = 'unfinished_copy'").fetchone()
+        except duckdb.CatalogException:
+            return None  # a vault from before migration 22 (opened without migrating) has no marks
+        return row[0] if row else None
+
+    @classmethod
+    @contextmanager
+    def _open(cls, db_path: str | Path, *, read_only: bool = False) -> Iterator[Self]:
         address = parse_address(db_path)
         if address.is_postgres:
             from nexus_assets.vault.postgres.connection import connection
@@ -79,7 +118,7 @@ class Catalog(Database):
             if read_only and pending(conn):
                 # A vault from an earlier release is upgraded once, even by a command that only reads.
                 conn.close()
-                with cls.open(db_path):
+                with cls._open(db_path):
                     pass
                 conn = connect(db_path, read_only=True)
             try:

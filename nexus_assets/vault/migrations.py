@@ -616,6 +616,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         "SELECT 1;",
         _relative_sources,
     ),
+    Migration(
+        22,
+        "a vault can be marked unusable (a `nexus vault copy` into it that has not finished)",
+        """
+        CREATE TABLE IF NOT EXISTS vault_marks (
+            mark TEXT PRIMARY KEY,
+            detail TEXT NOT NULL,
+            marked_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

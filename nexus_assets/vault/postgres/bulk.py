@@ -23,6 +23,8 @@ def _plain(value):
             value = value.tolist() if hasattr(value, "tolist") else value
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, tuple):
+        return list(value)  # DuckDB's fixed-size arrays come back as tuples: an array here, not a record
     if type(value).__name__ in ("NAType", "NaTType"):
         return None
     return value
@@ -46,7 +48,7 @@ def insert_rows(conn, table: str, rows: list[dict], *, conflict: str | None = "D
         on_conflict = f" ON CONFLICT {conflict}" if conflict else ""
         conn.raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {scratch}{on_conflict}")
     finally:
-        conn.raw.execute(f"DROP TABLE IF EXISTS {scratch}")
+        _drop(conn, scratch)
 
 
 def _sql_type(series) -> str:
@@ -90,4 +92,13 @@ def registered(conn, frames: dict) -> Iterator[None]:
         yield
     finally:
         for name in made:
-            conn.raw.execute(f"DROP TABLE IF EXISTS {name}")
+            _drop(conn, name)
+
+
+def _drop(conn, table: str) -> None:
+    """Drop a scratch table; in a transaction that already failed, its rollback drops it."""
+    import psycopg
+
+    if conn.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        return
+    conn.raw.execute(f"DROP TABLE IF EXISTS {table}")

@@ -22,17 +22,10 @@ from psycopg_pool import ConnectionPool
 from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.connection import VaultUnusable
 
-# The pool's bound: connections one process holds at most (NEXUS_PG_POOL_SIZE; `configure`).
+# The pool's bound: connections one process holds at most (NEXUS_PG_POOL_SIZE, read by the shell).
 DEFAULT_POOL_SIZE = 8
-_pool_size = DEFAULT_POOL_SIZE
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
-
-
-def configure(pool_size: int | None) -> None:
-    """The most connections a process opens to one PostgreSQL vault (the shell calls this)."""
-    global _pool_size
-    _pool_size = pool_size or DEFAULT_POOL_SIZE
 
 
 class _NumericLoader(Loader):
@@ -56,11 +49,13 @@ def _reset(conn: psycopg.Connection) -> None:
 
 def pool(url: str) -> ConnectionPool:
     """The process's pool for this database, opened on first use and bounded by the pool size."""
+    from nexus_assets.vault.catalog import pool_size
+
     with _pools_lock:
         found = _pools.get(url)
         if found is None:
             found = _pools[url] = ConnectionPool(
-                url, min_size=0, max_size=_pool_size, kwargs={"autocommit": True}, configure=_setup,
+                url, min_size=0, max_size=pool_size() or DEFAULT_POOL_SIZE, kwargs={"autocommit": True}, configure=_setup,
                 reset=_reset, open=True, name=f"nexus-vault-{len(_pools)}", timeout=120.0,
             )
         return found

@@ -1,5 +1,5 @@
 """The PostgreSQL vault's schema versions, kept apart from DuckDB's: a new PostgreSQL vault starts
-at the schema DuckDB reached in its migration 21 (`schema.sql`), as version 1. A later change to
+at the schema DuckDB reached in its migration 22 (`schema.sql`), as version 1. A later change to
 stored data adds a migration to both lists."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _schema() -> str:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "the vault's tables as DuckDB's migration 21 left them, text collated bytewise", ""),
+    Migration(1, "the vault's tables as DuckDB's migration 22 left them, text collated bytewise", ""),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -1,4 +1,4 @@
--- The vault's schema on PostgreSQL: the DuckDB schema of migration 21 (nexus_assets/vault/migrations.py),
+-- The vault's schema on PostgreSQL: the DuckDB schema of migration 22 (nexus_assets/vault/migrations.py),
 -- table for table and column for column, so rows copy across unchanged (`nexus vault copy`).
 -- Every text column collates bytewise ("C"), as DuckDB compares: anything that sorts does so in the
 -- same defined order whatever the server's default collation (ICU en-US on a typical server).
@@ -386,6 +386,12 @@ CREATE TABLE vault_sources (
     path text COLLATE "C" NOT NULL,
     recorded_at timestamptz NOT NULL,
     PRIMARY KEY(kind)
+);
+CREATE TABLE vault_marks (
+    mark text COLLATE "C" NOT NULL,
+    detail text COLLATE "C" NOT NULL,
+    marked_at timestamptz NOT NULL,
+    PRIMARY KEY(mark)
 );
 CREATE SEQUENCE ingest_seq;
 

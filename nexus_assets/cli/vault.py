@@ -1,0 +1,29 @@
+"""`nexus vault copy SRC DST`: parse, call the copy service (nexus_assets/vault_copy/), say what arrived."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nexus_assets.cli.common import UsageError, emit
+from nexus_assets.vault.transfer import CopyRefused
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    from nexus_assets.vault_copy.service import copy_vault
+
+    def progress(table: str, rows: int) -> None:
+        if not args.json:
+            print(f"  {table}: {rows} rows", file=sys.stderr, flush=True)
+
+    try:
+        report = copy_vault(args.source, args.destination, on_table=progress)
+    except CopyRefused as exc:
+        raise UsageError(str(exc)) from None
+    text = (
+        f"copied {sum(report.rows.values())} rows of {report.source} to {report.destination}; "
+        f"{report.manifests_checked} manifests of {report.topics} topics re-hashed there: "
+        + ("all match" if report.verified else "MISMATCH, the destination stays marked unusable")
+    )
+    emit(args, report.as_dict(), text + "".join(f"\n  {p}" for p in report.problems))
+    return 0 if report.verified else 1
