@@ -6,6 +6,7 @@ The server is Debian's, started by the `postgres_server` fixture as a non-root u
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -113,3 +114,143 @@ def test_an_unreachable_server_is_one_clear_line(capsys, tmp_path):
     assert code == 2
     assert "cannot reach the vault postgresql://nexus@127.0.0.1:1/none" in err
     assert "Traceback" not in err
+
+
+# ---- nexus vault copy ------------------------------------------------------------------------
+
+
+def test_a_vault_copied_to_postgres_and_back_is_the_same_vault(tmp_path, capsys, postgres_url, monkeypatch):
+    """DuckDB → PostgreSQL → DuckDB: every manifest re-hashed on arrival, the same bricks and
+    manifests read from all three, `verify` clean on each, and each copy syncs the same inputs
+    as a no-op (nothing is extracted again)."""
+    original = sample_project(tmp_path / "duck")
+    synced(capsys, original)
+    back = Project(original.root, None)
+    back_db = tmp_path / "back" / "vault.duckdb"
+    first = run_json(capsys, "vault", "copy", str(original.db), postgres_url)
+    assert first["verified"] and first["manifests_checked"] >= 2 and first["rows"]["bricks"] > 0
+    second = run_json(capsys, "vault", "copy", postgres_url, f"duckdb://{back_db}")
+    assert second["verified"] and second["rows"] == first["rows"]
+    served = Project(original.root, postgres_url)
+    back = Project(original.root, str(back_db))
+    a, b, c = (outcome(capsys, p) for p in (original, served, back))
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) == json.dumps(c, sort_keys=True)
+    for p in (served, back):
+        code, out, err = run_cli(capsys, *p.cli_args(), "verify")
+        assert code == 0, out + err
+        # The copy recorded the folders it was synced from: a bare sync reads them, and finds nothing new.
+        again = run_json(capsys, *p.cli_args(), "sync")
+        assert all(r.get("unchanged") for r in again), again
+
+
+def test_a_copy_into_a_vault_that_holds_one_is_refused(tmp_path, capsys, postgres_url):
+    p = sample_project(tmp_path / "pg", vault_url=postgres_url)
+    synced(capsys, p)
+    before = outcome(capsys, p)
+    other = sample_project(tmp_path / "duck")
+    synced(capsys, other)
+    code, _, err = run_cli(capsys, "vault", "copy", str(other.db), postgres_url)
+    assert code == 2 and "already holds a vault" in err
+    code, _, err = run_cli(capsys, "vault", "copy", str(other.db), str(other.db))
+    assert code == 2 and "same vault" in err
+    assert outcome(capsys, p) == before
+
+
+@pytest.mark.parametrize("point", ["marked", "copied", "arrived"])
+def test_a_copy_killed_midway_leaves_the_destination_marked_unusable(tmp_path, capsys, postgres_url, point):
+    """A real SIGKILL at each point: the destination is refused by every command (exit 2, one
+    line) until a copy completes; the source is untouched."""
+    from nexus_assets_tests.cli_helpers import run_nexus
+
+    source = sample_project(tmp_path / "duck")
+    synced(capsys, source)
+    before = outcome(capsys, source)
+    killed = run_nexus("vault", "copy", str(source.db), postgres_url, env={"NEXUS_TEST_KILL_COPY_AT": point})
+    assert killed.returncode == -9
+    for command in (["topics"], ["bricks", "storage-decisions"], ["sync"]):
+        code, _, err = run_cli(capsys, "--db", postgres_url, *command)
+        assert code == 2 and "not usable: a copy from" in err, (command, err)
+    again = run_json(capsys, "vault", "copy", str(source.db), postgres_url)
+    assert again["verified"]
+    assert outcome(capsys, Project(source.root, postgres_url)) == before == outcome(capsys, source)
+
+
+# ---- topics in parallel ----------------------------------------------------------------------
+
+
+def test_parallel_topics_equal_sequential(tmp_path, capsys, postgres_server):
+    """`nexus sync --parallel 2` on PostgreSQL (each topic in a process of its own) gives the vault
+    a sequential sync gives: concurrent equals sequential."""
+    at_once = sample_project(tmp_path / "at-once", vault_url=postgres_server.database())
+    in_turn = sample_project(tmp_path / "in-turn", vault_url=postgres_server.database())
+    code, _, err = run_cli(capsys, *at_once.sync_args(), "--parallel", "2")
+    assert code == 0, err
+    synced(capsys, in_turn)
+    assert json.dumps(outcome(capsys, at_once), sort_keys=True) == json.dumps(outcome(capsys, in_turn), sort_keys=True)
+
+
+def test_parallel_on_duckdb_compiles_one_topic_at_a_time(tmp_path, capsys):
+    p = sample_project(tmp_path / "duck")
+    code, _, err = run_cli(capsys, *p.sync_args(), "--parallel", "4")
+    assert code == 0, err
+    assert "topics compile one at a time" in err
+
+
+def test_killing_one_of_two_parallel_topic_syncs_leaves_the_other_and_the_vault_whole(tmp_path, capsys, postgres_server):
+    """Two `nexus sync --topic` processes on one PostgreSQL vault; one gets SIGKILL midway. The other
+    finishes with its result, `verify` is clean, and a re-run of the killed topic completes with the
+    bricks and manifest a clean sync gives."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nexus_assets_tests.cli_helpers import REPO
+
+    url = postgres_server.database()
+    p = sample_project(tmp_path / "pg", vault_url=url)
+    synced(capsys, p, "storage-decisions")  # the runs are ingested; both syncs below compile
+    (p.runs / "nexus" / "extra.json").write_text(
+        json.dumps(nexus_run("run-extra", [("user", "The vault is PostgreSQL now; the sync takes a topic lock.")] * 3))
+    )
+
+    def start(topic: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nexus_assets.cli", *p.sync_args(topic)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        )
+
+    survivor, victim = start("storage-decisions"), start("nexus-server-sync")
+    try:
+        # Killed once it is compiling its topic (past ingestion), while the other one works too.
+        deadline = time.monotonic() + 120
+        seen = ""
+        while "syncing nexus-server-sync" not in seen and time.monotonic() < deadline and victim.poll() is None:
+            seen += victim.stderr.readline()
+        time.sleep(1.0)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(30)
+        out, err = survivor.communicate(timeout=300)
+        assert survivor.returncode == 0, err
+    finally:
+        for proc in (survivor, victim):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                stream.close()
+    assert victim.returncode == -9
+    code, out, err = run_cli(capsys, *p.cli_args(), "verify")
+    assert code == 0, out + err
+    synced(capsys, p, "nexus-server-sync")
+    clean = sample_project(tmp_path / "clean", vault_url=postgres_server.database())
+    shutil.copy(p.runs / "nexus" / "extra.json", clean.runs / "nexus" / "extra.json")
+    synced(capsys, clean)
+    a, b = outcome(capsys, p), outcome(capsys, clean)
+    for t in SAMPLE_TOPICS:
+        assert a[t]["manifest"]["bricks"] == b[t]["manifest"]["bricks"]
+        assert a[t]["bricks"] == b[t]["bricks"]

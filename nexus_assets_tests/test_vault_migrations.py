@@ -380,3 +380,24 @@ def test_a_vault_that_recorded_absolute_folders_records_them_relative_to_itself_
     listed = run_json(capsys, *copy.cli_args(), "bricks", "vault-notes")
     assert {b["content"] for b in listed} == {"The vault is one DuckDB file.", "The vault keeps every version."}
     assert len(run_json(capsys, *p.cli_args(), "bricks", "vault-notes")) == 1, "the original is untouched"
+
+
+def test_a_vault_of_the_previous_release_gets_the_marks_table_and_keeps_everything(tmp_path, capsys, monkeypatch):
+    """Migration 22 (vault_marks, for `nexus vault copy`): a schema-21 vault opens, keeps every brick,
+    source and manifest hash, and a sync of the same inputs afterwards changes nothing."""
+    monkeypatch.setenv("NEXUS_NO_RECALL", "1")
+    p = Project(tmp_path / "proj")
+    p.write_topic("vault-notes", keywords=["vault"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "The vault is one DuckDB file.")]))
+    run_json(capsys, *p.sync_args())
+    with duckdb.connect(str(p.db)) as con:
+        con.execute("DROP TABLE vault_marks")
+        con.execute("DELETE FROM schema_version WHERE version >= 22")
+        assert schema_version(con) == 21
+    before = snapshot(p.db)
+    with Vault.open(p.db) as v:
+        assert schema_version(v.conn) == LATEST
+        assert v.unfinished_copy() is None
+    assert snapshot(p.db) == before
+    again = run_json(capsys, *p.sync_args())
+    assert all(r.get("unchanged") for r in again), again

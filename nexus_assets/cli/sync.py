@@ -9,7 +9,7 @@ from pathlib import Path
 from nexus_assets.vault.address import vault_exists
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path
 from nexus_assets.sync.selection import broken_topic_files
-from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, run
+from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
@@ -36,6 +36,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         checked = check(request_from_args(args))
         for line in checked.selection.warnings:
             print(line, file=sys.stderr)
+        if (args.parallel or 1) > 1 and parallel_topics(checked) == 1 and len(checked.selected) > 1:
+            print(f"nexus: --parallel {args.parallel}: a DuckDB vault has one writer, so topics compile one at a time "
+                  "(a PostgreSQL vault compiles them at once)", file=sys.stderr)
         taken = _Announcements(args)
         outcome = run(checked, on_event=lambda event: _show(args, event, taken))
     except SyncInputError as exc:
