@@ -41,6 +41,7 @@ class PostgresServer:
     def __init__(self, root: Path | None = None):
         self.bin = _bin_dir()
         self.root = Path(root or tempfile.mkdtemp(prefix="nexus-pg-"))
+        self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
         self.port = _free_port()
         # As root, the cluster belongs to Debian's `postgres` user; otherwise to whoever runs the tests.

@@ -31,12 +31,22 @@ BATCH_TOKENS = 2048
 MAX_BATCH = 64
 
 
+# How many processes embed at once on this machine (`nexus sync --parallel`): each takes its share
+# of the cores, or their threads would fight over them.
+_sharing = 1
+
+
+def share_cores(processes: int) -> None:
+    global _sharing
+    _sharing = max(1, processes)
+
+
 def _threads() -> int:
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    return max(1, min(cores // _sharing, 8))
 
 
 @lru_cache(maxsize=1)

@@ -507,10 +507,11 @@ def topic_lock(db: str, topic_id: str):
         yield
 
 
-def _compile_in_worker(checked: CheckedSync, topic_id: str) -> TopicReport:
-    """`--parallel`: one topic's run in a process of its own (its own Dagster run, vault pool and core)."""
+def _compile_in_worker(checked: CheckedSync, topic_id: str, workers: int) -> TopicReport:
+    """`--parallel`: one topic's run in a process of its own (its own Dagster run, vault pool and
+    share of the cores)."""
     settings.apply()
-    from nexus_assets.definitions import build_defs
+    embedder.share_cores(workers)
 
     job = _defs(checked).resolve_job_def("compile_topic")
     instance = dagster_instance(checked.request.db, [topic_id])
@@ -533,7 +534,7 @@ def _compile_parallel(checked: CheckedSync, topics: list[str], outcome: SyncOutc
         futures = {}
         for n, topic_id in enumerate(topics, 1):
             tell(SyncEvent("compiling", topic_id=topic_id, n=n, total=len(topics)))
-            futures[topic_id] = pool.submit(_compile_in_worker, checked, topic_id)
+            futures[topic_id] = pool.submit(_compile_in_worker, checked, topic_id, workers)
         for topic_id in topics:
             if not _apply(futures[topic_id].result(), outcome, tell):
                 for f in futures.values():
