@@ -209,7 +209,8 @@ def test_the_queue_runs_different_topics_at_once_and_one_topic_at_a_time(tmp_pat
 # dagster_user_deployments/subschema/user_deployments.py at 58b05650; chart 1.x, the schema that
 # values.schema.json is generated from) and the templates that read them
 # (templates/helpers/instance/_run-coordinator.tpl at 7b875469: tagConcurrencyLimits is copied
-# into dagster.yaml's tag_concurrency_limits as is).
+# into dagster.yaml's tag_concurrency_limits as is; _postgresql.tpl at 3f2daa0d: postgresqlScheme
+# becomes postgres_db.scheme).
 CHART_TOP_LEVEL = {
     "dagster-user-deployments", "postgresql", "generatePostgresqlPasswordSecret", "global", "dagsterDaemon", "telemetry",
     "dagsterWebserver", "runLauncher", "scheduler", "computeLogManager", "ingress", "serviceAccount", "retention",
@@ -268,6 +269,9 @@ def test_helm_values_use_an_external_postgresql_with_its_password_in_a_secret(va
     assert pg["enabled"] is False
     assert pg["postgresqlHost"] and pg["postgresqlUsername"] and pg["postgresqlDatabase"] and pg["service"]["port"]
     assert "postgresqlPassword" not in pg
+    # The driver Dagster's storage uses, as in deploy/dagster.yaml (_postgresql.tpl renders it as `scheme`).
+    shipped = yaml.safe_load((DEPLOY / "dagster.yaml").read_text(encoding="utf-8"))["storage"]["postgres"]["postgres_db"]
+    assert pg["postgresqlScheme"] == shipped["scheme"] == "postgresql+psycopg2"
     assert values["generatePostgresqlPasswordSecret"] is False and values["global"]["postgresqlSecretName"]
 
 
