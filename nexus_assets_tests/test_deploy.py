@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -155,12 +155,13 @@ def test_the_queue_runs_different_topics_at_once_and_one_topic_at_a_time(tmp_pat
 
     def submit(topic: str) -> str:
         """`dagster job launch` submits through the instance's run coordinator: the run is queued."""
+        run_id = str(uuid.uuid4())
         out = subprocess.run(
-            [str(bin_dir / "dagster"), "job", "launch", "-w", "workspace.yaml", "-j", "topic_gate", "--tags", json.dumps(topic_tags(topic))],
+            [str(bin_dir / "dagster"), "job", "launch", "-w", "workspace.yaml", "-j", "topic_gate",
+             "--tags", json.dumps(topic_tags(topic)), "--run-id", run_id],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
         )
         assert out.returncode == 0, out.stdout + out.stderr
-        (run_id,) = set(re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", out.stdout + out.stderr))
         return run_id
 
     def status(run_id: str) -> dg.DagsterRunStatus:
