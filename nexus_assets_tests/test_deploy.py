@@ -80,7 +80,23 @@ def test_dagster_yaml_gives_postgres_storage_and_a_queue_of_one_run_per_topic(in
     assert isinstance(coordinator, dg.QueuedRunCoordinator)
     queue = coordinator.get_run_queue_config()
     assert queue.max_concurrent_runs >= 2  # different topics run at once
-    assert queue.tag_concurrency_limits == [{"key": TOPIC_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+    per_value = {"applyLimitPerUniqueValue": True}
+    assert queue.tag_concurrency_limits == [
+        {"key": TOPIC_TAG, "value": per_value, "limit": 1},
+        # Runs launched by hand or by a backfill carry only Dagster's own partition tag; a partition is a topic.
+        {"key": "dagster/partition", "value": per_value, "limit": 1},
+    ]
+
+
+def test_every_partition_of_the_code_location_is_a_topic():
+    """The queue's `dagster/partition` limit is a per-topic limit only while this holds."""
+    from nexus_assets.definitions import defs
+
+    graph = defs.get_repository_def().asset_graph
+    partitioned = {graph.get(k).partitions_def for k in graph.get_all_asset_keys()} - {None}
+    assert [getattr(p, "name", None) for p in partitioned] == ["topics"]
+    for job in defs.resolve_all_job_defs():
+        assert job.partitions_def is None or job.partitions_def.name == "topics", job.name
 
 
 def test_a_sync_run_and_its_events_are_stored_in_postgresql(tmp_path: Path, deploy_home: Path, postgres_url: str):
