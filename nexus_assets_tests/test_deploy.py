@@ -8,8 +8,10 @@ Dockerfile are checked for what they name."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -305,6 +307,12 @@ def test_helm_values_queue_equals_deploy_dagster_yaml(values: dict):
 # ---------------------------------------------------------------- deploy/Dockerfile
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def dockerfile_instructions() -> list[tuple[str, str]]:
     text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
     lines = [line.strip() for line in text.splitlines()]
@@ -328,19 +336,35 @@ def test_dockerfile_copies_files_that_exist_and_leaves_out_none_it_needs():
     assert any(op == "RUN" and "pip install ." in args for op, args in steps)
 
 
-def test_dockerfile_serves_a_module_that_loads(tmp_path: Path):
+def test_dockerfile_cmd_serves_the_code_location(tmp_path: Path):
+    """The image's CMD, run here as it is (only the port is a free one and the host 127.0.0.1),
+    outside the repository: the code server loads nexus_assets.definitions and serves its jobs,
+    as `dagster job list` against it shows."""
     steps = dockerfile_instructions()
     (cmd,) = [json.loads(args) for op, args in steps if op == "CMD"]
     assert cmd[:3] == ["dagster", "code-server", "start"]
-    module = cmd[cmd.index("-m") + 1]
-    assert cmd[cmd.index("-p") + 1] == "4000"
-    env = dict(os.environ)
-    env.update({"NEXUS_DB": str(tmp_path / "vault.duckdb"), "NEXUS_RUNS_DIR": str(tmp_path / "runs"), "NEXUS_TOPICS_DIR": str(tmp_path / "topics")})
-    # Outside the repository, as in the image: the module loads from the installed package and its definitions resolve.
-    probe = (
-        "import importlib, sys; m = importlib.import_module(sys.argv[1]); "
-        "d = m.defs; print(sorted(j.name for j in d.resolve_all_job_defs()))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe, module], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert {"sync_topics", "ingest_run_files", "compile_topic"} <= set(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+    assert cmd[cmd.index("-m") + 1] == "nexus_assets.definitions" and cmd[cmd.index("-p") + 1] == "4000"
+    port = str(free_port())
+    argv = [str(Path(sys.executable).parent / cmd[0]), *cmd[1:]]
+    argv[argv.index("-p") + 1] = port
+    argv[argv.index("-h") + 1] = "127.0.0.1"
+    env = {**os.environ, "NEXUS_DB": str(tmp_path / "vault.duckdb"), "NEXUS_RUNS_DIR": str(tmp_path / "runs"),
+           "NEXUS_TOPICS_DIR": str(tmp_path / "topics")}
+    log = tmp_path / "code-server.log"
+    with log.open("w") as log_file:
+        server = start(argv, cwd=tmp_path, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        listed, deadline = "", time.monotonic() + 180
+        while "sync_topics" not in listed:
+            assert server.poll() is None, f"the code server exited ({server.returncode}):\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the code server served no jobs within 180 s:\n{listed}\n{log.read_text()[-3000:]}"
+            out = subprocess.run(
+                [str(Path(sys.executable).parent / "dagster"), "job", "list", "--grpc-host", "127.0.0.1", "--grpc-port", port],
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            )
+            listed = out.stdout + out.stderr
+            if "sync_topics" not in listed:
+                time.sleep(1)
+    finally:
+        stop(server, 15.0)
+    assert {"ingest_run_files", "compile_topic"} <= set(re.findall(r"\w+", listed))
