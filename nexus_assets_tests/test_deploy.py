@@ -46,6 +46,17 @@ def dagster_pg_env(url: str) -> dict[str, str]:
     }
 
 
+def run_to_end(argv: list[str], *, timeout_s: float = 120, **popen) -> subprocess.CompletedProcess:
+    """A command in its own session, as subprocess.run would run it; whatever it started (the
+    dagster CLI starts a code server for a workspace) is stopped with it, even on a timeout."""
+    proc = start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        stop(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 @pytest.fixture
 def deploy_home(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A DAGSTER_HOME holding deploy/dagster.yaml as it ships, its DAGSTER_PG_* set to a fresh database."""
@@ -174,10 +185,10 @@ def test_the_queue_runs_different_topics_at_once_and_one_topic_at_a_time(tmp_pat
     def submit(topic: str) -> str:
         """`dagster job launch` submits through the instance's run coordinator: the run is queued."""
         run_id = str(uuid.uuid4())
-        out = subprocess.run(
+        out = run_to_end(
             [str(bin_dir / "dagster"), "job", "launch", "-w", "workspace.yaml", "-j", "topic_gate",
              "--tags", json.dumps(topic_tags(topic)), "--run-id", run_id],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            cwd=tmp_path, env=env,
         )
         assert out.returncode == 0, out.stdout + out.stderr
         return run_id
@@ -358,9 +369,9 @@ def test_dockerfile_cmd_serves_the_code_location(tmp_path: Path):
         while "sync_topics" not in listed:
             assert server.poll() is None, f"the code server exited ({server.returncode}):\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"the code server served no jobs within 180 s:\n{listed}\n{log.read_text()[-3000:]}"
-            out = subprocess.run(
+            out = run_to_end(
                 [str(Path(sys.executable).parent / "dagster"), "job", "list", "--grpc-host", "127.0.0.1", "--grpc-port", port],
-                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                cwd=tmp_path, env=env,
             )
             listed = out.stdout + out.stderr
             if "sync_topics" not in listed:
