@@ -25,7 +25,7 @@ import pytest
 import yaml
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from nexus_assets.defs.partitions import TOPIC_TAG, topic_tags
+from nexus_assets.sync.service import TOPIC_TAG
 from nexus_assets_tests.project import REPO, sample_project
 from nexus_assets_tests.servers import start, stop
 
@@ -124,7 +124,7 @@ def test_a_sync_run_and_its_events_are_stored_in_postgresql(tmp_path: Path, depl
     sync_job = defs.resolve_job_def("sync_topics")
     with dg.DagsterInstance.from_config(str(deploy_home)) as instance:
         instance.add_dynamic_partitions("topics", [TOPIC])
-        result = sync_job.execute_in_process(partition_key=TOPIC, instance=instance, tags=topic_tags(TOPIC), raise_on_error=False)
+        result = sync_job.execute_in_process(partition_key=TOPIC, instance=instance, tags={TOPIC_TAG: TOPIC}, raise_on_error=False)
         assert result.success, [e.message for e in result.all_events if e.is_failure]
         run_id = result.run_id
 
@@ -187,7 +187,7 @@ def test_the_queue_runs_different_topics_at_once_and_one_topic_at_a_time(tmp_pat
         run_id = str(uuid.uuid4())
         out = run_to_end(
             [str(bin_dir / "dagster"), "job", "launch", "-w", "workspace.yaml", "-j", "topic_gate",
-             "--tags", json.dumps(topic_tags(topic)), "--run-id", run_id],
+             "--tags", json.dumps({TOPIC_TAG: topic}), "--run-id", run_id],
             cwd=tmp_path, env=env,
         )
         assert out.returncode == 0, out.stdout + out.stderr

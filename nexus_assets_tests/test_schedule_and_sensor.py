@@ -5,10 +5,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from nexus_assets.defs.partitions import TOPIC_TAG
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
+from nexus_assets.sync.service import TOPIC_TAG
 from nexus_assets_tests.project import Project, nexus_run
 
 
