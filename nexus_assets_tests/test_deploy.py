@@ -112,11 +112,12 @@ def test_every_partition_of_the_code_location_is_a_topic():
         assert job.partitions_def is None or job.partitions_def.name == "topics", job.name
 
 
-def test_a_sync_run_and_its_events_are_stored_in_postgresql(tmp_path: Path, deploy_home: Path, postgres_url: str):
+@pytest.mark.parametrize("backend", ["postgresql", "duckdb"])
+def test_a_sync_run_and_its_events_are_stored_in_postgresql(tmp_path: Path, deploy_home: Path, postgres_url: str, postgres_server, backend: str):
     project = sample_project(tmp_path / "proj")
-    # The vault's address: one variable. DuckDB in tmp today; a postgresql:// address once the
-    # PostgreSQL vault lands (NEXUS_DB), with nothing else in this test changing.
-    vault = str(tmp_path / "vault.duckdb")
+    # The vault's address, the one thing that differs: a database of its own beside Dagster's, as
+    # deploy/README.md sets it up, or a DuckDB file.
+    vault = postgres_server.database() if backend == "postgresql" else str(tmp_path / "vault.duckdb")
 
     from nexus_assets.definitions import build_defs
 
@@ -148,6 +149,13 @@ def test_a_sync_run_and_its_events_are_stored_in_postgresql(tmp_path: Path, depl
         (events,) = conn.execute("SELECT count(*) FROM event_logs WHERE run_id = %s", (run_id,)).fetchone()
     assert runs == 1 and events > 10
     assert not list(deploy_home.glob("**/*.db")), "a SQLite file beside dagster.yaml: the storage is not PostgreSQL"
+    if backend == "postgresql":  # the vault's tables are in its own database, and no vault file was made
+        with psycopg.connect(vault) as conn:
+            (tables,) = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+            ).fetchone()
+        assert tables > 5
+        assert not list(tmp_path.glob("**/*.duckdb"))
 
 
 # ---------------------------------------------------------------- the run queue, with a real daemon
