@@ -239,6 +239,42 @@ def test_the_queue_runs_different_topics_at_once_and_one_topic_at_a_time(tmp_pat
     assert records[second_a].start_time >= records[first_a].end_time
 
 
+
+def test_the_code_location_runs_through_the_queue_on_postgresql(tmp_path: Path, deploy_home: Path, instance, postgres_server):
+    """The whole deployment on one machine: `dagster-daemon` on deploy/dagster.yaml serving
+    nexus_assets.definitions, with a PostgreSQL vault. The sensor's first tick asks for every
+    ACTIVE topic of the sample project; its runs carry their topic's tag, wait in the queue, are
+    launched by the daemon and compile, and their records are in PostgreSQL."""
+    project = sample_project(tmp_path / "proj")
+    vault = postgres_server.database()
+    (tmp_path / "workspace.yaml").write_text(
+        yaml.safe_dump({"load_from": [{"python_module": {"module_name": "nexus_assets.definitions", "working_directory": str(REPO)}}]}),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "DAGSTER_HOME": str(deploy_home), "NEXUS_DB": vault,
+           "NEXUS_RUNS_DIR": str(project.runs), "NEXUS_TOPICS_DIR": str(project.topics)}
+    log = tmp_path / "daemon.log"
+    done = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+    with log.open("w") as log_file:
+        daemon = start([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                       cwd=tmp_path, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        _wait_for(
+            "the sensor's runs for both ACTIVE topics finished",
+            lambda: len(runs := instance.get_runs()) == 2 and all(r.status in done for r in runs),
+            daemon=daemon, log=log,
+        )
+    finally:
+        stop(daemon, DAEMON_GRACE_S)
+
+    runs = instance.get_runs()
+    assert sorted(r.tags[TOPIC_TAG] for r in runs) == ["nexus-server-sync", "storage-decisions"]
+    for run in runs:
+        assert run.status == dg.DagsterRunStatus.SUCCESS, log.read_text()[-3000:]
+        assert run.tags["dagster/partition"] == run.tags[TOPIC_TAG]
+        assert instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    assert not list(tmp_path.glob("**/*.duckdb")), "the runs wrote a DuckDB vault: NEXUS_DB did not reach them"
+
 # ---------------------------------------------------------------- deploy/helm/values.yaml
 
 # The keys below are where the official chart (dagster/dagster) reads them. Checked against the
