@@ -2,14 +2,15 @@
 one run per topic, the Helm chart's values and the code location's image.
 
 `deploy/dagster.yaml` is loaded as it ships into an instance against the test's PostgreSQL
-(conftest `postgres_url`); no helm or docker runs here (FACTS.md), so the chart values and the
-Dockerfile are checked for what they name."""
+(conftest `postgres_url`), and real `dagster-daemon`s work its queue. No helm or docker runs here
+(FACTS.md): the chart values are checked by key against the chart's schema, the Dockerfile for
+the files it copies, and its CMD is run as it is."""
 
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import socket
 import subprocess
