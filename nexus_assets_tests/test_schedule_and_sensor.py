@@ -8,6 +8,7 @@ import dagster as dg
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
+from nexus_assets.sync.service import TOPIC_TAG
 from nexus_assets_tests.project import Project, nexus_run
 
 
@@ -24,6 +25,8 @@ def test_nightly_schedule_requests_one_partitioned_run_per_active_topic(project:
         ) as context:
             requests = list(nightly_sync(context))
         assert sorted(r.partition_key for r in requests) == ["nexus-server-sync", "storage-decisions"]
+        # The deployment's run queue holds one run per topic by this tag (deploy/dagster.yaml).
+        assert all(r.tags[TOPIC_TAG] == r.partition_key for r in requests)
         assert set(instance.get_dynamic_partitions("topics")) >= {"nexus-server-sync", "storage-decisions"}
 
 
@@ -35,6 +38,7 @@ def test_sensor_registers_topics_and_requests_syncs_only_when_runs_change(projec
         # The DRAFT topic is no partition: it could only fail.
         assert sorted(add.partition_keys) == ["nexus-server-sync", "storage-decisions"]
         assert sorted(r.partition_key for r in first.run_requests) == ["nexus-server-sync", "storage-decisions"]
+        assert all(r.tags[TOPIC_TAG] == r.partition_key for r in first.run_requests)
         instance.add_dynamic_partitions("topics", list(add.partition_keys))
 
         quiet = nexus_files_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"settings": settings_for(project)}))

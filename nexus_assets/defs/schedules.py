@@ -12,6 +12,7 @@ from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.sync.selection import SyncInputError, select_topics
+from nexus_assets.sync.service import TOPIC_TAG
 
 
 @dg.schedule(
@@ -35,6 +36,6 @@ def nightly_sync(context: dg.ScheduleEvaluationContext, settings: NexusSettings)
     stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
     selection = settings.run_selection()
     return [
-        dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}", tags={FULL_VERIFY_TAG: "true"}, asset_selection=selection)
+        dg.RunRequest(partition_key=t, run_key=f"nightly:{t}:{stamp}", tags={TOPIC_TAG: t, FULL_VERIFY_TAG: "true"}, asset_selection=selection)
         for t in active
     ]

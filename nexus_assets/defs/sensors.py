@@ -11,6 +11,7 @@ from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.ingest.runfiles import scan_run_files
 from nexus_assets.sync.selection import PARTITION_STATES, SyncInputError, select_topics
+from nexus_assets.sync.service import TOPIC_TAG
 
 
 def runs_dir_digest(settings: NexusSettings) -> str:
@@ -58,6 +59,7 @@ def nexus_files_sensor(context: dg.SensorEvaluationContext, settings: NexusSetti
                     partition_key=tid,
                     run_key=f"{tid}:{runs_digest[:16]}:{topic_digests[tid][:16]}",
                     asset_selection=settings.run_selection(),
+                    tags={TOPIC_TAG: tid},
                 )
             )
     partition_requests = []
