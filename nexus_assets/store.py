@@ -26,6 +26,7 @@ from nexus_assets.recall.records import RecallRecords
 from nexus_assets.relate.records import RelationRecords
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.topics.records import TopicRecords
+from nexus_assets.upgrades import BACKFILLS
 from nexus_assets.vault.catalog import Catalog
 from nexus_assets.history.records import HistoryQueries
 from nexus_assets.vault.records import RunVersion, storable_json, storable_text  # noqa: F401 (re-exported)
@@ -34,6 +35,8 @@ from nexus_assets.vault.records import RunVersion, storable_json, storable_text 
 class Vault(Catalog):
     """The vault opened for a phase: the catalog (what `nexus topics` lists) plus one record store
     per phase, all on one connection and one transaction."""
+
+    backfills = BACKFILLS
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, *, migrate: bool = True):
         super().__init__(conn, migrate=migrate)

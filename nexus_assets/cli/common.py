@@ -19,7 +19,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports i
     Basics,
 )
 from nexus_assets.vault.address import is_postgres
-from nexus_assets.vault.catalog import Catalog
+from nexus_assets.catalog import Catalog
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 

@@ -165,7 +165,7 @@ def _compact(db_path: Path | str) -> None:
     """Rewrite the vault file: DuckDB keeps deleted rows in freed blocks until they are reused.
     On PostgreSQL, VACUUM FULL rewrites every table without its dead rows."""
     if is_postgres(db_path):
-        from nexus_assets.vault.catalog import Catalog
+        from nexus_assets.catalog import Catalog
 
         with Catalog.open(db_path) as vault:
             for (table,) in vault.conn.execute(
@@ -316,7 +316,7 @@ def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
 def postgres_leftovers(url: str, pieces: list[str]) -> list[dict]:
     """Every table and text column of a PostgreSQL vault that still holds a forgotten piece, in
     any of the forms its copies store it (asked of the database: its files are the server's)."""
-    from nexus_assets.vault.catalog import Catalog
+    from nexus_assets.catalog import Catalog
 
     forms = sorted({f.decode("utf-8") for p in pieces for f in _needles(p)})
     found = []

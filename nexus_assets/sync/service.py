@@ -501,7 +501,7 @@ def topic_lock(db: str, topic_id: str):
     if not is_postgres(db):
         yield
         return
-    from nexus_assets.vault.catalog import Catalog
+    from nexus_assets.catalog import Catalog
 
     with Catalog.open(db) as vault, vault.topic_lock(topic_id):
         yield

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Self
+from typing import Callable, ClassVar, Iterator, Mapping, Self
 
 import duckdb
 
@@ -54,6 +54,10 @@ def pool_size() -> int | None:
 class Catalog(Database):
     """One connection to the vault (DuckDB's, or a pooled PostgreSQL one), configured and migrated."""
 
+    # The upgrades that need a phase's code, by name: handed in by the classes composed above the
+    # phases (`nexus_assets.catalog.Catalog`, `nexus_assets.store.Vault`).
+    backfills: ClassVar[Mapping[str, Callable]] = {}
+
     def __init__(self, conn, *, migrate: bool = True):
         super().__init__(conn)
         if self.on_postgres:
@@ -71,7 +75,7 @@ class Catalog(Database):
         except duckdb.Error as exc:
             raise VaultConfigError(f"NEXUS_VAULT_MEMORY={_memory!r} is not a DuckDB memory size such as 512MB: {exc}") from None
         if migrate:
-            upgrade(conn)
+            upgrade(conn, type(self).backfills)
 
     @classmethod
     @contextmanager

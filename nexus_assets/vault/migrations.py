@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import duckdb
 
@@ -25,8 +25,10 @@ class Migration:
     version: int
     description: str
     sql: str
-    # Rows a new table needs from what is already stored (runs in the same transaction).
-    backfill: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    # Rows a new table needs from what is already stored (runs in the same transaction). A name:
+    # a backfill that needs a phase's code, handed in from above (`nexus_assets.upgrades`), since
+    # nothing under vault/ imports a phase.
+    backfill: Callable[[duckdb.DuckDBPyConnection], None] | str | None = None
 
 
 # What migration 16 keeps of a stored reply over OLD_REPLY_LIMIT bytes (the default
@@ -235,46 +237,6 @@ CREATE TABLE IF NOT EXISTS nodes (
 """
 
 
-def _backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
-    """Text nodes of every stored run version, parsed from its raw JSON this one time."""
-    import pandas as pd  # writers only: read commands must not pay its import
-
-    # The readers and the node model, for this one backfill: opening a vault must not load pydantic.
-    from nexus_assets.ingest.formats.dispatch import parse_document
-    from nexus_assets.ingest.nodes import node_records
-
-    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
-    for start in range(0, len(keys), 200):
-        chunk = keys[start : start + 200]
-        rows = conn.execute(
-            """SELECT r.version_id, r.raw_json FROM runs r
-               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
-            [[k[0] for k in chunk], [k[1] for k in chunk]],
-        ).fetchall()
-        records = [
-            asdict(r) for version_id, raw in rows for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
-        ]
-        if records:
-            conn.register("_nodes", pd.DataFrame(records))
-            try:
-                conn.execute("INSERT INTO nodes BY NAME SELECT * FROM _nodes ON CONFLICT DO NOTHING")
-            finally:
-                conn.unregister("_nodes")
-
-
-FILE_STATS = """
-CREATE TABLE IF NOT EXISTS file_stats (
-    path TEXT PRIMARY KEY,
-    size BIGINT NOT NULL,
-    mtime_ns BIGINT NOT NULL,
-    ctime_ns BIGINT NOT NULL,
-    inode BIGINT NOT NULL,
-    file_sha256 TEXT NOT NULL,
-    recorded_at TIMESTAMPTZ NOT NULL
-);
-"""
-
-
 def _backfill_source_status(conn: duckdb.DuckDBPyConnection) -> None:
     """A brick flagged stale before sources had their own status keeps it, on its canonical source,
     until the next check looks again."""
@@ -324,9 +286,22 @@ def _backfill_manifest_digests(conn: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+FILE_STATS = """
+CREATE TABLE IF NOT EXISTS file_stats (
+    path TEXT PRIMARY KEY,
+    size BIGINT NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    ctime_ns BIGINT NOT NULL,
+    inode BIGINT NOT NULL,
+    file_sha256 TEXT NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "release 0.1 schema", RELEASE_0_1),
-    Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, _backfill_nodes),
+    Migration(2, "text nodes of every run version, parsed once at ingestion", NODES, "nodes"),
     Migration(3, "size, times and inode of each run file read, so an unchanged file is not read or hashed again", FILE_STATS),
     Migration(
         4,
@@ -677,9 +652,13 @@ def pending(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
     return [] if _up_to_date(conn) else _pending_from(schema_version(conn))
 
 
-def upgrade(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
+class UpgradeNeedsBackfill(RuntimeError):
+    """A pending migration needs a phase's backfill that the opener did not hand in."""
+
+
+def upgrade(conn: duckdb.DuckDBPyConnection, backfills: Mapping[str, Callable] | None = None) -> list[Migration]:
     """Bring the vault to LATEST; returns the migrations applied. Each one commits on its own, so an
-    interrupted upgrade resumes where it stopped."""
+    interrupted upgrade resumes where it stopped. `backfills`: the named ones, by name."""
     if _up_to_date(conn):
         return []
     tables = _tables(conn)
@@ -696,7 +675,14 @@ def upgrade(conn: duckdb.DuckDBPyConnection) -> list[Migration]:
         conn.execute("BEGIN TRANSACTION")
         try:
             conn.execute(m.sql)
-            if m.backfill is not None:
+            if isinstance(m.backfill, str):
+                if m.backfill not in (backfills or {}):
+                    raise UpgradeNeedsBackfill(
+                        f"migration {m.version} needs the {m.backfill!r} backfill: open the vault through "
+                        "nexus_assets.store.Vault or nexus_assets.catalog.Catalog"
+                    )
+                backfills[m.backfill](conn)
+            elif m.backfill is not None:
                 m.backfill(conn)
             _record(conn, m)
         except BaseException:

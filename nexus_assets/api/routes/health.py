@@ -18,7 +18,7 @@ def health(config: ConfigDep) -> Health:
     from nexus_assets.vault.migrations import LATEST, schema_version
 
     if is_postgres(config.db):
-        from nexus_assets.vault.catalog import Catalog
+        from nexus_assets.catalog import Catalog
         from nexus_assets.vault.postgres.migrations import schema_version as postgres_version
 
         with Catalog.open(config.db, read_only=True) as vault:
