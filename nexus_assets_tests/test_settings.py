@@ -76,7 +76,7 @@ def test_a_fresh_settings_sees_a_later_change(monkeypatch):
 
 # A setting whose default is "unset" in the Settings but something else in effect.
 IN_EFFECT = {"NEXUS_RUNS_DIR": settings.DEFAULT_RUNS_DIR, "NEXUS_TOPICS_DIR": settings.DEFAULT_TOPICS_DIR,
-             "NEXUS_VAULT_MEMORY": settings.DEFAULT_VAULT_MEMORY}
+             "NEXUS_VAULT_MEMORY": settings.DEFAULT_VAULT_MEMORY, "NEXUS_PG_POOL_SIZE": "8"}
 
 
 def _readme_table() -> dict[str, str]:
