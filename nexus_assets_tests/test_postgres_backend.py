@@ -291,3 +291,16 @@ def test_any_corpus_is_byte_identical_on_both_backends(tmp_path_factory, capsys,
         synced(capsys, p)
     a, b = (outcome(capsys, p, ("widgets",)) for p in projects)
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_a_nul_in_a_message_is_kept_on_postgres_too(tmp_path, capsys, postgres_url):
+    """PostgreSQL's text cannot hold NUL; the vault keeps it anyway (as a stand-in, read back as NUL),
+    so the bricks, offsets and hashes are DuckDB's."""
+    projects = [Project(tmp_path / "duck"), Project(tmp_path / "pg", postgres_url)]
+    for p in projects:
+        p.write_run("nul.json", nexus_run("run-nul", [("user", "The widget has a NUL \x00 inside and is 5 units.")]))
+        p.write_topic("widgets", keywords=["widget"])
+        synced(capsys, p)
+    a, b = (outcome(capsys, p, ("widgets",)) for p in projects)
+    assert "\x00" in a["widgets"]["bricks"][0]["content"]
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator
 
+from nexus_assets.vault.postgres.connection import storable
+
 _names = itertools.count()
 
 
@@ -23,6 +25,8 @@ def _plain(value):
             value = value.tolist() if hasattr(value, "tolist") else value
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, str):
+        return storable(value)
     if isinstance(value, tuple):
         return list(value)  # DuckDB's fixed-size arrays come back as tuples: an array here, not a record
     if type(value).__name__ in ("NAType", "NaTType"):

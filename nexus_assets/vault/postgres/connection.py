@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import psycopg
 from psycopg.adapt import Loader
+from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from nexus_assets.vault.address import parse_address
@@ -36,8 +37,30 @@ class _NumericLoader(Loader):
         return int(value) if value == value.to_integral_value() else float(value)
 
 
+# PostgreSQL's text cannot hold NUL, which a conversation may (DuckDB stores it). It is kept as
+# U+FDD0, a noncharacter Unicode reserves for internal use, one character for one so every offset
+# stays; text is read back with it as NUL. (A U+FDD0 in the input itself reads back as NUL.)
+NUL, STAND_IN = "\x00", "\ufdd0"
+
+
+def storable(value):
+    if isinstance(value, str):
+        return value.replace(NUL, STAND_IN) if NUL in value else value
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return [storable(v) for v in value]
+    return value
+
+
+class _TextLoader(TextLoader):
+    def load(self, data):
+        text = super().load(data)
+        return text.replace(STAND_IN, NUL) if STAND_IN in text else text
+
+
 def _setup(conn: psycopg.Connection) -> None:
     conn.adapters.register_loader("numeric", _NumericLoader)
+    for name in ("text", "varchar"):
+        conn.adapters.register_loader(name, _TextLoader)
     # Times come back in UTC whatever the server's zone, as DuckDB's do here.
     conn.execute("SET TimeZone = 'UTC'")
 
@@ -118,7 +141,7 @@ class PgConnection:
             return
         text, _ = translate(sql, rows[0])
         with self.raw.cursor() as cur:
-            cur.executemany(text, rows)
+            cur.executemany(text, [translate(sql, r)[1] for r in rows])
 
     def close(self) -> None:
         """The pool takes the connection back when the vault is closed."""
@@ -161,8 +184,8 @@ def _kind(value) -> str:
 def translate(sql: str, params: Any = None) -> tuple[str, Any]:
     if isinstance(params, dict):
         signature = tuple(sorted((k, _kind(v)) for k, v in params.items()))
-        return _translate(sql, signature), params
-    values = list(params) if params is not None else None
+        return _translate(sql, signature), {k: storable(v) for k, v in params.items()}
+    values = [storable(v) for v in params] if params is not None else None
     signature = tuple(_kind(v) for v in values) if values is not None else None
     return _translate(sql, signature), values
 
@@ -173,7 +196,8 @@ def _translate(sql: str, signature) -> str:
     kinds = list(signature) if signature and not kinds_by_name else []
     position = 0
     bound = signature is not None  # without parameters the driver leaves % alone
-    sql = _JSON_FIELD.sub(r"(\1::json ->> '\2')", sql)
+    # A NUL escaped in stored JSON cannot become text in PostgreSQL: it is read as its stand-in.
+    sql = _JSON_FIELD.sub(lambda m: f"(replace({m.group(1)}, '\\u0000', '\\ufdd0')::json ->> '{m.group(2)}')", sql)
     parts = _STRING.split(sql)
     out = []
     for i, part in enumerate(parts):
