@@ -18,7 +18,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports i
     DEFAULT_TOPICS_DIR,
     Basics,
 )
-from nexus_assets.vault.address import is_postgres
+from nexus_assets.vault.address import is_postgres, vault_exists  # noqa: F401 (the CLI's commands import it from here)
 from nexus_assets.catalog import Catalog
 
 COMPILED_STATES = ("ACTIVE", "SEALING")

@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nexus_assets.vault.address import vault_exists
-from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path
+from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path, vault_exists
 from nexus_assets.sync.selection import broken_topic_files
 from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
 
