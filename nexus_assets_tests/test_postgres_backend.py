@@ -304,3 +304,31 @@ def test_a_nul_in_a_message_is_kept_on_postgres_too(tmp_path, capsys, postgres_u
     a, b = (outcome(capsys, p, ("widgets",)) for p in projects)
     assert "\x00" in a["widgets"]["bricks"][0]["content"]
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_two_syncs_of_one_topic_take_turns(tmp_path, capsys, postgres_server):
+    """Two processes syncing the same topic of one PostgreSQL vault at once: both finish, and the
+    vault is the one a single sync makes (they took turns on the topic's advisory lock)."""
+    import subprocess
+    import sys
+
+    from nexus_assets_tests.cli_helpers import REPO
+
+    p = sample_project(tmp_path / "pg", vault_url=postgres_server.database())
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "nexus_assets.cli", *p.sync_args("storage-decisions")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        for _ in range(2)
+    ]
+    try:
+        errors = [proc.communicate(timeout=300)[1] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], errors
+    once = sample_project(tmp_path / "once", vault_url=postgres_server.database())
+    synced(capsys, once, "storage-decisions")
+    a, b = outcome(capsys, p, ("storage-decisions",)), outcome(capsys, once, ("storage-decisions",))
+    assert a["storage-decisions"] == b["storage-decisions"]

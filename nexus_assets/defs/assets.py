@@ -69,7 +69,8 @@ def current_topic(vault: Vault, topic_id: str) -> Topic:
     "hashed and parsed once and its text nodes stored; an unchanged file is not even read.",
 )
 def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
-    with vault.open() as v:
+    # Two syncs ingesting the same files at once would write the same rows: they take turns.
+    with vault.open() as v, v.exclusive("nexus-ingest"):
         report = ingest_runs(
             v,
             settings.path("runs_dir"),

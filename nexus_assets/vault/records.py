@@ -53,14 +53,18 @@ class Database:
     def on_postgres(self) -> bool:
         return self.backend == "postgresql"
 
-    @contextmanager
-    def topic_lock(self, topic_id: str) -> Iterator[None]:
+    def topic_lock(self, topic_id: str) -> AbstractContextManager[None]:
         """Two writers of one topic take turns (PostgreSQL: a session advisory lock per topic);
         writers of different topics go on at once. DuckDB has one writer at a time anyway."""
+        return self.exclusive("nexus-topic:" + topic_id)
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Work only one process does at a time on a PostgreSQL vault (a session advisory lock):
+        one topic's writes, or ingestion, whose rows every topic shares."""
         if not self.on_postgres:
             yield
             return
-        key = "nexus-topic:" + topic_id
         self.conn.execute("SELECT pg_advisory_lock(hashtextextended(?, 0))", [key])
         try:
             yield
