@@ -110,11 +110,18 @@ def chunk_nodes(run: Run, nodes: list[Node], *, token_budget: int) -> list[list[
     return [[kept[i] for i in group] for group in pack(sizes, capacity)]
 
 
-def window_bytes(run: Run, nodes: Sequence[Node]) -> int:
-    """Bytes one window takes in a request's fragment (its run's list included)."""
-    return RUN_ENVELOPE_BYTES + sum(
-        entry_bytes(n.node_type, text) for n in nodes if (text := node_text(run, n)) is not None
-    )
+def window_bytes(run: Run, nodes: Sequence[Node], topics_of: Mapping[str, Sequence[str]] | None = None) -> int:
+    """Bytes one window takes in a request's fragment (its run's list included). `topics_of` (by
+    path): the topics a node may be quoted for, where it lists them (`,"topics":[...]`)."""
+    total = RUN_ENVELOPE_BYTES
+    for n in nodes:
+        text = node_text(run, n)
+        if text is None:
+            continue
+        total += entry_bytes(n.node_type, text)
+        if topics_of is not None and n.path in topics_of:
+            total += len(',"topics":') + _bytes(list(topics_of[n.path]))
+    return total
 
 
 def pack_windows(sizes: Sequence[int], *, token_budget: int) -> list[list[int]]:

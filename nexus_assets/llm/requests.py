@@ -195,7 +195,9 @@ def plan_jobs(
                 missing.setdefault((share.run_id, share.window_index), []).append(share)
     order = sorted(missing)
     prefix_topics = {s.topic.topic_id: s.topic for w in order for s in missing[w]}.values()
-    sizes = [window_bytes(runs[r], _window_nodes(missing[(r, i)])) for r, i in order]
+    # A node lists its topics when fewer than all of a request's admit it: counted whenever fewer
+    # than all of the sync's do, so a window's size is an upper bound wherever it is packed.
+    sizes = [window_bytes(runs[r], *_window_nodes(missing[(r, i)], len(prefix_topics))) for r, i in order]
     requests = [
         build_request(
             [(runs[order[i][0]], missing[order[i]]) for i in group],
@@ -208,12 +210,14 @@ def plan_jobs(
     return stored, requests
 
 
-def _window_nodes(shares: list[Share]) -> list[Node]:
+def _window_nodes(shares: list[Share], topic_count: int) -> tuple[list[Node], dict[str, list[str]]]:
     seen: dict[str, Node] = {}
-    for s in shares:
+    admitted: dict[str, list[str]] = {}
+    for s in sorted(shares, key=lambda s: s.topic.topic_id):
         for n in s.nodes:
             seen.setdefault(n.path, n)
-    return list(seen.values())
+            admitted.setdefault(n.path, []).append(s.topic.topic_id)
+    return list(seen.values()), {path: ids for path, ids in admitted.items() if len(ids) < topic_count}
 
 
 def plan_requests(
