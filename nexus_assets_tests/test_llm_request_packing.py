@@ -60,13 +60,17 @@ def plan(jobs, budget, answered=lambda key: False):
 
 
 def test_the_budget_follows_the_models_context():
-    assert token_budget_from_env({}) == DEFAULT_TOKEN_BUDGET == MAX_FRAGMENT_TOKENS  # 128k context: the ceiling
+    # 128k context: a reply of 2048 tokens can quote a quarter of 8192.
+    assert token_budget_from_env({}) == DEFAULT_TOKEN_BUDGET == 4 * 2048
+    assert token_budget_from_env({"NEXUS_LLM_MAX_OUTPUT_TOKENS": "16384"}) == MAX_FRAGMENT_TOKENS  # the ceiling
+    # A small local model: what its context leaves once the prefix and the reply are reserved.
     assert token_budget_from_env({"NEXUS_LLM_CONTEXT_TOKENS": "8192"}) == budget_for_context(8192) == 8192 - 2048 - 2000
     assert token_budget_from_env({"NEXUS_LLM_CONTEXT_TOKENS": "8192", "NEXUS_LLM_TOKEN_BUDGET": "3000"}) == 3000
     assert budget_for_context(1000) == 256  # a floor, never nothing
     for bad in ("0", "lots", "-5"):
-        with pytest.raises(ValueError, match=f"NEXUS_LLM_CONTEXT_TOKENS={bad!r}"):
-            token_budget_from_env({"NEXUS_LLM_CONTEXT_TOKENS": bad})
+        for name in ("NEXUS_LLM_CONTEXT_TOKENS", "NEXUS_LLM_MAX_OUTPUT_TOKENS"):
+            with pytest.raises(ValueError, match=f"{name}={bad!r}"):
+                token_budget_from_env({name: bad})
 
 
 # Packing is a pure function of the runs and the settings

@@ -23,23 +23,27 @@ from nexus_assets.extract.scope import node_text
 # (GPT-4o/4.1, Claude, Gemini, Llama 3.1 and its kin) read at least 128k tokens.
 DEFAULT_CONTEXT_TOKENS = 128_000
 # The most source text one request carries, whatever the context: beyond it the fixed prefix is
-# already under 5% of what is read, while a reply must still fit every quote of a catch-all topic
-# in its output limit, and one failed request would waste more.
+# already under 5% of what is read, and one failed request would waste more.
 MAX_FRAGMENT_TOKENS = 16_000
+# A reply must have room to quote this share of what its request reads (a catch-all topic quotes
+# much of a dense conversation): a reply cut off at max_output_tokens fails the whole request.
+QUOTED_SHARE = 4
 # Kept free of source text in the context: the system prompt with its topics, and the framing.
 PREFIX_RESERVE_TOKENS = 2_000
 # What a chunk was capped at before prompt v3 (NEXUS_LLM_TOKEN_BUDGET's old default); extractions
 # made under it are still replayed (`OpenAIExtractor.legacy_identities`).
 LEGACY_TOKEN_BUDGET = 3000
-# Kept for callers that name a default: the budget at the default context and output limit.
+# A reply's length limit when NEXUS_LLM_MAX_OUTPUT_TOKENS is not set (LLMConfig.max_output_tokens).
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 
 
 def budget_for_context(context_tokens: int, max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS) -> int:
     """Source tokens per request for a model that reads `context_tokens` and answers up to
-    `max_output_tokens`: what the context leaves once the prefix and the reply are reserved, up
-    to MAX_FRAGMENT_TOKENS; at least 256."""
-    return max(256, min(MAX_FRAGMENT_TOKENS, context_tokens - max_output_tokens - PREFIX_RESERVE_TOKENS))
+    `max_output_tokens`: what the context leaves once the prefix and the reply are reserved, no
+    more than a reply can quote a quarter of (QUOTED_SHARE x max_output_tokens), and no more than
+    MAX_FRAGMENT_TOKENS; at least 256."""
+    room = context_tokens - max_output_tokens - PREFIX_RESERVE_TOKENS
+    return max(256, min(MAX_FRAGMENT_TOKENS, QUOTED_SHARE * max_output_tokens, room))
 
 
 DEFAULT_TOKEN_BUDGET = budget_for_context(DEFAULT_CONTEXT_TOKENS)
@@ -58,15 +62,22 @@ def _whole(environ: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-def token_budget_from_env(environ: Mapping[str, str], max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS) -> int:
+def token_budget_from_env(environ: Mapping[str, str]) -> int:
     """Source tokens per request from `environ` (`Settings.as_env()`): NEXUS_LLM_TOKEN_BUDGET when
-    set, else what the model's context (NEXUS_LLM_CONTEXT_TOKENS, default 128000) leaves
-    (`budget_for_context`). ValueError unless each is a whole number of at least 1."""
+    set, else what the model's context (NEXUS_LLM_CONTEXT_TOKENS, default 128000) and reply limit
+    (NEXUS_LLM_MAX_OUTPUT_TOKENS, default 2048) allow (`budget_for_context`). ValueError unless
+    each is a whole number of at least 1."""
     explicit = _whole(environ, "NEXUS_LLM_TOKEN_BUDGET")
     context = _whole(environ, "NEXUS_LLM_CONTEXT_TOKENS")
+    output = _whole(environ, "NEXUS_LLM_MAX_OUTPUT_TOKENS")
     if explicit is not None:
         return explicit
-    return budget_for_context(context or DEFAULT_CONTEXT_TOKENS, max_output_tokens)
+    return budget_for_context(context or DEFAULT_CONTEXT_TOKENS, output or DEFAULT_MAX_OUTPUT_TOKENS)
+
+
+# Runs asked together: the extract step hands the extractor this many runs at a time, and
+# requests are packed within them (`nexus plan` packs the same way, so it counts what is sent).
+RUNS_PER_EXTRACTION = 200
 
 
 def estimate_tokens(text: str) -> int:

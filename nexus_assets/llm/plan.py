@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.llm.chunking import estimate_tokens
+from nexus_assets.llm.chunking import RUNS_PER_EXTRACTION, estimate_tokens
 from nexus_assets.llm.client import LLMConfig
 from nexus_assets.llm.requests import Request, plan_jobs
 
@@ -81,14 +81,16 @@ def plan_runs(
     answered: Callable[[str], bool],
 ) -> RequestPlan:
     plan = RequestPlan()
-    runs = list(runs)
-    stored, requests = plan_jobs(
-        [(run, topics) for run in runs],
-        model=config.model, token_budget=token_budget, max_output_tokens=config.max_output_tokens, answered=answered,
-    )
-    plan.cached_shares = len(stored)
-    plan.asked_shares = sum(len(r.shares) for r in requests)
-    plan.requests = requests
+    runs = sorted(runs, key=lambda r: r.run_id)
+    # As the extract step asks them: RUNS_PER_EXTRACTION runs at a time, packed within each batch.
+    for start in range(0, len(runs), RUNS_PER_EXTRACTION):
+        stored, requests = plan_jobs(
+            [(run, topics) for run in runs[start : start + RUNS_PER_EXTRACTION]],
+            model=config.model, token_budget=token_budget, max_output_tokens=config.max_output_tokens, answered=answered,
+        )
+        plan.cached_shares += len(stored)
+        plan.asked_shares += sum(len(r.shares) for r in requests)
+        plan.requests += requests
     return plan
 
 
