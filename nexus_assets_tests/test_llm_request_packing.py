@@ -232,3 +232,38 @@ def test_the_prefix_is_the_same_bytes_in_every_request_and_plan_says_what_is_rea
     chars = sum(len(m["content"]) for b in bodies for m in b["messages"])
     assert chars == planned["chars_read"]
     assert planned["chars_read_per_text_char"] == round(chars / planned["text_chars"], 3)
+
+
+# A vault synced with an earlier prompt
+
+
+@pytest.mark.parametrize("version", ["pointer-v2", "pointer-v1"])
+def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project, capsys, monkeypatch, version):
+    """What the earlier releases stored, with their default budget of 3000 tokens, replays: the
+    upgrade sends nothing and changes no brick (the new defaults chunk differently)."""
+    import duckdb
+
+    from nexus_assets.extract.backends import extraction_key
+
+    monkeypatch.delenv("NEXUS_LLM_TOKEN_BUDGET")  # the defaults, as an upgraded user has them
+    with FakeOpenAIServer(handler=first_sentences()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        run_json(capsys, *project.sync_args(), "--extractor", "openai")
+        before = {t: run_json(capsys, *project.cli_args(), "manifest", t)["manifest_hash"] for t in ("alpha", "beta")}
+        legacy = f"openai:{DEFAULT_MODEL}:{version}:3000"
+        with duckdb.connect(str(project.db)) as con:
+            topics = {t: Topic.model_validate_json(d) for t, d in con.execute("SELECT topic_id, definition_json FROM topics").fetchall()}
+            rows = con.execute("SELECT extraction_key, topic_id, version_id, extractor FROM extractions").fetchall()
+            assert {r[3] for r in rows} == {f"openai:{DEFAULT_MODEL}:pointer-v3:8192"}
+            for key, topic_id, version_id, _ in rows:
+                con.execute(
+                    "UPDATE extractions SET extraction_key = ?, extractor = ? WHERE extraction_key = ?",
+                    [extraction_key(legacy, topics[topic_id], version_id), legacy, key],
+                )
+            # Nothing of this release's answers is left to replay: only the earlier extractions.
+            con.execute("DELETE FROM llm_calls")
+            con.execute("DELETE FROM llm_requests")
+        sent = server.request_count
+        run_json(capsys, *project.sync_args(), "--extractor", "openai")
+        assert server.request_count == sent
+    assert {t: run_json(capsys, *project.cli_args(), "manifest", t)["manifest_hash"] for t in ("alpha", "beta")} == before
