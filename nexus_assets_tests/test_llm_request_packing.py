@@ -264,6 +264,8 @@ def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project
             con.execute("DELETE FROM llm_calls")
             con.execute("DELETE FROM llm_requests")
         sent = server.request_count
+        # A new run (nothing in any topic's scope) makes the sync look at every topic again.
+        project.write_run("touch.json", run_document("run-new", [("user", "Small talk only.")]))
         run_json(capsys, *project.sync_args(), "--extractor", "openai")
         assert server.request_count == sent
     assert {t: run_json(capsys, *project.cli_args(), "manifest", t)["manifest_hash"] for t in ("alpha", "beta")} == before
