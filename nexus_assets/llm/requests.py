@@ -19,7 +19,7 @@ from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
 from nexus_assets.ingest.formats.limits import max_node_chars
-from nexus_assets.llm.chunking import chunk_nodes, estimate_tokens, pack_windows, window_bytes
+from nexus_assets.llm.chunking import QUOTED_SHARE, chunk_nodes, estimate_tokens, pack_windows, window_bytes
 from nexus_assets.llm.prompt import (
     PROMPT_VERSION,
     build_fragment,
@@ -165,7 +165,8 @@ def build_request(
         key=call_key(model, PROMPT_VERSION, messages),
         prompt_hash=prompt_hash(messages),
         input_tokens_est=sum(estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in messages),
-        output_tokens_est=output_estimate(fragment_tokens, max_output_tokens) * len(topic_ids),
+        # Every topic's quotes come back in one reply, which max_output_tokens bounds as a whole.
+        output_tokens_est=min(max_output_tokens, output_estimate(fragment_tokens, max_output_tokens) * len(topic_ids)),
         handles=handles,
         text_chars=sum(len(node_text(run, n) or "") for run, nodes in shown for n in nodes),
     )
@@ -205,9 +206,17 @@ def plan_jobs(
             max_output_tokens=max_output_tokens,
             prefix_topics=list(prefix_topics),
         )
-        for group in pack_windows(sizes, token_budget=token_budget)
+        for group in pack_windows(sizes, token_budget=packing_budget(token_budget, max_output_tokens, len(prefix_topics)))
     ]
     return stored, requests
+
+
+def packing_budget(token_budget: int, max_output_tokens: int, topic_count: int) -> int:
+    """How full a request of several windows may get: the token budget, but no more than one reply
+    can quote a quarter of for each topic asked (a reply holds every topic's quotes, and one cut
+    off at max_output_tokens fails the whole request). A window is never cut by this: one that is
+    fuller goes alone."""
+    return max(1, min(token_budget, QUOTED_SHARE * max_output_tokens // max(1, topic_count)))
 
 
 def _window_nodes(shares: list[Share], topic_count: int) -> tuple[list[Node], dict[str, list[str]]]:
