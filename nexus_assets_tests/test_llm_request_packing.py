@@ -270,3 +270,30 @@ def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project
         run_json(capsys, *project.sync_args(), "--extractor", "openai")
         assert server.request_count == sent
     assert {t: run_json(capsys, *project.cli_args(), "manifest", t)["manifest_hash"] for t in ("alpha", "beta")} == before
+
+
+def test_two_windows_of_one_run_in_one_request_keep_their_own_answers(llm_server):
+    """A topic that admits one node in each of a run's two windows: both small shares ride in one
+    request, and each window's stored answer holds only the pointers into that window."""
+    filler = " ".join(["Filler words about nothing in particular."] * 12)
+    run = make_run("run-1", ["The vault keeps history.", filler, filler, "The vault is append-only."])
+    keyword_topic = topic("vaulted", ["vault"])
+    budget = 200
+    assert len(windows(run, budget)) == 2
+    _, planned = plan([(run, [keyword_topic])], budget)
+    assert len(planned) == 1 and [s.window_index for s in planned[0].shares] == [0, 1]
+
+    def answer(body):
+        _, fragment = request_topics_and_fragment(body)
+        return pointers_reply([{"topic_id": "vaulted", "node": n["node"], "verbatim_quote": "The vault"} for n in fragment["nodes"]])
+
+    llm_server.handler = answer
+    client = PointerClient(LLMConfig(base_url=llm_server.base_url, api_key=llm_server.api_key, model=DEFAULT_MODEL))
+    store = MemoryStore()
+    outcome = client.extract(keyword_topic, run, store=store, token_budget=budget)
+    client.close()
+    assert llm_server.request_count == 1
+    assert [(c.chunk_index, [p["json_path"] for p in c.pointers]) for c in outcome.calls] == [
+        (0, ["$['messages'][0]['content']"]),
+        (1, ["$['messages'][3]['content']"]),
+    ]

@@ -167,6 +167,28 @@ def split_pointers(pointers: list[Any], topic_ids: list[str]) -> dict[str, list[
     return out
 
 
+def _by_window(request: Request, by_run: dict[str, list[Any]]) -> dict[tuple[str, str, int], list[Any]]:
+    """A reply's items (already by run) by (topic id, run id, window index) of the request's shares.
+    An item whose path is in none of its run's windows goes to that run's first window, so the
+    gate judges it once; items for a window are split among its topics by `split_pointers`."""
+    window_of = {(s.run_id, n.path): s.window_index for s in request.shares for n in s.nodes}
+    first_window: dict[str, int] = {}
+    for s in request.shares:
+        first_window.setdefault(s.run_id, s.window_index)
+    out: dict[tuple[str, str, int], list[Any]] = {}
+    for run_id, items in by_run.items():
+        per_window: dict[int, list[Any]] = {}
+        for item in items:
+            path = item.get("json_path") if isinstance(item, dict) else None
+            window = window_of.get((run_id, path), first_window[run_id]) if isinstance(path, str) else first_window[run_id]
+            per_window.setdefault(window, []).append(item)
+        for window, found in per_window.items():
+            asked = sorted({s.topic.topic_id for s in request.shares if s.run_id == run_id and s.window_index == window})
+            for topic_id, mine in split_pointers(found, asked).items():
+                out[(topic_id, run_id, window)] = mine
+    return out
+
+
 class PointerClient:
     """Asks one OpenAI-compatible endpoint for pointers: concurrently (`config.concurrency`), each
     chunk once for every topic that needs it, every answer stored as it arrives and applied in
@@ -332,16 +354,14 @@ class PointerClient:
         ids = request.topic_ids
         base = dict(model=cfg.model, prompt_version=PROMPT_VERSION, prompt_hash=request.prompt_hash)
         first = dict(run_id=request.run_id, chunk_index=request.window_index, chunk_count=request.window_count)
-        # Each run's answers by topic: a pointer goes to the run its node handle names.
-        answers: dict[tuple[str, str], list[Any]] = {}
+        # Each window's answers by topic: a pointer goes to the run its node handle names, and to
+        # the window of that run its node is in.
+        answers: dict[tuple[str, str, int], list[Any]] = {}
         if reply is not None:
             status, problem, fields = "ok", None, reply.record_fields()
             try:
                 by_run = resolve_handles(parse_reply(reply.text), request.handles, request.run_id)
-                for run_id in request.run_ids:
-                    asked = sorted({s.topic.topic_id for s in request.shares if s.run_id == run_id})
-                    for topic_id, items in split_pointers(by_run.get(run_id, []), asked).items():
-                        answers[(topic_id, run_id)] = items
+                answers = _by_window(request, by_run)
             except ReplyNotJSON as exc:
                 status, problem = "failed", str(exc)
                 if reply.finish_reason == "length":
@@ -371,7 +391,7 @@ class PointerClient:
                 key=share.key,
                 topic_id=share.topic.topic_id,
                 request_json=canonical_json({"request_key": request.key, "topic": topic_block_of(share.topic)}),
-                pointers=answers.get((share.topic.topic_id, share.run_id), []) if status == "ok" else [],
+                pointers=answers.get((share.topic.topic_id, share.run_id, share.window_index), []) if status == "ok" else [],
                 status=status,
                 error=problem,
                 attempts=attempts,

@@ -136,8 +136,6 @@ def build_request(
 ) -> Request:
     """The request that asks some windows (each a run and its shares there, in the order given)
     for their shares. `prefix_topics`: every topic of the sync's requests (the stable prefix)."""
-    if isinstance(parts, Run):  # the one-run form of earlier releases: build_request(run, shares, ...)
-        raise TypeError("build_request takes [(run, shares)], one entry per window")
     topic_ids = sorted({s.topic.topic_id for _, shares in parts for s in shares})
     topics = {s.topic.topic_id: s.topic for _, shares in parts for s in shares}
     shown: list[tuple[Run, list[Node]]] = []
