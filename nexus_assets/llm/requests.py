@@ -185,26 +185,32 @@ def plan_jobs(
     stored: list[Share] = []
     missing: dict[tuple[str, int], list[Share]] = {}
     runs: dict[str, Run] = {}
+    everyone: dict[str, Topic] = {}
     for run, topics in jobs:
         runs[run.run_id] = run
+        topics = list(topics)
+        everyone |= {t.topic_id: t for t in topics}
         for share in run_shares(run, topics, model=model, token_budget=token_budget):
             if answered(share.key):
                 stored.append(share)
             else:
                 missing.setdefault((share.run_id, share.window_index), []).append(share)
     order = sorted(missing)
-    prefix_topics = {s.topic.topic_id: s.topic for w in order for s in missing[w]}.values()
+    # The stable prefix names every topic of the jobs, asked or replayed: the same for every
+    # request, whichever topics a request (or a batch of runs) happens to need.
+    prefix_topics = [everyone[t] for t in sorted(everyone)]
+    asked = {s.topic.topic_id for w in order for s in missing[w]}
     # A node lists its topics when fewer than all of a request's admit it: counted whenever fewer
-    # than all of the sync's do, so a window's size is an upper bound wherever it is packed.
-    sizes = [window_bytes(runs[r], *_window_nodes(missing[(r, i)], len(prefix_topics))) for r, i in order]
+    # than all the topics asked do, so a window's size is an upper bound wherever it is packed.
+    sizes = [window_bytes(runs[r], *_window_nodes(missing[(r, i)], len(asked))) for r, i in order]
     requests = [
         build_request(
             [(runs[order[i][0]], missing[order[i]]) for i in group],
             model=model,
             max_output_tokens=max_output_tokens,
-            prefix_topics=list(prefix_topics),
+            prefix_topics=prefix_topics,
         )
-        for group in pack_windows(sizes, token_budget=packing_budget(token_budget, max_output_tokens, len(prefix_topics)))
+        for group in pack_windows(sizes, token_budget=packing_budget(token_budget, max_output_tokens, len(asked)))
     ]
     return stored, requests
 
