@@ -14,6 +14,8 @@ checkout ("after"), each with its own default settings. It reports, per side:
   ..._prefix_cached            the same, counting the system message once: what a provider that
                                caches prompt prefixes bills in full
   distinct_system_prompts      1 when every request begins with the same bytes
+  planned_...                  (this checkout) what `nexus plan` said before the sync: it should
+                               match what the stub received
 
 Wall time at real latency is requests / NEXUS_LLM_CONCURRENCY, so `requests` is also the time.
 
@@ -77,6 +79,21 @@ def text_in_scope(runs_dir: Path, topics_dir: Path) -> tuple[int, int]:
     return len(runs), chars
 
 
+def planned(runs_dir: Path, topics_dir: Path) -> dict:
+    """What `nexus plan` says this checkout's sync will send, before it is sent."""
+    from nexus_assets import settings
+    from nexus_assets.llm.chunking import token_budget_from_env
+    from nexus_assets.llm.client import LLMConfig
+    from nexus_assets.llm.planning import _NoCalls, current_runs, plan_topics
+    from nexus_assets.topics.files import read_topic_files
+
+    topics = [tf.topic for tf in read_topic_files(topics_dir) if tf.topic is not None]
+    env = {k: v for k, v in settings.load().as_env().items() if not k.startswith(("NEXUS_LLM", "OPENAI_"))}
+    config = LLMConfig(base_url="http://unused.invalid/v1", api_key="unused", model=DEFAULT_MODEL)
+    _, summary = plan_topics(topics, current_runs(runs_dir), config=config, store=_NoCalls(), token_budget=token_budget_from_env(env))
+    return {f"planned_{k}": summary[k] for k in ("requests_to_send", "chars_read", "chars_read_per_text_char", "cacheable_prefix_chars")}
+
+
 def checkout(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(HERE), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
@@ -87,6 +104,7 @@ def sync_once(source: Path, exports: list[Path], concurrency: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-llm-cost-") as tmp:
         runs, topics = make_project(Path(tmp), exports)
         conversations, text_chars = text_in_scope(runs, topics)
+        plan = planned(runs, topics) if source == HERE else {}
         with FakeOpenAIServer() as server:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("NEXUS_", "OPENAI_"))}
             env |= dict(
@@ -122,6 +140,7 @@ def sync_once(source: Path, exports: list[Path], concurrency: int) -> dict:
         "system_prompt_chars": prefix,
         "distinct_system_prompts": distinct,
         "largest_request_chars": max(chars, default=0),
+        **plan,  # this checkout only: `nexus plan`'s figures, made before anything was sent
     }
 
 
