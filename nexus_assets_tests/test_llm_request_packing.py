@@ -4,7 +4,6 @@ in every request of a sync, and `nexus plan` saying all of it before anything is
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
