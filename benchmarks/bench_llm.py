@@ -4,7 +4,8 @@ Generates deterministic Nexus runs (one chunk each) and topics that all admit ev
 the project's stub server (nexus_assets_tests/llm_server.py) on 127.0.0.1 answering every request
 after `--latency` seconds, and runs one `nexus sync --extractor openai` in a subprocess. It reports:
 
-  requests per distinct chunk   requests received / distinct (run, chunk) texts sent (target <= 1.1)
+  requests per distinct chunk   requests received / distinct request texts sent (target <= 1.1;
+                                since prompt v3 a request may carry several runs' chunks)
   speedup over sequential       (requests x latency) / wall time of the LLM phase (first request
                                 in to last reply out): what strictly sequential calls would take,
                                 over what they took (target >= 8 at NEXUS_LLM_CONCURRENCY=16)
@@ -13,7 +14,7 @@ after `--latency` seconds, and runs one `nexus sync --extractor openai` in a sub
 `--source DIR` runs another checkout's code (e.g. a worktree of an earlier commit) against the
 same stub and data, so before and after are measured in one run:
 
-    python benchmarks/bench_llm.py --runs 160 --topics 3 --latency 2 --concurrency 16 [--json]
+    python benchmarks/bench_llm.py --runs 160 --topics 3 --latency 2 --concurrency 16 --token-budget 100 [--json]
     git worktree add /tmp/before <commit>
     python benchmarks/bench_llm.py --runs 20 --source /tmp/before   # fewer runs: it is sequential
 """
@@ -75,7 +76,8 @@ class Timed:
     def __call__(self, body):
         now = time.monotonic()
         user = body["messages"][-1]["content"]
-        fragment = next(line for line in user.splitlines() if line.startswith('{"nodes"'))
+        # The fragment's line: '{"runs"' since prompt v3, '{"nodes"' before.
+        fragment = next(line for line in user.splitlines() if line.startswith(('{"runs"', '{"nodes"')))
         with self.lock:
             self.first_in = now if self.first_in is None else min(self.first_in, now)
             self.chunks.add(fragment)
@@ -126,6 +128,8 @@ def run_once(args, source: Path) -> dict:
                 NEXUS_LLM_CONCURRENCY=str(args.concurrency),
                 PYTHONPATH=str(source),
             )
+            if args.token_budget:
+                env["NEXUS_LLM_TOKEN_BUDGET"] = str(args.token_budget)
             started = time.monotonic()
             proc = subprocess.run(
                 [sys.executable, "-m", "nexus_assets.cli", *p.sync_args(), "--extractor", "openai", "--json"],
@@ -166,6 +170,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=2.0, help="seconds each request takes at the stub")
     parser.add_argument("--concurrency", type=int, default=16, help="NEXUS_LLM_CONCURRENCY")
     parser.add_argument("--source", type=Path, default=HERE, help="the checkout whose nexus_assets runs")
+    parser.add_argument(
+        "--token-budget", type=int, default=None,
+        help="NEXUS_LLM_TOKEN_BUDGET; since prompt v3 these short runs all share a few requests at the "
+        "defaults, so measure concurrency with one run a request: --token-budget 100",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not (args.source / "nexus_assets").is_dir():

@@ -179,7 +179,11 @@ def _define() -> type[BaseSettings]:
         openai_base_url: str | None = env("OPENAI_BASE_URL")
         openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"), repr=False)
         llm_model: str | None = env("NEXUS_LLM_MODEL")
-        llm_token_budget: str = env("NEXUS_LLM_TOKEN_BUDGET", "3000", "source tokens per request")
+        llm_token_budget: str | None = env(
+            "NEXUS_LLM_TOKEN_BUDGET", None, "source tokens per request (unset: from NEXUS_LLM_CONTEXT_TOKENS and NEXUS_LLM_MAX_OUTPUT_TOKENS)"
+        )
+        llm_context_tokens: str = env("NEXUS_LLM_CONTEXT_TOKENS", "128000", "the model's context window in tokens; sizes each request")
+        llm_max_output_tokens: str = env("NEXUS_LLM_MAX_OUTPUT_TOKENS", "2048", "a reply's length limit in tokens; sizes each request too")
         llm_concurrency: str = env("NEXUS_LLM_CONCURRENCY", "8")
         llm_timeout: str = env("NEXUS_LLM_TIMEOUT", "120")
         llm_max_reply_bytes: str = env("NEXUS_LLM_MAX_REPLY_BYTES", "1000000")

@@ -416,11 +416,22 @@ def llm_server() -> Iterator[FakeOpenAIServer]:
 
 
 def request_topics_and_fragment(body: dict) -> tuple[list[str], dict]:
-    """The topic ids and the source fragment of a pointer request (prompt v2)."""
+    """The topic ids a pointer request asks, and its fragment flattened: {"nodes": [{"node",
+    "json_path", "type", "text"[, "topics"]}]}, every run's nodes in order. Prompt v3 shows
+    handles, so "json_path" is the handle too (a reply may name the node by either key); a v2
+    request (an earlier checkout, for the benchmarks) shows paths, and its nodes have no "node"."""
+    from nexus_assets.llm.prompt import ASKED_PREFIX, FRAGMENT_PREFIX
+
     user = body["messages"][-1]["content"].splitlines()
-    topics = [line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: ")]
-    marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
-    return topics, json.loads(user[marker + 1])
+    asked = [line[len(ASKED_PREFIX):] for line in user if line.startswith(ASKED_PREFIX)]
+    if not asked:  # prompt v2
+        topics = [line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: ")]
+        marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
+        return topics, json.loads(user[marker + 1])
+    topics = json.loads(f"[{asked[0]}]")
+    fragment = json.loads(user[user.index(FRAGMENT_PREFIX) + 1])
+    nodes = [{**node, "json_path": node["node"]} for run in fragment["runs"] for node in run]
+    return topics, {"nodes": nodes}
 
 
 def first_sentences(lies: Callable[[str, str, str], list] | None = None) -> Handler:
@@ -432,9 +443,10 @@ def first_sentences(lies: Callable[[str, str, str], list] | None = None) -> Hand
         topics, fragment = request_topics_and_fragment(body)
         pointers = []
         for node in fragment["nodes"]:
-            path, first = node["json_path"], sentences(node["text"])[0]
+            key = "node" if "node" in node else "json_path"  # a v2 request shows paths
+            path, first = node[key], sentences(node["text"])[0]
             for topic_id in node.get("topics", topics):
-                pointers.append({"topic_id": topic_id, "json_path": path, "verbatim_quote": first})
+                pointers.append({"topic_id": topic_id, key: path, "verbatim_quote": first})
                 pointers += lies(topic_id, path, first) if lies else []
         return {"extracted_pointers": pointers}
 

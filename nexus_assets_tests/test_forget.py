@@ -254,7 +254,7 @@ def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_repli
     p = empty_project
     p.write_topic("garden", keywords=["vault"])
     secret = ["The vault holds the walled garden plan for Elm Street.", "Our vault key is taped under the blue bench."]
-    p.write_run("keep.json", nexus_run("run-keep", [("user", "The vault keeps history forever.")]))
+    p.write_run("keep.json", nexus_run("run-a-keep", [("user", "The vault keeps history forever.")]))
     p.write_run("drop.json", nexus_run("run-drop", [("user", " ".join(secret)), ("assistant", "Noted: the vault plan stays private.")]))
     secret.append("Noted: the vault plan stays private.")
 
@@ -273,7 +273,9 @@ def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_repli
     with FakeOpenAIServer(handler=model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         run_json(capsys, *p.sync_args(), "--extractor", "openai")
-        assert server.request_count == 2
+        # Both small runs in one request, filed under its first run (run-a-keep): forgetting
+        # run-drop must erase that shared request as well.
+        assert server.request_count == 1
     # Before: the run's text is in each of the places this test is about, not only in bricks.
     with Vault.open(p.db, read_only=True) as v:
         # A request (with its raw reply) is stored once per chunk; each topic's answer (the quotes) per call.
@@ -293,6 +295,8 @@ def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_repli
         assert v.conn.execute("SELECT count(*) FROM rejections WHERE run_id = 'run-drop'").fetchone() == (0,)
         for table in ("llm_calls", "llm_requests"):
             assert v.conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'run-drop'").fetchone() == (0,)
-            assert v.conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'run-keep'").fetchone() == (1,), "other runs' calls stay"
+        assert v.conn.execute("SELECT count(*) FROM llm_calls WHERE run_id = 'run-a-keep'").fetchone() == (1,), "other runs' answers stay"
+        # The request that carried both runs held run-drop's text: it is gone, whichever run it is filed under.
+        assert v.conn.execute("SELECT count(*) FROM llm_requests").fetchone() == (0,)
     assert bytes_containing(places, secret) == []
     assert [b["content"] for b in run_json(capsys, *p.cli_args(), "bricks", "garden")] == ["The vault keeps history forever."]

@@ -173,11 +173,10 @@ def test_an_altered_manifest_history_refuses_the_seal(empty_project: Project, ca
 
 def honest_model(body: dict) -> dict:
     """Points at every node it is shown, verbatim."""
-    user = body["messages"][-1]["content"].splitlines()
-    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: "))
-    marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
-    nodes = json.loads(user[marker + 1])["nodes"]
-    return {"extracted_pointers": [{"topic_id": topic_id, "json_path": n["json_path"], "verbatim_quote": n["text"]} for n in nodes]}
+    from nexus_assets_tests.llm_server import request_topics_and_fragment
+
+    (topic_id,), fragment = request_topics_and_fragment(body)
+    return {"extracted_pointers": [{"topic_id": topic_id, "node": n["node"], "verbatim_quote": n["text"]} for n in fragment["nodes"]]}
 
 
 def test_runs_the_extractor_never_answered_for_refuse_the_seal(empty_project: Project, capsys, monkeypatch):
@@ -195,6 +194,7 @@ def test_runs_the_extractor_never_answered_for_refuse_the_seal(empty_project: Pr
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
     monkeypatch.setenv("NEXUS_LLM_CONCURRENCY", "1")  # the scripted replies go to requests in arrival order
+    monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", "32")  # one run a request: run-a's fails, run-b's does not
     with FakeOpenAIServer(handler=honest_model) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         server.script(*[ErrorReply(500)] * 5)  # run-a's call outlasts every retry; the sync still succeeds

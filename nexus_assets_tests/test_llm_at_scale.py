@@ -5,6 +5,7 @@ server does (rate limits, a trickle, a flood) hangs a sync or poisons the vault.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -31,6 +32,7 @@ from nexus_assets_tests.llm_server import (
 from nexus_assets_tests.project import Project, nexus_run
 
 TOPICS = ("alpha", "beta", "gamma")
+ONE_RUN_A_REQUEST = "80"
 
 
 def write_runs(p: Project, count: int, *, start: int = 0) -> None:
@@ -52,6 +54,9 @@ def scale_project(empty_project: Project, monkeypatch) -> Project:
     write_runs(p, 12)
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    # Room for one of these runs a request, not two: these tests count requests per run (how
+    # small runs share a request is test_llm_request_packing's subject).
+    monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", ONE_RUN_A_REQUEST)
     return p
 
 
@@ -110,6 +115,7 @@ def test_a_chunk_is_sent_once_for_every_topic_that_needs_it(scale_project, capsy
 def test_concurrency_1_and_16_give_byte_identical_bricks_and_manifests(empty_project, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", ONE_RUN_A_REQUEST)
     seen = []
     for concurrency in ("1", "16"):
         p = Project(tmp_path / f"c{concurrency}")
@@ -132,7 +138,7 @@ def test_concurrency_1_and_16_give_byte_identical_bricks_and_manifests(empty_pro
 def _shuffled_latency(model):
     def answer(body):
         _, fragment = request_topics_and_fragment(body)
-        index = int(fragment["run_id"].rsplit("-", 1)[1])
+        index = int(re.search(r"\d+", fragment["nodes"][0]["text"]).group())  # "The vault {i} is ..."
         time.sleep(0.02 * (20 - index % 20))
         return model(body)
 

@@ -18,7 +18,7 @@ from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.core.paths import resolve_string
 from nexus_assets.gate.rules import validate_pointers
 from nexus_assets.ingest.formats.nexus import nexus_run
-from nexus_assets.llm.chunking import chunk_nodes, estimate_tokens
+from nexus_assets.llm.chunking import FRAGMENT_ENVELOPE_BYTES, chunk_nodes, estimate_tokens, window_bytes
 from nexus_assets.llm.client import (
     CacheMiss,
     CallRecord,
@@ -38,9 +38,11 @@ from nexus_assets.llm.prompt import (
     build_fragment,
     render_fragment,
     render_messages,
+    shown_fragment,
 )
 from nexus_assets.llm.requests import run_shares, share_key
 from nexus_assets_tests.llm_server import (
+    request_topics_and_fragment,
     DEFAULT_MODEL,
     ErrorReply,
     FakeOpenAIServer,
@@ -445,12 +447,12 @@ def test_key_is_stable():
     assert _key(run=nexus_run(reordered)) == key
     assert _key(run=make_run(run_id="run-2")) != key and _key() == key
     run = make_run()
-    messages = render_messages(TOPIC, run.run_id, build_fragment(run, run.nodes))
+    messages = render_messages(TOPIC, run, run.nodes)
     assert call_key("m", PROMPT_VERSION, messages) == call_key("m", PROMPT_VERSION, json.loads(json.dumps(messages)))
     # The fragment is rendered canonically: the caller's dict order does not matter.
-    fragment = build_fragment(run, run.nodes)
-    shuffled = {"nodes": [dict(reversed(list(n.items()))) for n in fragment["nodes"]], "run_id": fragment["run_id"]}
-    assert render_messages(TOPIC, run.run_id, shuffled) == render_messages(TOPIC, run.run_id, fragment)
+    fragment, _ = shown_fragment([(run, run.nodes)])
+    shuffled = {"runs": [[dict(reversed(list(n.items()))) for n in nodes] for nodes in fragment["runs"]]}
+    assert render_fragment(shuffled) == render_fragment(fragment)
 
 
 @pytest.mark.parametrize(
@@ -474,7 +476,7 @@ def test_key_changes_with_every_input(change):
     elif change == "prompt_version":
         run = make_run()
         assert share_key(DEFAULT_MODEL, TOPIC, run, run.nodes) == base
-        changed = share_key(DEFAULT_MODEL, TOPIC, run, run.nodes, prompt_version="pointer-v3")
+        changed = share_key(DEFAULT_MODEL, TOPIC, run, run.nodes, prompt_version="pointer-v4")
     elif change in ("scope_description", "exclusion_criteria"):
         value = "Only the vault." if change == "scope_description" else ("Jokes",)
         topic = TOPIC.model_copy(update={"extraction_policy": policy.model_copy(update={change: value})})
@@ -505,34 +507,35 @@ def test_changed_model_with_the_same_store_calls_again(server):
 
 def test_prompt_carries_the_topic_and_the_fragment():
     run = make_run()
-    fragment = build_fragment(run, run.nodes[1:3])
-    system, user = render_messages(TOPIC, run.run_id, fragment)
-    assert system == {"role": "system", "content": SYSTEM_PROMPT}
+    system, user = render_messages(TOPIC, run, run.nodes[1:3])
+    assert system["content"].startswith(SYSTEM_PROMPT)
+    for needle in (TOPIC.topic_id, TOPIC.display_name, TOPIC.extraction_policy.scope_description, "- General pleasantries"):
+        assert needle in system["content"]
     text = user["content"]
-    for needle in (TOPIC.topic_id, TOPIC.display_name, TOPIC.extraction_policy.scope_description, "- General pleasantries", "run-1"):
-        assert needle in text
-    (line,) = [line for line in text.splitlines() if line.startswith('{"nodes"')]
+    # Prompt v3: the node is shown by a handle, never by its JSON path; the run id is not shown.
+    assert "$[" not in text and "run-1" not in text
+    (line,) = [line for line in text.splitlines() if line.startswith('{"runs"')]
     assert json.loads(line) == {
-        "run_id": "run-1",
-        "nodes": [
-            {"json_path": "$['messages'][1]['content']", "type": "assistant_message", "text": MESSAGES[1][1]},
-            {"json_path": "$['messages'][2]['content']", "type": "user_message", "text": MESSAGES[2][1]},
+        "runs": [
+            [
+                {"node": "r1n1", "type": "assistant_message", "text": MESSAGES[1][1]},
+                {"node": "r1n2", "type": "user_message", "text": MESSAGES[2][1]},
+            ]
         ],
     }
     assert '{"extracted_pointers": []}' in SYSTEM_PROMPT
-    for rule in ("verbatim", "paraphras", "merge", "inference", "smallest", "offsets"):
+    for rule in ("verbatim", "paraphrase", "join", "inference", "smallest", "offsets"):
         assert rule in SYSTEM_PROMPT
 
 
 def test_the_prompt_example_passes_the_gate():
     # The worked example must itself obey the rules it teaches.
-    start = SYSTEM_PROMPT.index("Example request:")
-    fragment = json.loads(next(l for l in SYSTEM_PROMPT[start:].splitlines() if l.startswith('{"nodes"')))
-    reply = parse_reply(SYSTEM_PROMPT[SYSTEM_PROMPT.index("Example reply:") :])
-    document = {"messages": [{"content": n["text"]} for n in fragment["nodes"]]}
+    start = SYSTEM_PROMPT.index("Example, ")
+    fragment = json.loads(next(l for l in SYSTEM_PROMPT[start:].splitlines() if l.startswith('{"runs"')))
+    reply = parse_reply(SYSTEM_PROMPT[SYSTEM_PROMPT.index("Reply:\n") :])
+    nodes = {n["node"]: n["text"] for run in fragment["runs"] for n in run}
     for pointer in reply:
-        _, node = resolve_string(document, pointer["json_path"])
-        assert pointer["verbatim_quote"] in node
+        assert pointer["verbatim_quote"] in nodes[pointer["node"]]
 
 
 # parse_reply
@@ -588,6 +591,15 @@ def test_estimate_tokens():
     assert [estimate_tokens(t) for t in ("", "abcd", "abcde", "\u540c\u6b65")] == [0, 1, 2, 2]
 
 
+def counted_tokens(run, nodes):
+    """The tokens chunking counts for some nodes of a run: never fewer than the request shows."""
+    return -(-(FRAGMENT_ENVELOPE_BYTES + window_bytes(run, nodes)) // 4)
+
+
+def shown_tokens(run, nodes):
+    return estimate_tokens(render_fragment(shown_fragment([(run, nodes)])[0]))
+
+
 def test_chunks_respect_the_budget_and_keep_whole_run_paths():
     run = _long_run([5, 40, 12, 60, 3, 25, 25, 8, 70, 2])
     budget = 120
@@ -595,9 +607,8 @@ def test_chunks_respect_the_budget_and_keep_whole_run_paths():
     assert len(chunks) > 2
     assert [n for chunk in chunks for n in chunk] == list(run.nodes)  # order kept, nothing lost
     for chunk in chunks:
-        rendered = render_fragment(build_fragment(run, chunk))
-        assert estimate_tokens(rendered) <= budget or len(chunk) == 1
-        for node in json.loads(rendered)["nodes"]:
+        assert shown_tokens(run, chunk) <= counted_tokens(run, chunk) <= budget or len(chunk) == 1
+        for node in build_fragment(run, chunk)["nodes"]:
             _, text = resolve_string(run.document, node["json_path"])
             assert text == node["text"]
     later = build_fragment(run, chunks[-1])["nodes"][0]["json_path"]
@@ -613,7 +624,7 @@ def test_an_oversized_node_is_its_own_chunk():
 
 def test_chunking_is_greedy_and_exact_at_the_boundary():
     run = _long_run([10, 10, 10])
-    whole = estimate_tokens(render_fragment(build_fragment(run, run.nodes)))
+    whole = counted_tokens(run, run.nodes)
     assert chunk_nodes(run, list(run.nodes), token_budget=whole) == [list(run.nodes)]
     assert len(chunk_nodes(run, list(run.nodes), token_budget=whole - 1)) == 2
     assert chunk_nodes(run, [], token_budget=10) == []
@@ -633,21 +644,20 @@ def test_chunking_properties(lengths, budget, text):
     assert [n for c in chunks for n in c] == list(run.nodes)
     for chunk in chunks:
         assert chunk
-        assert len(chunk) == 1 or estimate_tokens(render_fragment(build_fragment(run, chunk))) <= budget
+        assert shown_tokens(run, chunk) <= counted_tokens(run, chunk)
+        assert len(chunk) == 1 or counted_tokens(run, chunk) <= budget
     # Greedy: merging a chunk with the next node would have broken the budget.
     for chunk, following in zip(chunks, chunks[1:]):
-        merged = estimate_tokens(render_fragment(build_fragment(run, chunk + following[:1])))
-        assert merged > budget
+        assert counted_tokens(run, chunk + following[:1]) > budget
 
 
 def test_extract_sends_one_request_per_chunk_and_keeps_chunk_order(server):
     run = _long_run([5, 40, 12, 60, 3, 25])
 
     def first_node_of_fragment(body):
-        user = body["messages"][-1]["content"]
-        fragment = json.loads(next(l for l in user.splitlines() if l.startswith('{"nodes"')))
+        _, fragment = request_topics_and_fragment(body)
         node = fragment["nodes"][0]
-        return pointers_reply([{"topic_id": TOPIC.topic_id, "json_path": node["json_path"], "verbatim_quote": node["text"][:2]}])
+        return pointers_reply([{"topic_id": TOPIC.topic_id, "node": node["node"], "verbatim_quote": node["text"][:2]}])
 
     server.handler = first_node_of_fragment
     outcome = make_client(server).extract(TOPIC, run, store=MemoryStore(), token_budget=80)
@@ -757,7 +767,7 @@ def test_reply_schemas_are_derived_from_the_reply_models():
     from nexus_assets.llm.schema import reply_schema
 
     items = POINTER_SCHEMA["properties"]["extracted_pointers"]["items"]
-    assert items["required"] == ["topic_id", "json_path", "verbatim_quote"] and items["additionalProperties"] is False
+    assert items["required"] == ["topic_id", "node", "verbatim_quote"] and items["additionalProperties"] is False
     assert "$defs" not in json.dumps(POINTER_SCHEMA) and "title" not in json.dumps(POINTER_SCHEMA)
     topic = TOPICS_SCHEMA["properties"]["topics"]["items"]
     assert topic["required"] == ["topic_id", "display_name", "scope_description", "required_keywords"]

@@ -19,6 +19,7 @@ from nexus_assets_tests.llm_server import (
     ErrorReply,
     FakeOpenAIServer,
     Reply,
+    request_topics_and_fragment,
 )
 from nexus_assets_tests.project import Project, nexus_run
 
@@ -36,10 +37,10 @@ HOSTILE_REASONS = [
 
 
 def fragment_of(body: dict) -> tuple[str, dict]:
-    user = body["messages"][-1]["content"].splitlines()
-    topic_id = next(line.split(": ", 1)[1] for line in user if line.startswith("- Topic id: "))
-    marker = next(i for i, line in enumerate(user) if line.startswith("Source JSON fragment"))
-    return topic_id, json.loads(user[marker + 1])
+    """The topic a request asks and its nodes, each named by its handle (prompt v3)."""
+    topics, fragment = request_topics_and_fragment(body)
+    (topic_id,) = topics
+    return topic_id, fragment
 
 
 def answering(lies: Callable[[str, str, str], list]) -> Callable[[dict], dict]:
@@ -60,7 +61,7 @@ hostile_model = answering(
     lambda topic_id, path, first: [
         {"topic_id": topic_id, "json_path": path, "verbatim_quote": "In other words, " + first.lower()},
         {"topic_id": topic_id, "json_path": "$.messages[99].content", "verbatim_quote": first},
-        {"topic_id": topic_id, "json_path": path.rsplit("[", 1)[0], "verbatim_quote": first},
+        {"topic_id": topic_id, "json_path": "$['messages'][0]", "verbatim_quote": first},  # a real path, not to a string
         {"topic_id": topic_id, "json_path": "$..content", "verbatim_quote": first},
         {"topic_id": topic_id, "json_path": path, "verbatim_quote": "  "},
         {"topic_id": "some-other-topic", "json_path": path, "verbatim_quote": first},
@@ -78,6 +79,8 @@ def llm_project(empty_project: Project, monkeypatch) -> Project:
     p.write_run("b.json", nexus_run("run-b", [("user", "Our vault lives in DuckDB. One writer at a time."), ("user", "Unrelated small talk.")], status="OPEN"))
     monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
     monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    # Room for one of these runs a request, not both: these tests count requests and calls per run.
+    monkeypatch.setenv("NEXUS_LLM_TOKEN_BUDGET", "64")
     return p
 
 
@@ -330,7 +333,9 @@ def test_a_sync_that_fixes_a_bad_file_and_gets_new_answers_deletes_no_record(llm
         topic_file.write_text(topic_file.read_text(encoding="utf-8").replace("Everything about", "All that is known about"), encoding="utf-8")
         rounds["n"] = 2
         sync(p, capsys)
-        assert server.request_count == first_requests + 3, "the changed scope asks again, and the fixed run is asked"
+        # Three runs' answers asked again; the two small ones (run-b's one node in scope, the fixed
+        # run-c) share a request.
+        assert server.request_count == first_requests + 2, "the changed scope asks again, and the fixed run is asked"
     after = vault_tables(p.db)
 
     assert set(after) >= set(before), "no table is dropped"

@@ -114,7 +114,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
-    p.add_argument("--token-budget", type=positive_int, default=None, help="source tokens per call (default $NEXUS_LLM_TOKEN_BUDGET, else 3000)")
+    p.add_argument("--token-budget", type=positive_int, default=None, help="source tokens per request (default $NEXUS_LLM_TOKEN_BUDGET, else what $NEXUS_LLM_CONTEXT_TOKENS and $NEXUS_LLM_MAX_OUTPUT_TOKENS allow)")
     p.add_argument("--explain-cache", action="store_true", help="per run and topic: cached or will call, and why")
     _handler(p, "plan:cmd_plan")
     p = sub.add_parser("calls", parents=[common], help="the audit trail of LLM calls")

@@ -44,7 +44,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
     runs = current_runs(runs_dir)
     try:
-        # As a sync would chunk: the option, else NEXUS_LLM_TOKEN_BUDGET, else 3000.
+        # As a sync would chunk: the option, else NEXUS_LLM_TOKEN_BUDGET, else what the context leaves.
         budget = token_budget_from_env(env) if args.token_budget is None else args.token_budget
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -73,11 +73,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     vetoing = [t for t in selected if t.semantic_veto]
     if vetoing:
         data["semantic_veto"] = _plan_veto(args, vetoing, runs, config)
-    lines = [f"model {config.model}, {budget} source tokens per call; nothing was sent"]
+    lines = [f"model {config.model}, {budget} source tokens per request; nothing was sent"]
     if default_model:
         lines[0] = (
             f"model {config.model} (a default: NEXUS_LLM_MODEL is not set; set it to plan for the model you will use), "
-            f"{budget} source tokens per call; nothing was sent"
+            f"{budget} source tokens per request; nothing was sent"
         )
     for p in plans:
         cost = f"${p.cost_usd:.4f}" if p.cost_usd is not None else "cost unknown (set NEXUS_PRICE_IN_PER_MTOK/NEXUS_PRICE_OUT_PER_MTOK)"
@@ -94,6 +94,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"each chunk is sent once with every topic that needs it); ~{summary['input_tokens_to_send']} input + "
         f"~{summary['output_tokens_to_send']} output tokens; {total}"
     )
+    if summary["requests_to_send"]:
+        lines.append(
+            f"read: {summary['requests_to_send']} requests for {summary['text_chars']:,} characters of text in "
+            f"{summary['runs_to_send']} runs ({summary['requests_per_run']} a run); the model reads "
+            f"{summary['chars_read_per_text_char']} characters per character of text, "
+            f"{summary['chars_read_per_text_char_prefix_cached']} where the provider caches the "
+            f"{summary['cacheable_prefix_chars']:,}-character prefix (~{summary['cacheable_prefix_tokens']} tokens) "
+            "that every request begins with"
+        )
     for v in data.get("semantic_veto", []):
         at_most = v["veto_questions_at_most"]
         per = f"${v['veto_cost_per_question_usd']:.6f}" if v["veto_cost_per_question_usd"] is not None else "cost unknown"

@@ -64,7 +64,7 @@ class ExtractorResource(dg.ConfigurableResource):
     base_url: str | None = Field(default=None, description="Overrides OPENAI_BASE_URL.")
     replay_only: bool = Field(default=False, description="Fail on a cache miss instead of calling the model.")
     token_budget: int | None = Field(
-        default=None, description="Source tokens per call (NEXUS_LLM_TOKEN_BUDGET, else 3000); larger runs are chunked."
+        default=None, description="Source tokens per request (NEXUS_LLM_TOKEN_BUDGET, else what NEXUS_LLM_CONTEXT_TOKENS and NEXUS_LLM_MAX_OUTPUT_TOKENS allow); larger runs are chunked, small ones share a request."
     )
     concurrency: int | None = Field(default=None, ge=1, description="Requests in flight at once (NEXUS_LLM_CONCURRENCY, else 8).")
     max_cost_usd: float | None = Field(

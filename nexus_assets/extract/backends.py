@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION, candidate_pointers, keep_relevant
-from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET
+from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, LEGACY_TOKEN_BUDGET
 from nexus_assets.llm.client import (
     CallRecord,
     CallStore,
@@ -174,11 +174,14 @@ class OpenAIExtractor:
 
     @property
     def legacy_identities(self) -> tuple[str, ...]:
-        """Identities of earlier prompts whose extractions are still replayed, not asked again."""
-        return tuple(self._identity(v) for v in LEGACY_PROMPT_VERSIONS)
+        """Identities of earlier prompts whose extractions are still replayed, not asked again: made
+        with this token budget, or with the 3000 every sync used before the budget followed the
+        model's context."""
+        budgets = dict.fromkeys((self.token_budget, LEGACY_TOKEN_BUDGET))
+        return tuple(self._identity(v, b) for v in LEGACY_PROMPT_VERSIONS for b in budgets)
 
-    def _identity(self, prompt_version: str) -> str:
-        return f"openai:{self.config.model}:{prompt_version}:{self.token_budget}"
+    def _identity(self, prompt_version: str, token_budget: int | None = None) -> str:
+        return f"openai:{self.config.model}:{prompt_version}:{token_budget or self.token_budget}"
 
     def extract(self, topic: Topic, run: Run) -> Extraction:
         return self.extract_runs(topic, [run])[run.run_id]

@@ -11,6 +11,7 @@ from nexus_assets.core.models import COMPILED_STATES, Topic
 from nexus_assets.extract.backends import Extractor, extraction_key
 from nexus_assets.extract.records import ExtractionRecords
 from nexus_assets.ingest.records import RunRecords
+from nexus_assets.llm.chunking import RUNS_PER_EXTRACTION
 from nexus_assets.topics.records import TopicRecords
 from nexus_assets.vault.records import RunVersion
 
@@ -53,8 +54,8 @@ def extract_phase(vault: ExtractStores, topic: Topic, extractor: Extractor, *, p
     companions = _companion_topics(vault, topic) if getattr(extractor, "shares_requests", False) else []
     keys = {rv: extraction_key(extractor, topic, rv.version_id) for rv in todo}
     step = max(25, len(todo) // 10)
-    for start in range(0, len(todo), 200):
-        chunk = todo[start : start + 200]
+    for start in range(0, len(todo), RUNS_PER_EXTRACTION):
+        chunk = todo[start : start + RUNS_PER_EXTRACTION]
         runs = vault.runs.load_run_nodes(chunk)
         lacking = {t.topic_id: _answered(vault, extractor, t, chunk) for t in companions}
         asked_with = {rv.run_id: tuple(t for t in companions if rv not in lacking[t.topic_id]) for rv in chunk}

@@ -199,6 +199,14 @@ class ForgettingRecords(Records):
                 self.conn.execute(f"DELETE FROM {table} WHERE {where}", params)
             removed[table] = removed.get(table, 0) + n
 
+        # A request may carry several runs' text (prompt v3 packs small runs together) and names
+        # only its first run: every request any of these runs' answers came from goes too (the
+        # other runs keep their answers; only the record of the shared request is lost).
+        delete(
+            "llm_requests",
+            "request_key IN (SELECT request_key FROM llm_calls WHERE run_id IN (SELECT unnest(?)) AND request_key IS NOT NULL)",
+            [ids],
+        )
         for table in RUN_TABLES:
             delete(table, "run_id IN (SELECT unnest(?))", [ids])
         # (shas were read from `runs` above, before its rows went.)

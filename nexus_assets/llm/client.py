@@ -33,7 +33,8 @@ from nexus_assets.llm.replies import (
     parse_reply,
     response_formats,
 )
-from nexus_assets.llm.requests import Request, call_key, plan_requests, prompt_hash
+from nexus_assets.llm.handles import resolve_handles
+from nexus_assets.llm.requests import Request, call_key, plan_jobs, prompt_hash
 from nexus_assets.llm.transport import ChatReply, ChatTransport, Fatal, TransportError
 
 # Re-exported: what callers have always imported from here.
@@ -166,6 +167,28 @@ def split_pointers(pointers: list[Any], topic_ids: list[str]) -> dict[str, list[
     return out
 
 
+def _by_window(request: Request, by_run: dict[str, list[Any]]) -> dict[tuple[str, str, int], list[Any]]:
+    """A reply's items (already by run) by (topic id, run id, window index) of the request's shares.
+    An item whose path is in none of its run's windows goes to that run's first window, so the
+    gate judges it once; items for a window are split among its topics by `split_pointers`."""
+    window_of = {(s.run_id, n.path): s.window_index for s in request.shares for n in s.nodes}
+    first_window: dict[str, int] = {}
+    for s in request.shares:
+        first_window.setdefault(s.run_id, s.window_index)
+    out: dict[tuple[str, str, int], list[Any]] = {}
+    for run_id, items in by_run.items():
+        per_window: dict[int, list[Any]] = {}
+        for item in items:
+            path = item.get("json_path") if isinstance(item, dict) else None
+            window = window_of.get((run_id, path), first_window[run_id]) if isinstance(path, str) else first_window[run_id]
+            per_window.setdefault(window, []).append(item)
+        for window, found in per_window.items():
+            asked = sorted({s.topic.topic_id for s in request.shares if s.run_id == run_id and s.window_index == window})
+            for topic_id, mine in split_pointers(found, asked).items():
+                out[(topic_id, run_id, window)] = mine
+    return out
+
+
 class PointerClient:
     """Asks one OpenAI-compatible endpoint for pointers: concurrently (`config.concurrency`), each
     chunk once for every topic that needs it, every answer stored as it arrives and applied in
@@ -286,29 +309,24 @@ class PointerClient:
         cfg = self.config
         result = ExtractionBatch()
         runs: dict[str, Run] = {}
-        requests: list[Request] = []
+        asked_for: list[tuple[Run, list[Topic]]] = []
+        answered = lambda key: (r := store.get(key)) is not None and r.status == "ok"  # noqa: E731
         for job in jobs:
             runs[job.run.run_id] = job.run
             topics = [job.topic, *job.companions]
             for t in topics:
                 result.outcomes[(t.topic_id, job.run.run_id)] = ExtractionOutcome()
-            stored, asked = plan_requests(
-                job.run,
-                topics,
-                model=cfg.model,
-                token_budget=token_budget,
-                max_output_tokens=cfg.max_output_tokens,
-                answered=lambda key: (r := store.get(key)) is not None and r.status == "ok",
-            )
-            if replay_only:
-                missing = [s for r in asked for s in r.shares if s.topic.topic_id == job.topic.topic_id]
-                if missing:
-                    raise CacheMiss(missing[0].key, job.topic, job.run)
-                asked = []  # companions are asked by their own step
-            for share in stored:
-                record = store.get(share.key).model_copy(update={"cached": True})
-                result.outcomes[(share.topic.topic_id, share.run_id)].calls.append(record)
-            requests += asked
+            asked_for.append((job.run, topics if not replay_only else [job.topic]))
+        # Every run's windows at once: small ones share a request (llm.requests.plan_jobs).
+        stored, requests = plan_jobs(
+            asked_for, model=cfg.model, token_budget=token_budget, max_output_tokens=cfg.max_output_tokens, answered=answered
+        )
+        if replay_only and requests:
+            share = requests[0].shares[0]
+            raise CacheMiss(share.key, share.topic, share.run_id)
+        for share in stored:
+            record = store.get(share.key).model_copy(update={"cached": True})
+            result.outcomes[(share.topic.topic_id, share.run_id)].calls.append(record)
         result.requests = len(requests)
         if requests:
             if batch:
@@ -334,19 +352,16 @@ class PointerClient:
         """Store one request's outcome (the request once, an answer per topic) and note it."""
         cfg = self.config
         ids = request.topic_ids
-        base = dict(
-            run_id=request.run_id,
-            model=cfg.model,
-            prompt_version=PROMPT_VERSION,
-            prompt_hash=request.prompt_hash,
-            chunk_index=request.window_index,
-            chunk_count=request.window_count,
-        )
-        answers: dict[str, list[Any]] = {t: [] for t in ids}
+        base = dict(model=cfg.model, prompt_version=PROMPT_VERSION, prompt_hash=request.prompt_hash)
+        first = dict(run_id=request.run_id, chunk_index=request.window_index, chunk_count=request.window_count)
+        # Each window's answers by topic: a pointer goes to the run its node handle names, and to
+        # the window of that run its node is in.
+        answers: dict[tuple[str, str, int], list[Any]] = {}
         if reply is not None:
             status, problem, fields = "ok", None, reply.record_fields()
             try:
-                answers = split_pointers(parse_reply(reply.text), ids)
+                by_run = resolve_handles(parse_reply(reply.text), request.handles, request.run_id)
+                answers = _by_window(request, by_run)
             except ReplyNotJSON as exc:
                 status, problem = "failed", str(exc)
                 if reply.finish_reason == "length":
@@ -362,22 +377,29 @@ class PointerClient:
         store.put_request(
             RequestRecord(
                 key=request.key, topic_ids=ids, request_json=canonical_json(request.messages),
-                status=status, error=problem, batch_id=batch_id, **base, **fields,
+                status=status, error=problem, batch_id=batch_id, **base, **first, **fields,
             )
         )
-        # A request for one topic is that topic's alone: its answer carries the tokens it cost.
-        own = {k: fields.get(k) for k in ("prompt_tokens", "completion_tokens", "latency_ms", "response_bytes", "response_sha256")} if len(ids) == 1 else {}
+        # A request for one topic of one window is that answer's alone: it carries the tokens it cost.
+        own = (
+            {k: fields.get(k) for k in ("prompt_tokens", "completion_tokens", "latency_ms", "response_bytes", "response_sha256")}
+            if len(request.shares) == 1
+            else {}
+        )
         for share in request.shares:
             record = CallRecord(
                 key=share.key,
                 topic_id=share.topic.topic_id,
                 request_json=canonical_json({"request_key": request.key, "topic": topic_block_of(share.topic)}),
-                pointers=answers[share.topic.topic_id] if status == "ok" else [],
+                pointers=answers.get((share.topic.topic_id, share.run_id, share.window_index), []) if status == "ok" else [],
                 status=status,
                 error=problem,
                 attempts=attempts,
                 response_format=fields.get("response_format"),
                 request_key=request.key,
+                run_id=share.run_id,
+                chunk_index=share.window_index,
+                chunk_count=share.window_count,
                 **own,
                 **base,
             )

@@ -47,6 +47,7 @@ class CacheMiss(LLMError):
 
 _TUNING = (
     ("concurrency", "NEXUS_LLM_CONCURRENCY", int, "a whole number of requests of at least 1"),
+    ("max_output_tokens", "NEXUS_LLM_MAX_OUTPUT_TOKENS", int, "a whole number of tokens of at least 1"),
     ("timeout_s", "NEXUS_LLM_TIMEOUT", float, "a positive number of seconds"),
     ("max_reply_bytes", "NEXUS_LLM_MAX_REPLY_BYTES", int, "a whole number of bytes of at least 1"),
     ("rpm", "NEXUS_LLM_RPM", int, "a whole number of requests per minute of at least 1"),
@@ -66,7 +67,7 @@ class LLMConfig(BaseModel):
     timeout_s: float = Field(default=120.0, gt=0)  # each request as a whole, connect to last byte
     max_retries: int = Field(default=4, ge=0)  # 408/409/429/5xx and refused connections, with backoff
     seed: int = 7
-    max_output_tokens: int = Field(default=2048, ge=1)
+    max_output_tokens: int = Field(default=2048, ge=1)  # a reply's length limit; also sizes requests (llm.chunking)
     price_in_per_mtok: float | None = None
     price_out_per_mtok: float | None = None
     concurrency: int = Field(default=8, ge=1)  # requests in flight at once
@@ -81,7 +82,7 @@ class LLMConfig(BaseModel):
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> "LLMConfig":
         """Read OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL (required) and the optional
         NEXUS_PRICE_IN_PER_MTOK / NEXUS_PRICE_OUT_PER_MTOK (USD per million tokens),
-        NEXUS_LLM_CONCURRENCY, NEXUS_LLM_TIMEOUT (s), NEXUS_LLM_MAX_REPLY_BYTES, NEXUS_LLM_RPM,
+        NEXUS_LLM_CONCURRENCY, NEXUS_LLM_MAX_OUTPUT_TOKENS, NEXUS_LLM_TIMEOUT (s), NEXUS_LLM_MAX_REPLY_BYTES, NEXUS_LLM_RPM,
         NEXUS_LLM_TPM, NEXUS_LLM_MAX_COST (USD), NEXUS_LLM_BATCH_POLL (s) and NEXUS_LLM_BATCH_WAIT (s)
         from `env`, the settings by variable (`Settings.as_env()`); the messages name the variable."""
         required = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY", "model": "NEXUS_LLM_MODEL"}

@@ -74,10 +74,11 @@ def plan_topics(
     for t in compiled:
         tp = plans[t.topic_id]
         alone = plan_runs(runs, [t], config=config, token_budget=token_budget, answered=lambda key: False)
-        tp.calls = len(alone.requests)
+        # A topic's calls are its answers (one per window of a run in its scope), asked or replayed.
+        tp.calls = alone.asked_shares
         tp.cached_calls = tp.calls - tp.uncached_calls
         tp.input_tokens_est, tp.output_tokens_est = alone.input_tokens, alone.output_tokens
-        tp.runs_in_scope = len({r.run_id for r in alone.requests})
+        tp.runs_in_scope = alone.runs
         unfiltered = t.model_copy(
             update={"extraction_policy": t.extraction_policy.model_copy(update={"target_node_types": None, "required_keywords": None})}
         )
@@ -94,6 +95,7 @@ def plan_topics(
         "topic_answers_to_ask": plan.asked_shares,
         "topic_answers_cached": plan.cached_shares,
         "input_tokens_to_send": plan.input_tokens,
+        **plan.figures(),
         "output_tokens_to_send": plan.output_tokens,
         "cost_usd": estimate_cost(plan.input_tokens, plan.output_tokens, config),
         "batch_cost_usd": None if (c := estimate_cost(plan.input_tokens, plan.output_tokens, config)) is None else c / 2,

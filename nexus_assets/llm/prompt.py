@@ -3,23 +3,31 @@
 Everything the model sees is rendered here, deterministically, so the rendered messages can be
 hashed into a call's materialization key. Bump PROMPT_VERSION whenever the wording changes in a
 way that should invalidate stored replies (the prompt hash changes anyway).
+
+Since v3 a request is laid out for what it costs: the system message (the rules, the example and
+every topic the sync asks about) is the same bytes in every request of a sync, so a provider that
+caches prompt prefixes bills it once; the user message holds only the source text, each node named
+by a short handle (`llm.handles`) that code maps back to its run and exact `json_path`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.extract.scope import node_text
+from nexus_assets.llm.handles import handle
 from nexus_assets.llm.schema import reply_schema
 
-# v2: one request carries every topic that needs a chunk (DESIGN §5 "At scale").
-PROMPT_VERSION = "pointer-v2"
-# The single-topic prompt of earlier releases: extractions it made are still replayed.
-LEGACY_PROMPT_VERSIONS = ("pointer-v1",)
+# v3: nodes shown by handle, several runs in one request, the rules and topics a stable prefix.
+PROMPT_VERSION = "pointer-v3"
+# Earlier prompts (v2: a request per chunk of one run with every topic; v1: one topic per
+# request): the extractions they made are still replayed, never asked again.
+LEGACY_PROMPT_VERSIONS = ("pointer-v2", "pointer-v1")
+
 
 # The reply as the model must write it (no docstrings: they would become schema descriptions). The
 # gate, not these models, decides whether a pointer holds.
@@ -27,7 +35,7 @@ class PointedQuote(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     topic_id: str
-    json_path: str
+    node: str
     verbatim_quote: str
 
 
@@ -41,7 +49,8 @@ POINTER_SCHEMA: dict[str, Any] = reply_schema(PointerReply)
 
 
 def node_entry(run: Run, node: Node) -> dict[str, str] | None:
-    """One node as the model sees it; None for a node that is not (or no longer) a string."""
+    """One node as a stored answer is keyed by (its address, type and text); None for a node that
+    is not (or no longer) a string. What the model is shown is `shown_entry`."""
     text = node_text(run, node)
     if text is None:
         return None
@@ -49,10 +58,7 @@ def node_entry(run: Run, node: Node) -> dict[str, str] | None:
 
 
 def build_fragment(run: Run, nodes: Iterable[Node], topics_of: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """The source JSON fragment of one chunk. Paths stay relative to the whole run document,
-    so a pointer into chunk 3 resolves against the run exactly like one into chunk 1.
-    `topics_of`: for a request with several topics, the topics each node may be quoted for
-    (by path); a node every topic of the request admits carries no list."""
+    """One run's nodes with their addresses: what a share's key is computed over."""
     entries = []
     for node in nodes:
         entry = node_entry(run, node)
@@ -62,6 +68,31 @@ def build_fragment(run: Run, nodes: Iterable[Node], topics_of: dict[str, list[st
             entry["topics"] = topics_of[node.path]
         entries.append(entry)
     return {"run_id": run.run_id, "nodes": entries}
+
+
+def shown_fragment(
+    parts: Sequence[tuple[Run, Sequence[Node]]], topics_of: dict[tuple[str, str], list[str]] | None = None
+) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
+    """The source fragment of one request, and its handles: each part (one run's nodes) is a list
+    of {"node": handle, "type", "text"} in document order; `topics_of` ((run_id, path) -> topic
+    ids) restricts a node to some of the request's topics. Handles map to (run_id, json_path)."""
+    runs, handles = [], {}
+    for r, (run, nodes) in enumerate(parts, 1):
+        entries = []
+        n = 0
+        for node in nodes:
+            text = node_text(run, node)
+            if text is None:
+                continue
+            n += 1
+            h = handle(r, n)
+            handles[h] = (run.run_id, node.path)
+            entry: dict[str, Any] = {"node": h, "type": node.node_type, "text": text}
+            if topics_of is not None and (run.run_id, node.path) in topics_of:
+                entry["topics"] = topics_of[(run.run_id, node.path)]
+            entries.append(entry)
+        runs.append(entries)
+    return {"runs": runs}, handles
 
 
 def render_fragment(fragment: dict[str, Any]) -> str:
@@ -91,93 +122,81 @@ def topic_block_of(topic: Topic) -> str:
     )
 
 
-def _user_prompt(*, blocks: list[str], topic_ids: list[str], run_id: str, fragment: dict[str, Any]) -> str:
+ASKED_PREFIX = "Topics asked: "
+FRAGMENT_PREFIX = "Fragment (one list per conversation):"
+
+
+def _user_prompt(*, topic_ids: list[str], fragment: dict[str, Any]) -> str:
     ids = ", ".join(f'"{t}"' for t in topic_ids)
-    return (
-        "Topics:\n"
-        + "".join(blocks)
-        + f"Run id: {run_id}\n"
-        "\n"
-        "Source JSON fragment (each node's json_path is its address in the whole run document):\n"
-        f"{render_fragment(fragment)}\n"
-        "\n"
-        f'Reply with the JSON object {{"extracted_pointers": [...]}}; each pointer\'s topic_id is one of: {ids}.'
-    )
+    return f"{ASKED_PREFIX}{ids}\n{FRAGMENT_PREFIX}\n{render_fragment(fragment)}"
 
 
 _EXAMPLE_FRAGMENT = {
-    "run_id": "run-42",
-    "nodes": [
-        {
-            "json_path": "$['messages'][0]['content']",
-            "type": "user_message",
-            "text": "Thanks a lot! One more question about the build cache.",
-        },
-        {
-            "json_path": "$['messages'][1]['content']",
-            "type": "assistant_message",
-            "text": "Sure. The cache key includes the compiler version, so upgrading the compiler "
-            "invalidates every entry. Entries older than 30 days are evicted nightly. Hope that helps!",
-        },
-    ],
+    "runs": [
+        [
+            {"node": "r1n1", "type": "user_message", "text": "Thanks a lot! One more question about the build cache."},
+            {
+                "node": "r1n2",
+                "type": "assistant_message",
+                "text": "Sure. The cache key includes the compiler version, so upgrading the compiler "
+                "invalidates every entry. Entries older than 30 days are evicted nightly. Hope that helps!",
+            },
+        ]
+    ]
 }
 _EXAMPLE_REPLY = {
     "extracted_pointers": [
         {
             "topic_id": "build-cache",
-            "json_path": "$['messages'][1]['content']",
-            "verbatim_quote": "The cache key includes the compiler version, so upgrading the compiler "
-            "invalidates every entry.",
+            "node": "r1n2",
+            "verbatim_quote": "The cache key includes the compiler version, so upgrading the compiler invalidates every entry.",
         },
-        {
-            "topic_id": "build-cache",
-            "json_path": "$['messages'][1]['content']",
-            "verbatim_quote": "Entries older than 30 days are evicted nightly.",
-        },
+        {"topic_id": "build-cache", "node": "r1n2", "verbatim_quote": "Entries older than 30 days are evicted nightly."},
     ]
 }
 
 # The example is rendered with the same code as real requests, so its layout cannot drift.
-SYSTEM_PROMPT = f"""You are a pointer, not an author. You read a fragment of one conversation and point at the exact text in it that belongs to each of the topics you are given. Code copies the text you point at; you never write it.
+RULES = f"""You are a pointer, not an author. You read conversations and point at the exact text in them that belongs to the topics below. Code copies the text you point at; you never write it.
 
 Rules:
-1. Quote verbatim. Copy the characters exactly as they appear in the node's "text": same words, case, punctuation, spacing and typos. No paraphrasing, summarising, translating, correcting, ellipses or added words.
-2. One quote comes from one node. Never merge or join text from different nodes.
-3. No inference. Point only at text that itself states something within the topic's scope; never at what is merely implied. Skip anything that is out of scope or matches an exclusion.
-4. Use the smallest verbatim quote that still holds the whole fact, usually one sentence or clause. Several facts in one node give several pointers.
-5. json_path: copy the node's "json_path" exactly as given. Never invent, shorten or renumber a path.
-6. Return only the path and the verbatim quote. Never return character offsets, positions or line numbers.
-7. topic_id: the id of the topic the quote belongs to. A node that lists "topics" may be quoted only for those topics. Text that belongs to several topics gets one pointer per topic.
-8. Reply with one JSON object and nothing else: {{"extracted_pointers": [{{"topic_id": "...", "json_path": "...", "verbatim_quote": "..."}}]}}. When nothing in the fragment is in scope, reply {{"extracted_pointers": []}}.
+1. Quote verbatim: copy the characters exactly as they appear in a node's "text" (same words, case, punctuation, spacing and typos). No paraphrase, summary, translation, correction, ellipsis or added words.
+2. One quote comes from one node. Never join text from different nodes.
+3. No inference: point only at text that itself states something within a topic's scope. Skip what is out of scope or matches an exclusion.
+4. Use the smallest quote that still holds the whole fact, usually one sentence or clause. Several facts in one node give several pointers.
+5. node: the node's "node" handle, copied exactly. Never invent one. Never return offsets, positions or line numbers.
+6. topic_id: one of the topics asked. A node that lists "topics" may be quoted only for those. Text that belongs to several topics gets one pointer per topic.
+7. Reply with one JSON object and nothing else: {{"extracted_pointers": [{{"topic_id": "...", "node": "...", "verbatim_quote": "..."}}]}}. When nothing is in scope, reply {{"extracted_pointers": []}}.
 
-Example request:
-{_user_prompt(
-    blocks=[
-        topic_block(
-            topic_id="build-cache",
-            display_name="Build cache policy",
-            scope_description="How and when build cache entries are invalidated or evicted.",
-            exclusion_criteria=["General pleasantries"],
-        )
-    ],
-    topic_ids=["build-cache"],
-    run_id="run-42",
-    fragment=_EXAMPLE_FRAGMENT,
-)}
+Example, for a topic "build-cache" (how build cache entries are invalidated or evicted):
+{_user_prompt(topic_ids=["build-cache"], fragment=_EXAMPLE_FRAGMENT)}
+Reply:
+{canonical_json(_EXAMPLE_REPLY)}
 
-Example reply:
-{canonical_json(_EXAMPLE_REPLY)}"""
+Topics:
+"""
+
+# The rules alone (no topics): what `nexus plan` and the benchmarks size the prefix by.
+SYSTEM_PROMPT = RULES
 
 
-def render_request(topics: list[Topic], run_id: str, fragment: dict[str, Any]) -> list[dict[str, str]]:
-    """The chat messages for one chunk asked for several topics (sorted by id)."""
+def system_prompt(topics: Iterable[Topic]) -> str:
+    """The stable prefix of every request of a sync: the rules, then every topic it asks about
+    (sorted by id), whichever of them a given request asks."""
+    return RULES + "".join(topic_block_of(t) for t in sorted(topics, key=lambda t: t.topic_id))
+
+
+def render_request(
+    topics: list[Topic], fragment: dict[str, Any], *, prefix_topics: Iterable[Topic] | None = None
+) -> list[dict[str, str]]:
+    """The chat messages of one request: the sync's stable prefix (`prefix_topics`, default the
+    request's own topics), then the topics this request asks and its fragment."""
     ordered = sorted(topics, key=lambda t: t.topic_id)
-    user = _user_prompt(
-        blocks=[topic_block_of(t) for t in ordered], topic_ids=[t.topic_id for t in ordered], run_id=run_id, fragment=fragment
-    )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = system_prompt(prefix_topics if prefix_topics is not None else ordered)
+    user = _user_prompt(topic_ids=[t.topic_id for t in ordered], fragment=fragment)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def render_messages(topic: Topic, run_id: str, fragment: dict[str, Any]) -> list[dict[str, str]]:
-    """The chat messages for one chunk and one topic."""
-    return render_request([topic], run_id, fragment)
+def render_messages(topic: Topic, run: Run, nodes: Sequence[Node]) -> list[dict[str, str]]:
+    """The chat messages for some nodes of one run asked for one topic."""
+    fragment, _ = shown_fragment([(run, nodes)])
+    return render_request([topic], fragment)

@@ -25,7 +25,7 @@ def _pointer_list(value: Any) -> list[Any] | None:
                 return pointers
             raise ReplyNotJSON(f"'extracted_pointers' is a {type(pointers).__name__}, not a list")
         # Small models often answer one pointer without the envelope.
-        if "json_path" in value and "verbatim_quote" in value:
+        if ("node" in value or "json_path" in value) and "verbatim_quote" in value:
             return [value]
         return None
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):
@@ -69,7 +69,7 @@ def parse_json_reply(
 def _embedded_pointers(value: Any) -> bool:
     if isinstance(value, dict):
         return "extracted_pointers" in value
-    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "json_path" in i for i in value)
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and ("node" in i or "json_path" in i) for i in value)
 
 
 def parse_reply(text: str | None) -> list[Any]:

@@ -1,7 +1,8 @@
 """Which requests a set of runs needs (DESIGN §5 "At scale"). Pure: sends and stores nothing.
 
 A run's text is cut into windows that depend on the run alone (its text nodes, in document
-order, packed up to the token budget), never on the topics. A topic's *share* of a window is the
+order, packed up to the token budget), never on the topics. Windows that need asking are then
+packed into requests in (run id, window) order, several small ones to a request. A topic's *share* of a window is the
 window's nodes in that topic's scope; it is the unit an answer is stored and replayed by, keyed by
 the model, the prompt version, the topic's own part of the prompt and the share's text. So:
 - a window is sent once, with every topic that has a share in it and no stored answer;
@@ -11,18 +12,19 @@ the model, the prompt version, the topic's own part of the prompt and the share'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
 from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
 from nexus_assets.ingest.formats.limits import max_node_chars
-from nexus_assets.llm.chunking import chunk_nodes, estimate_tokens
+from nexus_assets.llm.chunking import QUOTED_SHARE, chunk_nodes, estimate_tokens, pack_windows, window_bytes
 from nexus_assets.llm.prompt import (
     PROMPT_VERSION,
     build_fragment,
     render_request,
+    shown_fragment,
     topic_block_of,
 )
 
@@ -67,7 +69,9 @@ class Share:
 
 @dataclass(frozen=True)
 class Request:
-    """One window of one run, asked once for every topic in `shares` (sorted by topic id)."""
+    """One or more windows (of different runs), asked once for every topic in their `shares`
+    (by window, then topic id). `run_id`, `window_index` and `window_count` are the first
+    window's; `handles` maps each node handle the request shows to (run_id, json_path)."""
 
     run_id: str
     window_index: int
@@ -78,10 +82,26 @@ class Request:
     prompt_hash: str
     input_tokens_est: int
     output_tokens_est: int
+    handles: dict[str, tuple[str, str]] = field(default_factory=dict)
+    text_chars: int = 0  # characters of run text the request carries
 
     @property
     def topic_ids(self) -> list[str]:
-        return [s.topic.topic_id for s in self.shares]
+        return sorted({s.topic.topic_id for s in self.shares})
+
+    @property
+    def run_ids(self) -> list[str]:
+        return list(dict.fromkeys(s.run_id for s in self.shares))
+
+    @property
+    def chars(self) -> int:
+        """Characters the model reads: every message's content."""
+        return sum(len(m["content"]) for m in self.messages)
+
+    @property
+    def prefix_chars(self) -> int:
+        """Characters of the stable prefix (the system message), the same in every request of a sync."""
+        return len(self.messages[0]["content"])
 
 
 def _window_scope() -> Scope:
@@ -111,32 +131,106 @@ def run_shares(run: Run, topics: Iterable[Topic], *, model: str, token_budget: i
     return shares
 
 
-def build_request(run: Run, shares: list[Share], *, model: str, max_output_tokens: int) -> Request:
-    """The request that asks one window for `shares` (all of the same window)."""
-    shares = sorted(shares, key=lambda s: s.topic.topic_id)
-    first = shares[0]
-    wanted = {n.path for s in shares for n in s.nodes}
-    nodes = [n for n in run.nodes if n.path in wanted]  # document order, each node once
-    topics_of: dict[str, list[str]] | None = None
-    if len(shares) > 1:
+def build_request(
+    parts: list[tuple[Run, list[Share]]], *, model: str, max_output_tokens: int, prefix_topics: Iterable[Topic] | None = None
+) -> Request:
+    """The request that asks some windows (each a run and its shares there, in the order given)
+    for their shares. `prefix_topics`: every topic of the sync's requests (the stable prefix)."""
+    topic_ids = sorted({s.topic.topic_id for _, shares in parts for s in shares})
+    topics = {s.topic.topic_id: s.topic for _, shares in parts for s in shares}
+    shown: list[tuple[Run, list[Node]]] = []
+    topics_of: dict[tuple[str, str], list[str]] = {}
+    all_shares: list[Share] = []
+    for run, shares in parts:
+        shares = sorted(shares, key=lambda s: s.topic.topic_id)
+        all_shares += shares
         admitted: dict[str, list[str]] = {}
         for s in shares:
             for n in s.nodes:
                 admitted.setdefault(n.path, []).append(s.topic.topic_id)
-        topics_of = {path: ids for path, ids in admitted.items() if len(ids) < len(shares)}
-    messages = render_request([s.topic for s in shares], run.run_id, build_fragment(run, nodes, topics_of))
+        shown.append((run, [n for n in run.nodes if n.path in admitted]))  # document order, each node once
+        topics_of |= {(run.run_id, path): ids for path, ids in admitted.items() if len(ids) < len(topic_ids)}
+    fragment, handles = shown_fragment(shown, topics_of)
+    messages = render_request([topics[t] for t in topic_ids], fragment, prefix_topics=prefix_topics)
     fragment_tokens = estimate_tokens(messages[-1]["content"])
+    first = all_shares[0]
     return Request(
-        run_id=run.run_id,
+        run_id=first.run_id,
         window_index=first.window_index,
         window_count=first.window_count,
-        shares=tuple(shares),
+        shares=tuple(all_shares),
         messages=messages,
         key=call_key(model, PROMPT_VERSION, messages),
         prompt_hash=prompt_hash(messages),
         input_tokens_est=sum(estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in messages),
-        output_tokens_est=output_estimate(fragment_tokens, max_output_tokens) * len(shares),
+        # Every topic's quotes come back in one reply, which max_output_tokens bounds as a whole.
+        output_tokens_est=min(max_output_tokens, output_estimate(fragment_tokens, max_output_tokens) * len(topic_ids)),
+        handles=handles,
+        text_chars=sum(len(node_text(run, n) or "") for run, nodes in shown for n in nodes),
     )
+
+
+def plan_jobs(
+    jobs: Iterable[tuple[Run, Iterable[Topic]]],
+    *,
+    model: str,
+    token_budget: int,
+    max_output_tokens: int,
+    answered: Callable[[str], bool],
+) -> tuple[list[Share], list[Request]]:
+    """(shares whose answer is stored, requests for the rest) for several runs, each with its
+    topics. Every window with a share to ask is asked once for all its topics, and small windows
+    share a request (`pack_windows`), in (run id, window) order: the requests depend on the runs,
+    the topics, the settings and what is stored, never on the order the jobs came in."""
+    stored: list[Share] = []
+    missing: dict[tuple[str, int], list[Share]] = {}
+    runs: dict[str, Run] = {}
+    everyone: dict[str, Topic] = {}
+    for run, topics in jobs:
+        runs[run.run_id] = run
+        topics = list(topics)
+        everyone |= {t.topic_id: t for t in topics}
+        for share in run_shares(run, topics, model=model, token_budget=token_budget):
+            if answered(share.key):
+                stored.append(share)
+            else:
+                missing.setdefault((share.run_id, share.window_index), []).append(share)
+    order = sorted(missing)
+    # The stable prefix names every topic of the jobs, asked or replayed: the same for every
+    # request, whichever topics a request (or a batch of runs) happens to need.
+    prefix_topics = [everyone[t] for t in sorted(everyone)]
+    asked = {s.topic.topic_id for w in order for s in missing[w]}
+    # A node lists its topics when fewer than all of a request's admit it: counted whenever fewer
+    # than all the topics asked do, so a window's size is an upper bound wherever it is packed.
+    sizes = [window_bytes(runs[r], *_window_nodes(missing[(r, i)], len(asked))) for r, i in order]
+    requests = [
+        build_request(
+            [(runs[order[i][0]], missing[order[i]]) for i in group],
+            model=model,
+            max_output_tokens=max_output_tokens,
+            prefix_topics=prefix_topics,
+        )
+        for group in pack_windows(sizes, token_budget=packing_budget(token_budget, max_output_tokens, len(asked)))
+    ]
+    return stored, requests
+
+
+def packing_budget(token_budget: int, max_output_tokens: int, topic_count: int) -> int:
+    """How full a request of several windows may get: the token budget, but no more than one reply
+    can quote a quarter of for each topic asked (a reply holds every topic's quotes, and one cut
+    off at max_output_tokens fails the whole request). A window is never cut by this: one that is
+    fuller goes alone."""
+    return max(1, min(token_budget, QUOTED_SHARE * max_output_tokens // max(1, topic_count)))
+
+
+def _window_nodes(shares: list[Share], topic_count: int) -> tuple[list[Node], dict[str, list[str]]]:
+    seen: dict[str, Node] = {}
+    admitted: dict[str, list[str]] = {}
+    for s in sorted(shares, key=lambda s: s.topic.topic_id):
+        for n in s.nodes:
+            seen.setdefault(n.path, n)
+            admitted.setdefault(n.path, []).append(s.topic.topic_id)
+    return list(seen.values()), {path: ids for path, ids in admitted.items() if len(ids) < topic_count}
 
 
 def plan_requests(
@@ -148,15 +242,7 @@ def plan_requests(
     max_output_tokens: int,
     answered: Callable[[str], bool],
 ) -> tuple[list[Share], list[Request]]:
-    """(shares whose answer is stored, requests for the rest: one per window that has any)."""
-    stored, missing_by_window = [], {}
-    for share in run_shares(run, topics, model=model, token_budget=token_budget):
-        if answered(share.key):
-            stored.append(share)
-        else:
-            missing_by_window.setdefault(share.window_index, []).append(share)
-    requests = [
-        build_request(run, missing_by_window[i], model=model, max_output_tokens=max_output_tokens)
-        for i in sorted(missing_by_window)
-    ]
-    return stored, requests
+    """`plan_jobs` for one run."""
+    return plan_jobs(
+        [(run, topics)], model=model, token_budget=token_budget, max_output_tokens=max_output_tokens, answered=answered
+    )
