@@ -11,6 +11,7 @@ from nexus_assets.cli.common import (
     UsageError,
     emit,
     open_vault,
+    vault_exists,
     require_folder,
 )
 from nexus_assets.llm.chunking import token_budget_from_env
@@ -48,8 +49,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         budget = token_budget_from_env(env) if args.token_budget is None else args.token_budget
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    db = Path(args.db)
-    if db.exists():
+    db_exists = vault_exists(args.db)
+    if db_exists:
         with open_vault(args) as vault:
             plans, summary = plan_topics(selected, runs, config=config, store=vault.llm_calls, token_budget=budget)
     else:
@@ -57,7 +58,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     data = {"model": config.model, "model_is_default": default_model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
     if args.explain_cache:
         explained = []
-        if db.exists():
+        if db_exists:
             with open_vault(args) as vault:
                 store = vault.llm_calls
                 seen = vault.history.run_versions_seen([r.run_id for r in runs])
@@ -134,7 +135,7 @@ def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> lis
     from nexus_assets.relate.veto import plan_veto
 
     embedded = settings.Basics.from_env().extractor == "embedded"
-    db = Path(args.db)
+    db_exists = vault_exists(args.db)
     out = []
     for topic in topics:
         texts: dict[str, str] | None = None
@@ -144,7 +145,7 @@ def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> lis
                 for p in extract_embedded(topic, run):
                     texts.setdefault(fingerprint(p["verbatim_quote"]), p["verbatim_quote"])
         stored = 0
-        if db.exists():
+        if db_exists:
             with open_vault(args) as vault:
                 if texts:
                     known = vault.relations.known_fingerprints(topic.topic_id, list(texts))
