@@ -519,8 +519,7 @@ def _compile_in_worker(checked: CheckedSync, topic_id: str, workers: int) -> Top
         with topic_lock(checked.request.db, topic_id):
             return _compile_report(checked, job, instance, topic_id, None)
     finally:
-        if project_dagster_home(checked.request.db, settings.dagster_home()) is None:
-            instance.dispose()
+        instance.dispose()  # as `_run_jobs` does with an instance of its own
 
 
 def _compile_parallel(checked: CheckedSync, topics: list[str], outcome: SyncOutcome, tell) -> None:

@@ -104,11 +104,11 @@ class Catalog(Database):
         address = parse_address(db_path)
         if address.is_postgres:
             from nexus_assets.vault.postgres.connection import connection
-            from nexus_assets.vault.postgres.migrations import pending as pending_postgres
 
             with connection(address.target) as conn:
-                # A new database gets its tables even from a command that only reads.
-                vault = cls(conn, migrate=bool(pending_postgres(conn)) or not read_only)
+                # A new database gets its tables even from a command that only reads (upgrade
+                # asks once whether anything is pending).
+                vault = cls(conn)
                 if read_only:
                     conn.execute("SET default_transaction_read_only = on")
                 vault.address = address

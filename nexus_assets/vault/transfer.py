@@ -74,8 +74,9 @@ def copy_rows(source: Catalog, destination: Catalog, *, on_table: Callable[[str,
     from_folder = vault_folder(source.conn)
     to_folder = vault_folder(destination.conn)
     copied: dict[str, int] = {}
+    known = set(tables(destination))
     for table in tables(source):
-        if table not in set(tables(destination)):
+        if table not in known:
             raise CopyRefused(f"the destination has no table {table}: it is from another release of Nexus Sync")
         wanted = set(columns(destination, table))
         cols = [c for c in columns(source, table) if c in wanted]
