@@ -69,6 +69,24 @@ class ExtractionPolicy(BaseModel):
     exclusion_criteria: tuple[str, ...] = ()
 
 
+class Examples(BaseModel):
+    """A person's judgement for a topic (DESIGN §3 `examples`): verbatim sentences like ones to keep
+    and like ones to drop. Both extractors read them; `nexus keep` / `nexus drop` add to them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    keep: tuple[StrictStr, ...] = ()
+    drop: tuple[StrictStr, ...] = ()
+
+    @field_validator("keep", "drop")
+    @classmethod
+    def _not_blank(cls, texts: tuple[str, ...]) -> tuple[str, ...]:
+        for text in texts:
+            if not text.strip():
+                raise ValueError("an example is a sentence, not an empty string")
+        return texts
+
+
 class QualityGate(BaseModel):
     """A topic's extraction-quality check (DESIGN §9): a gold file and the figures it must reach."""
 
@@ -150,6 +168,8 @@ class Topic(BaseModel):
     min_relevance: float = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
     # Only these runs are read for the topic (None: every run).
     sources: SourceFilter | None = None
+    # A person's keep/drop judgement (None: none given); part of the definition, so a change selects again.
+    examples: Examples | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_options(self, handler):
@@ -157,7 +177,7 @@ class Topic(BaseModel):
         # stored definition (and the inputs digest over it) does not change.
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("quality", "authority", "sources"):
+            for key in ("quality", "authority", "sources", "examples"):
                 if data.get(key, 0) is None:
                     del data[key]
             for key, default in (("related_threshold", DEFAULT_RELATED_THRESHOLD), ("semantic_veto", False),
