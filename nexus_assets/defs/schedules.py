@@ -12,7 +12,7 @@ from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.sync.selection import SyncInputError, select_topics
-from nexus_assets.sync.service import TOPIC_TAG
+from nexus_assets.defs.tags import TOPIC_TAG
 
 
 @dg.schedule(

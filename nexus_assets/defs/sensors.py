@@ -11,7 +11,7 @@ from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.ingest.runfiles import scan_run_files
 from nexus_assets.sync.selection import PARTITION_STATES, SyncInputError, select_topics
-from nexus_assets.sync.service import TOPIC_TAG
+from nexus_assets.defs.tags import TOPIC_TAG
 
 
 def runs_dir_digest(settings: NexusSettings) -> str:

@@ -23,17 +23,12 @@ from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.sync.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
+from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG, TOPIC_TAG
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST
 
 __all__ = ["SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "CheckedSync", "check", "run", "dagster_instance"]
 
-# The tag every Dagster run of one sync carries: how the API finds a job's runs in Dagster's records.
-SYNC_JOB_TAG = "nexus/sync_job"
-SYNC_TOPICS_TAG = "nexus/sync_topics"
-# The topic a Dagster run compiles: a deployment's run queue lets one run per value go at a time
-# (deploy/dagster.yaml), while different topics run at once.
-TOPIC_TAG = "nexus/topic"
 
 
 @dataclass(frozen=True)
