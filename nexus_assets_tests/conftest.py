@@ -85,3 +85,26 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """The address of a new, empty PostgreSQL database for this test."""
     return postgres_server.database()
+
+
+# Markers (registered in pyproject.toml) so a fast subset runs without the slow, PostgreSQL and
+# browser tests: `python -m pytest -n 2 -m "not slow and not postgres and not browser"`.
+# `postgres` follows the fixture a test uses, `browser` the modules that drive Chromium, and `slow`
+# the modules whose tests start real servers or whole Dagster syncs many times over (measured
+# with `--durations`: each of these costs over a minute of a CI run).
+BROWSER_MODULES = frozenset({"test_conflict_view", "test_dagster_ui_tour", "test_viewer"})
+SLOW_MODULES = frozenset({
+    "test_dagster_dev", "test_dagster_ui_tour", "test_deploy", "test_readme_examples", "test_first_hour",
+    "test_hostile_input", "test_sync_memory", "test_real_exports", "test_postgres_backend",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+        if module in BROWSER_MODULES:
+            item.add_marker(pytest.mark.browser)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
