@@ -55,10 +55,6 @@ WRITTEN_FOR_LIBRARIES = (
 )
 
 
-class SettingsError(ValueError):
-    """A setting's value is not usable; the message names the variable and its value."""
-
-
 def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
 

@@ -12,7 +12,8 @@ import dagster as dg
 import pytest
 
 from nexus_assets.sync.selection import select_topics
-from nexus_assets.sync.service import SYNC_JOB_TAG, SYNC_TOPICS_TAG, SyncEvent, SyncInputError, SyncRequest, check, run
+from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG
+from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncRequest, check, run
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from nexus_assets.schemas import SyncInitiate, SyncJob
+from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG
 from nexus_assets.sync.service import (
-    SYNC_JOB_TAG,
-    SYNC_TOPICS_TAG,
     SyncOutcome,
     SyncRequest,
     check,

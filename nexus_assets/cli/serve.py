@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from nexus_assets.vault.address import is_postgres, vault_exists
 from nexus_assets.cli.common import UsageError

@@ -4,7 +4,7 @@ downstream (extraction, the gate, resolution, checks) reads instead of re-parsin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from nexus_assets.core.fingerprint import node_checksum
 from nexus_assets.core.models import Node, Run
@@ -113,10 +113,3 @@ def run_from_nodes(*, run_id: str, version_id: str, status: str, started_at: str
     return Run(run_id=run_id, status=status, started_at=started_at, format=format, document=None, nodes=tuple(nodes), version_id=version_id)
 
 
-def run_from_records(
-    *, run_id: str, version_id: str, status: str, started_at: str | None, format: str, records: Iterable[NodeRecord]
-) -> Run:
-    """A run version rebuilt from its stored node records."""
-    cache = StepsCache()
-    nodes = [node_from_record(r, cache) for r in records]
-    return run_from_nodes(run_id=run_id, version_id=version_id, status=status, started_at=started_at, format=format, nodes=nodes)

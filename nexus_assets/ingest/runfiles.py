@@ -188,11 +188,6 @@ def file_stat(path: Path) -> tuple[int, int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def scan_side_files(runs_dir: Path) -> list[Path]:
-    """The side files of unzipped exports below `runs_dir` (user.json, chat.html, ...), skipped by a sync."""
-    return scan_runs_dir(runs_dir).side_files
-
-
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:

@@ -1,6 +1,6 @@
 """What an `openai` extraction would send and cost (`nexus plan`). Sends nothing.
 
-The plan is made of the very requests a sync would send (`llm.requests.plan_requests`): each chunk
+The plan is made of the very requests a sync would send (`llm.requests.plan_jobs`): each chunk
 once, with every topic that has no stored answer for it, so the tokens shown are the tokens paid.
 """
 

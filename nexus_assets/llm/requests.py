@@ -233,16 +233,3 @@ def _window_nodes(shares: list[Share], topic_count: int) -> tuple[list[Node], di
     return list(seen.values()), {path: ids for path, ids in admitted.items() if len(ids) < topic_count}
 
 
-def plan_requests(
-    run: Run,
-    topics: Iterable[Topic],
-    *,
-    model: str,
-    token_budget: int,
-    max_output_tokens: int,
-    answered: Callable[[str], bool],
-) -> tuple[list[Share], list[Request]]:
-    """`plan_jobs` for one run."""
-    return plan_jobs(
-        [(run, topics)], model=model, token_budget=token_budget, max_output_tokens=max_output_tokens, answered=answered
-    )

@@ -123,9 +123,3 @@ class LLMCallRecords:
         ).fetchone()
         return int(row[0]), int(row[1])
 
-    def request_stats(self) -> dict[str, int]:
-        """Requests kept, and the distinct chunks they were for (what a benchmark compares)."""
-        row = self.conn.execute(
-            "SELECT count(*), count(DISTINCT run_id || ':' || chunk_index) FROM llm_requests WHERE status = 'ok'"
-        ).fetchone()
-        return {"requests": row[0], "chunks": row[1]}

@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from nexus_assets import settings
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
@@ -23,7 +23,7 @@ from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.sync.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
-from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG, TOPIC_TAG
+from nexus_assets.defs.tags import SYNC_TOPICS_TAG, TOPIC_TAG
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST
 
@@ -576,6 +576,3 @@ def storage_failure(db: str, result) -> Exception | None:
     return None
 
 
-def outcome_json(outcome: SyncOutcome) -> list[dict[str, Any]]:
-    """The per-topic results, as `nexus sync --json` prints them."""
-    return outcome.results

@@ -9,8 +9,7 @@ and migration 21 records the vault's folders relative to the vault's own folder.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping

@@ -84,19 +84,6 @@ def pool(url: str) -> ConnectionPool:
         return found
 
 
-def close_pools() -> None:
-    with _pools_lock:
-        for p in _pools.values():
-            p.close()
-        _pools.clear()
-
-
-def pool_stats() -> dict[str, dict[str, int]]:
-    """Each pool's own figures (psycopg_pool's `get_stats`): connections opened, the most in use."""
-    with _pools_lock:
-        return {parse_address(url).shown: dict(p.get_stats()) for url, p in _pools.items()}
-
-
 class PostgresUnreachable(VaultUnusable):
     """The vault's PostgreSQL refused or did not answer: one line naming it and what to check."""
 
