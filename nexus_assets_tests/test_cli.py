@@ -231,3 +231,28 @@ def test_vault_connections_never_draw_duckdb_progress_bars_on_stdout(tmp_path):
         assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
     with Vault.open(tmp_path / "v.duckdb", read_only=True) as v:
         assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_duckdb_url_names_the_vault_file_on_the_flag_in_nexus_db_and_in_the_api(empty_project: Project, capsys, monkeypatch):
+    """`duckdb:///ABS/PATH` (DESIGN §7) is parsed once where it enters: the flag, NEXUS_DB and the
+    API's configuration all reach the file at /ABS/PATH, never a path with the scheme still on."""
+    from nexus_assets.api.config import ApiConfig
+    from nexus_assets.vault.address import parse_address
+
+    p = empty_project
+    p.write_topic("kitchen", keywords=["oven"])
+    p.write_run("r.json", {"run_id": "r1", "status": "CLOSED", "messages": [{"role": "user", "content": "The oven runs at 230 degrees for bread."}]})
+    url = f"duckdb://{p.db.resolve()}"
+    assert url.startswith("duckdb:///")
+    run_json(capsys, "--db", url, "sync", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    assert p.db.is_file(), "the vault is the file the URL names"
+    by_flag = run_json(capsys, "--db", url, "topics")
+    assert [t["topic_id"] for t in by_flag] == ["kitchen"]
+    monkeypatch.setenv("NEXUS_DB", url)
+    assert run_json(capsys, "topics") == by_flag
+    assert run_json(capsys, "bricks", "kitchen")[0]["content"] == "The oven runs at 230 degrees for bread."
+    config = ApiConfig(db=url, runs_dir=str(p.runs), topics_dir=str(p.topics))
+    assert (config.db, parse_address(url).backend) == (str(p.db.resolve()), "duckdb")
+    # A vault that is not there is named by its path, once.
+    code, _, err = run_cli(capsys, "--db", f"duckdb://{p.root.resolve()}/none.duckdb", "topics")
+    assert (code, err.strip()) == (2, f"nexus: no vault at {p.root.resolve()}/none.duckdb; run `nexus sync` first, or pass --db PATH")

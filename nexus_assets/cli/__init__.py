@@ -23,6 +23,7 @@ from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
+from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.connection import (
     VaultBusy,
     VaultConfigError,
@@ -68,12 +69,12 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     basics = Basics.from_env() if basics is None else basics
     parser = argparse.ArgumentParser(prog="nexus", description="Compile conversations into verbatim, traceable bricks.")
     parser.add_argument(
-        "--db", default=basics.db,
+        "--db", default=basics.db, type=parse_address,
         help=f"the vault: a file (default {DEFAULT_DB}), duckdb:///path, or postgresql://user@host:port/db",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    common.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # None: filled by resolve_dirs (the environment, else the vault's recorded directory, else ./data).
     runs_default = None
@@ -218,21 +219,21 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     _handler(p, "export:cmd_export")
 
     p = sub.add_parser("api", help="the HTTP API (loopback unless NEXUS_API_TOKEN is set), with the MCP tools at /mcp")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; another needs NEXUS_API_TOKEN)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_api")
     p = sub.add_parser("mcp", help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     p.add_argument("--allow-writes", action="store_true", help="add the sync and forget tools")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_mcp")
 
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     _handler(p, "serve:cmd_serve")
