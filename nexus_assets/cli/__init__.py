@@ -234,7 +234,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
     p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--port", type=int, default=8766, help="port (default 8766, beside `nexus api`'s 8765; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     _handler(p, "serve:cmd_serve")
 

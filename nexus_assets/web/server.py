@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response as StarletteResponse
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+# Not `nexus api`'s 8765: the viewer and the API (which serves these pages too) can run side by side.
+DEFAULT_PORT = 8766
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 MAX_QUERY = 200
 
