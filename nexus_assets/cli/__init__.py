@@ -21,6 +21,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
+from nexus_assets.core import bounds
 from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
 from nexus_assets.vault.address import parse_address
@@ -47,6 +48,21 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def bounded(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (core/bounds.py: the API's and the MCP tools' bounds too)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return whole
 
 
 def non_negative_float(text: str) -> float:
@@ -183,7 +199,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
         "--repl", action="store_true", help="read one query per line from standard input and answer each, loading the model once"
     )
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    p.add_argument("--k", type=int, default=5, help="results (default 5)")
+    p.add_argument("--k", type=bounded(*bounds.RECALL_K), default=5, help=f"results, {bounds.RECALL_K[0]} to {bounds.RECALL_K[1]} (default 5)")
     _handler(p, "recall:cmd_recall")
     p = sub.add_parser("ask", parents=[common], help="a grounded answer citing bricks; exit 1 when refused")
     p.add_argument("question")
@@ -209,7 +225,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("search", parents=[common], help="ranked full-text search (BM25) over brick text, with highlights")
     p.add_argument("text", help='words, or "a phrase" in quotes')
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    p.add_argument("--limit", type=int, default=20, help="at most this many results (default 20)")
+    p.add_argument(
+        "--limit", type=bounded(*bounds.SEARCH_LIMIT), default=20,
+        help=f"at most this many results, {bounds.SEARCH_LIMIT[0]} to {bounds.SEARCH_LIMIT[1]} (default 20)",
+    )
     _handler(p, "search:cmd_search")
 
     p = sub.add_parser("export", help="the manifest's bricks with their sources as JSON lines, Parquet or Markdown; read-only")
