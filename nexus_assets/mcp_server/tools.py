@@ -268,31 +268,37 @@ def _write_tools(server: MCPServer, config) -> None:
 
         return await anyio.to_thread.run_sync(work)
 
-    @server.tool(description="Erase a run (or every run of a file) everywhere, with a tombstone (invariant 15). Without confirm=true only the plan is returned.")
+    @server.tool(description=(
+        "Erase a run (or every run read from a file) from this memory everywhere, with a tombstone recording what, "
+        "who, when and why (a legal erasure: even FINAL bricks go). Without confirm=true only the plan is returned "
+        "(the bricks it alone backs, which are removed, and those it shares, which stay). A forget that was "
+        "interrupted earlier is finished first. " + VERBATIM
+    ))
     async def forget(
-        reason: Annotated[str, Field(min_length=1, max_length=2000)],
-        run_id: str | None = None,
-        file: str | None = None,
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why; recorded in the tombstone")],
+        run_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None,
+        file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
         from nexus_assets import settings
-        from nexus_assets.forget.step import ForgetError, find_target, forget as erase, plan
+        from nexus_assets.forget.service import forget_source
+        from nexus_assets.forget.step import ForgetError
         from nexus_assets.lifecycle.step import user_actor
-        from nexus_assets.store import Vault
 
         if bool(run_id) == bool(file):
             raise ToolError("run_id: give exactly one of run_id or file")
 
         def work() -> dict:
-            with Vault.open(config.db, read_only=not confirm) as vault:
-                try:
-                    target = find_target(vault, run_id=run_id, file=file)
-                except ForgetError as exc:
-                    raise ToolError(f"{'run_id' if run_id else 'file'}: {exc}") from None
-                planned = plan(vault, target)
+            # The one forgetting service (as `nexus forget`): unfinished erasures are finished first.
+            try:
+                outcome = forget_source(
+                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", settings.user()),
+                    confirm=confirm, delete_file=False,
+                )
+            except ForgetError as exc:
+                raise ToolError(f"{'run_id' if run_id else 'file'}: {exc}") from None
             if not confirm:
-                return {"plan": planned, "changed": False}
-            report = erase(config.db, target, reason=reason.strip(), actor=user_actor("nexus mcp", settings.user()), delete_file=False)
-            return {"report": report, "changed": True}
+                return {"plan": outcome.planned, "unfinished": [p["tombstone_id"] for p in outcome.pending], "changed": False}
+            return {"report": outcome.last_report, "finished_first": outcome.finished if outcome.report else [], "changed": True}
 
         return await anyio.to_thread.run_sync(work)
