@@ -22,6 +22,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.core import bounds
+from nexus_assets.core.display import visible
 from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
 from nexus_assets.vault.address import parse_address
@@ -295,7 +296,7 @@ def _run(argv: Sequence[str] | None) -> int:
         resolve_dirs(args, basics)
         code = command(args)
     except (UsageError, NotFound, BadQuery, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
-        print(f"nexus: {exc}", file=sys.stderr)
+        print(f"nexus: {visible(str(exc))}", file=sys.stderr)  # it may quote a run's text or id
         return 2
     except Exception as exc:
         # The vault's storage failing midway (damaged, read-only, a full disk) is one line, not a traceback.
