@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
+from nexus_assets.vault.address import VaultAddress, parse_address  # standard library only, like Basics
+
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 
@@ -62,7 +64,7 @@ def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 class Basics(NamedTuple):
     """What every `nexus` command needs before it knows what it runs; standard library only."""
 
-    db: str
+    db: VaultAddress
     runs_dir: str | None  # None: the vault's recorded folder, else DEFAULT_RUNS_DIR
     topics_dir: str | None
     extractor: str
@@ -74,7 +76,7 @@ class Basics(NamedTuple):
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Basics:
         env = _environ(environ)
         return cls(
-            db=env.get("NEXUS_DB", DEFAULT_DB),
+            db=parse_address(env.get("NEXUS_DB") or DEFAULT_DB),  # parsed once, where it enters
             runs_dir=env.get("NEXUS_RUNS_DIR") or None,
             topics_dir=env.get("NEXUS_TOPICS_DIR") or None,
             extractor=env.get("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR),
@@ -218,7 +220,7 @@ def _define() -> type[BaseSettings]:
         @property
         def basics(self) -> Basics:
             return Basics(
-                self.db, self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None,
+                parse_address(self.db or DEFAULT_DB), self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None,
                 truthy(self.no_recall),
             )
 

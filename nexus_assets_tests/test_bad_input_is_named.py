@@ -116,3 +116,21 @@ def test_a_db_in_a_missing_folder_says_it_made_a_new_vault(empty_project: Projec
     assert f"nexus: created a new vault at {db}, and the folder {db.parent} for it" in done.stderr.splitlines()
     again = run_nexus("--db", str(db), "sync", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics), env=NO_RECALL)
     assert "created a new vault" not in again.stderr
+
+
+def test_a_topic_key_at_the_wrong_level_is_told_where_it_belongs(tmp_path):
+    """`min_relevance` is a topic key, but not under `extraction_policy`: the hint says where it goes
+    (not "did you mean 'min_relevance'?", the very key that was written)."""
+    from nexus_assets.topics.files import read_topic_file
+
+    path = tmp_path / "garden.yaml"
+    path.write_text(
+        "topic_id: garden\ndisplay_name: Garden\nstate: ACTIVE\n"
+        "extraction_policy:\n  scope_description: What grows where.\n  required_keywords: [tomato]\n  min_relevance: 0.2\n",
+        encoding="utf-8",
+    )
+    problem = read_topic_file(path).problem
+    assert problem is not None and "did you mean" not in problem, problem
+    assert problem.endswith(
+        "('min_relevance' is not a key under 'extraction_policy'; it belongs at the top level of the topic file)"
+    ), problem

@@ -231,3 +231,93 @@ def test_vault_connections_never_draw_duckdb_progress_bars_on_stdout(tmp_path):
         assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
     with Vault.open(tmp_path / "v.duckdb", read_only=True) as v:
         assert v.conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_duckdb_url_names_the_vault_file_on_the_flag_in_nexus_db_and_in_the_api(empty_project: Project, capsys, monkeypatch):
+    """`duckdb:///ABS/PATH` (DESIGN §7) is parsed once where it enters: the flag, NEXUS_DB and the
+    API's configuration all reach the file at /ABS/PATH, never a path with the scheme still on."""
+    from nexus_assets.api.config import ApiConfig
+    from nexus_assets.vault.address import parse_address
+
+    p = empty_project
+    p.write_topic("kitchen", keywords=["oven"])
+    p.write_run("r.json", {"run_id": "r1", "status": "CLOSED", "messages": [{"role": "user", "content": "The oven runs at 230 degrees for bread."}]})
+    url = f"duckdb://{p.db.resolve()}"
+    assert url.startswith("duckdb:///")
+    run_json(capsys, "--db", url, "sync", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    assert p.db.is_file(), "the vault is the file the URL names"
+    by_flag = run_json(capsys, "--db", url, "topics")
+    assert [t["topic_id"] for t in by_flag] == ["kitchen"]
+    monkeypatch.setenv("NEXUS_DB", url)
+    assert run_json(capsys, "topics") == by_flag
+    assert run_json(capsys, "bricks", "kitchen")[0]["content"] == "The oven runs at 230 degrees for bread."
+    config = ApiConfig(db=url, runs_dir=str(p.runs), topics_dir=str(p.topics))
+    assert (config.db, parse_address(url).backend) == (str(p.db.resolve()), "duckdb")
+    # A vault that is not there is named by its path, once.
+    code, _, err = run_cli(capsys, "--db", f"duckdb://{p.root.resolve()}/none.duckdb", "topics")
+    assert (code, err.strip()) == (2, f"nexus: no vault at {p.root.resolve()}/none.duckdb; run `nexus sync` first, or pass --db PATH")
+
+
+# A line of a Claude Code session in which the user pasted what a test run printed: erase-line,
+# cursor-to-column-1 and colour sequences, a bell and a backspace, as terminals receive them.
+ANSI_PROMPT = (
+    "\x1b[2K\x1b[1G\x1b[32m✓\x1b[39m tests/backup.test.ts (14 tests) 212ms\x07\n"
+    "So the nightly backup runs at 02:00 and \x1b[1mnever\x1b[22m overlaps the sync\x08."
+)
+
+
+def test_control_characters_from_a_session_are_shown_escaped_to_a_person_and_kept_exact_in_json(empty_project: Project, capsys):
+    """Issue 50 item 1: every text for a person (bricks, trace, search, recall, the Markdown export,
+    the viewer's pages and source panel) shows control characters as `\\x1b`…; --json and the
+    vault keep the exact text (invariant 1)."""
+    import urllib.parse
+
+    from nexus_assets_tests.sessions import SESSION, claude_event, write_lines
+    from nexus_assets_tests.test_viewer import fetch, running_viewer
+
+    p = empty_project
+    p.write_topic("backups", keywords=["backup"])
+    write_lines(p.runs / "claude" / f"{SESSION}.jsonl", [
+        claude_event("user", 1, ANSI_PROMPT),
+        claude_event("assistant", 2, [{"type": "text", "text": "Noted: the backup runs at 02:00, before the sync."}], parent=1),
+    ])
+    run_json(capsys, *p.sync_args())
+    bricks = run_json(capsys, *p.cli_args(), "bricks", "backups")
+    raw = [b for b in bricks if "\x1b" in b["content"]]
+    assert raw, [b["content"] for b in bricks]
+    brick = raw[0]
+    assert brick["content"] in ANSI_PROMPT, "--json keeps the exact text"
+
+    def safe(text: str) -> None:
+        assert not re.search(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]", text), repr(text)
+
+    outputs = {
+        "bricks": run_cli(capsys, *p.cli_args(), "bricks", "backups"),
+        "bricks --full": run_cli(capsys, *p.cli_args(), "bricks", "backups", "--full"),
+        "trace": run_cli(capsys, *p.cli_args(), "trace", brick["brick_id"]),
+        "trace --full": run_cli(capsys, *p.cli_args(), "trace", brick["brick_id"], "--full"),
+        "search": run_cli(capsys, *p.cli_args(), "search", "backup"),
+        "recall": run_cli(capsys, *p.cli_args(), "recall", "when does the backup run"),
+        "export": run_cli(capsys, *p.cli_args(), "export", "backups", "--format", "markdown"),
+    }
+    for name, (code, out, err) in outputs.items():
+        assert code == 0, (name, err)
+        safe(out + err)
+        assert "\\x1b[" in out, (name, out)
+    assert "\\x1b[2K\\x1b[1G\\x1b[32m✓\\x1b[39m" in outputs["trace --full"][1] + outputs["bricks --full"][1]
+    traced = run_json(capsys, *p.cli_args(), "trace", brick["brick_id"])
+    assert traced["content"] == brick["content"] and "\x1b" in traced["traces"][0]["node_text"]
+    code, out, _ = run_cli(capsys, *p.cli_args(), "search", "backup", "--json")
+    (hit,) = [h for h in json.loads(out) if h["brick_id"] == brick["brick_id"]]
+    assert hit["content"] == brick["content"], "--json decodes to the exact text"
+
+    with running_viewer(p.db) as server:
+        pages = [
+            fetch(f"{server.url}topics/backups")[2],
+            fetch(f"{server.url}?recall={urllib.parse.quote('when does the backup run')}")[2],
+        ]
+        status, _, panel = fetch(f"{server.url}api/bricks/{brick['brick_id']}/trace")
+    assert status == 200
+    for page in [*pages, panel]:
+        safe(json.loads(panel)["traces"][0]["quote"] if page is panel else page)
+        assert "\\x1b[" in page

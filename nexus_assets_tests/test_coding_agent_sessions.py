@@ -323,3 +323,24 @@ def test_sync_of_a_growing_session_keeps_earlier_bricks_and_traces_each_to_its_l
     assert (traced["line"], traced["quote"], traced["current"]) == (5, "The backup moved to two.", True)
     code, _, err = run_cli(capsys, *db, "verify")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/init",  # as typed
+        "/review 142",
+        "<command-message>init is analyzing your codebase…</command-message>\n<command-name>/init</command-name>",
+        [{"type": "text", "text": "<command-name>/compact</command-name>\n<command-args></command-args>"}],
+    ],
+)
+def test_a_session_opened_by_a_slash_command_is_titled_by_the_first_real_prompt(tmp_path: Path, command):
+    lines = [
+        claude_event("user", 1, command),
+        claude_event("user", 2, "<local-command-stdout>Compacted</local-command-stdout>", parent=1),
+        claude_event("user", 3, "Please analyze this codebase and create a CLAUDE.md file.", parent=2, isMeta=True),
+        claude_event("assistant", 4, [{"type": "text", "text": "I wrote CLAUDE.md."}], parent=3),
+        claude_event("user", 5, "/usr/local/bin has two nexus binaries; keep the newer one.", parent=4),
+    ]
+    [run], _ = read(write_lines(tmp_path / f"{SESSION}.jsonl", lines))
+    assert run.document["title"] == "/usr/local/bin has two nexus binaries; keep the newer one."

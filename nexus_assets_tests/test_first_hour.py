@@ -2,7 +2,8 @@
 `data/runs/`, a topic file written by hand, then `nexus sync`, `nexus bricks`, `nexus recall`,
 `nexus ask` and `nexus serve` from the project folder with no flags, up to a cited answer.
 
-The export is generated (`generated_export.py`); its conversations get titles, as real ones have.
+The export is generated (`generated_export.py`); its conversations get titles, as real ones have,
+and its sourdough conversations say real-looking things (the README shows their bricks).
 """
 
 from __future__ import annotations
@@ -40,13 +41,54 @@ def first_hour(tmp_path_factory) -> Path:
     return first_hour_folder(tmp_path_factory.mktemp("first-hour"))
 
 
+# What people ask and are told about sourdough, as a newcomer's own export would say it (the
+# README's first-hour examples show these bricks, not the generator's word salad).
+SOURDOUGH_QUESTIONS = (
+    "How often should I feed my sourdough starter when it lives in the fridge?",
+    "My starter smells like nail polish remover. Is it dead?",
+    "The dough spread flat in the oven again, what went wrong?",
+    "Can I use whole wheat flour to revive a sluggish starter?",
+    "How long can the dough proof overnight in the fridge?",
+    "What hydration should my first sourdough loaf have?",
+)
+SOURDOUGH_ANSWERS = (
+    "Feed the starter once a week while it lives in the fridge, and twice a day for two days before you bake.",
+    "An acetone smell means the starter is hungry, not dead: discard all but 50 g and feed it equal weights of flour and water.",
+    "Dough that spreads flat was usually overproofed, so end the bulk ferment an hour earlier next time.",
+    "Whole wheat or rye flour wakes a sluggish starter faster because it carries more wild yeast.",
+    "A cold retard of 12 to 16 hours at 4 °C gives the dough more sour flavour and makes it easier to score.",
+    "Start your first sourdough loaf at 70% hydration; wetter dough is much harder to shape.",
+    "Keep the starter at 24 to 26 °C and it peaks about four to six hours after a feed.",
+    "Bake the dough in a preheated Dutch oven at 250 °C, with the lid on for the first 20 minutes.",
+)
+
+
+def _real_looking_sourdough(conversation: dict, n: int) -> None:
+    """The generated sourdough conversation `conversation` (the n-th) says real-looking things,
+    keeping the assistant's boilerplate sentences (what the selector must leave out)."""
+    turns = [node["message"] for node in conversation["mapping"].values() if node["message"] is not None]
+    for i, message in enumerate(turns):
+        k = n * 3 + i // 2
+        if message["author"]["role"] == "user":
+            message["content"]["parts"] = [SOURDOUGH_QUESTIONS[k % len(SOURDOUGH_QUESTIONS)]]
+        else:
+            boilerplate = message["content"]["parts"][0].split(". ")[-3:]  # the generator puts it last
+            # The answer to the question just asked (answers 0-5 answer questions 0-5), and a tip.
+            said = [SOURDOUGH_ANSWERS[k % len(SOURDOUGH_QUESTIONS)], SOURDOUGH_ANSWERS[len(SOURDOUGH_QUESTIONS) + k % 2]]
+            message["content"]["parts"] = [" ".join(said + [". ".join(boilerplate)])]
+
+
 def first_hour_folder(root: Path) -> Path:
     """A fresh project folder holding only the user's export and topic, synced by `nexus sync`."""
     made = generate_export(root / "scratch", per_theme=6, one_off_questions=10, themes=None)
     conversations = json.loads(made.path.read_text(encoding="utf-8"))
+    sourdough = 0
     for i, c in enumerate(conversations):
         theme = made.subject_of[c["id"]] or "question"
         c["title"] = f"{theme.title()} notes #{i}"
+        if theme == "sourdough":
+            _real_looking_sourdough(c, sourdough)
+            sourdough += 1
     (root / "data" / "runs" / "chatgpt").mkdir(parents=True)
     with zipfile.ZipFile(root / "data" / "runs" / "chatgpt" / "chatgpt-export.zip", "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("conversations.json", json.dumps(conversations))

@@ -6,12 +6,14 @@ import re
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 
 from nexus_assets.extract.sentences import sentences
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import REPO, Project
+from nexus_assets_tests.test_mcp import stdio, structured  # at import: the SDK's stdio client keeps the real stderr
 
 TOPIC = "nexus-server-sync"
 RUN_ID = "run-2026-10-21-ordering-review"
@@ -300,3 +302,61 @@ def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_repli
         assert v.conn.execute("SELECT count(*) FROM llm_requests").fetchone() == (0,)
     assert bytes_containing(places, secret) == []
     assert [b["content"] for b in run_json(capsys, *p.cli_args(), "bricks", "garden")] == ["The vault keeps history forever."]
+
+
+def test_a_forget_through_mcp_finishes_the_erasure_a_killed_cli_forget_committed_and_no_journal_is_overwritten(
+    project: Project, home: Path, capsys
+):
+    """Issue 50 item 4: one forgetting service for every shell. `nexus forget` is killed after its
+    commit (its physical erasure pending, in its journal); a forget of another run through the MCP
+    `forget` tool writes its own journal beside it, finishes the first erasure, then its own: both
+    runs' text is gone from every byte Nexus keeps (vault, WAL, indexes, Dagster's storage)."""
+    p = project
+    run_json(capsys, *p.sync_args())
+    texts = own_sentences(p) + own_sentences(p, EARLY_RUN_FILE)
+    assert own_sentences(p) and own_sentences(p, EARLY_RUN_FILE)
+    forget = ["--db", str(p.db), "forget", "--run", RUN_ID, "--reason", "the author asked", "--yes"]
+    killed = run_nexus(*forget, env={"NEXUS_TEST_KILL_FORGET_AT": "committed"})
+    assert killed.returncode == -9, killed.stderr
+    (first,) = [t["tombstone_id"] for t in tombstones_of(p)]
+    journals = lambda: sorted(f.name for f in p.db.parent.glob(p.db.name + ".forgetting*"))  # noqa: E731
+    assert journals() == [f"{p.db.name}.forgetting.{first}"], "the journal is named by its tombstone"
+
+    async def through_mcp():
+        async with stdio(p, "--allow-writes") as client:
+            planned = structured(await client.call_tool("forget", {"run_id": EARLY_RUN_ID, "reason": "asked too"}))
+            done = structured(await client.call_tool("forget", {"run_id": EARLY_RUN_ID, "reason": "asked too", "confirm": True}))
+        return planned, done
+
+    planned, done = anyio.run(through_mcp)
+    assert (planned["changed"], planned["unfinished"]) == (False, [first])
+    assert done["changed"] is True and done["report"]["run_ids"] == [EARLY_RUN_ID] and done["report"]["proof"]["text_gone"]
+    (finished,) = done["finished_first"]
+    assert (finished["tombstone_id"], finished["resumed"], finished["proof"]["text_gone"]) == (first, True, True)
+    assert {t["tombstone_id"] for t in tombstones_of(p)} == {first, done["report"]["tombstone_id"]}
+    assert journals() == [], "each journal was removed once its erasure was proven"
+
+    derived = [f for f in p.root.iterdir() if f.name not in ("runs", "topics", "gold")]
+    assert p.db in derived and bytes_containing([*derived, home], texts) == []
+    assert run_json(capsys, *p.cli_args(), "verify")["ok"] is True
+
+
+def test_a_second_forget_never_writes_over_a_pending_journal(project: Project, home: Path):
+    """The journal of a committed, unfinished forget survives any later forget until its own erasure is proven."""
+    import os
+
+    from nexus_assets.forget.step import _write_journal, journal_path
+
+    p = project
+    p.db.write_bytes(b"")  # only the journal's place beside it matters here
+    journal = {"tombstone_id": "0123456789abcdef", "pieces": ["the first forget's text"]}
+    _write_journal(p.db, journal)
+    path = journal_path(p.db, journal["tombstone_id"])
+    assert json.loads(path.read_text()) == journal and oct(os.stat(path).st_mode & 0o777) == "0o600"
+    with pytest.raises(FileExistsError):
+        _write_journal(p.db, {**journal, "pieces": ["another"]})
+    assert json.loads(path.read_text()) == journal
+    _write_journal(p.db, {**journal, "tombstone_id": "fedcba9876543210"})
+    assert sorted(f.name for f in p.db.parent.glob(p.db.name + ".forgetting*")) == [
+        f"{p.db.name}.forgetting.0123456789abcdef", f"{p.db.name}.forgetting.fedcba9876543210"
+    ]

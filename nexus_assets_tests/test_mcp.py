@@ -59,7 +59,8 @@ async def exercise(client: Client, p: Project, expected: dict) -> dict:
         seen["list_topics"] = structured(await client.call_tool("list_topics", {}))
         seen["get_bricks"] = structured(await client.call_tool("get_bricks", {"topic_id": "storage-decisions"}))
         seen["get_brick"] = structured(await client.call_tool("get_brick", {"brick_id": expected["brick_id"]}))
-        seen["search"] = structured(await client.call_tool("search", {"q": "vault", "topic": "storage-decisions"}))
+        seen["search"] = structured(await client.call_tool("search", {"query": "vault", "topics": ["storage-decisions"]}))
+        seen["search_old_names"] = structured(await client.call_tool("search", {"q": "vault", "topic": "storage-decisions"}))
         seen["conflicts"] = structured(await client.call_tool("conflicts", {"topic_id": "nexus-server-sync"}))
         seen["recall"] = structured(await client.call_tool("recall", {"query": "where is the vault stored", "k": 3}))
         seen["ask"] = structured(await client.call_tool("ask", {"question": "where is the vault stored"}))
@@ -73,9 +74,10 @@ def check(seen: dict, p: Project, capsys) -> None:
     assert READ_TOOLS <= set(seen["tools"]) and not {"sync", "forget"} & set(seen["tools"])
     for tool in seen["tools"].values():
         assert "verbatim" in (tool.description or "")
+    assert_descriptions_for_agents(seen["tools"])
     assert seen["list_topics"] == cli(capsys, p, "topics") == seen["after"]
     assert seen["get_bricks"] == cli(capsys, p, "bricks", "storage-decisions")
-    assert seen["search"] == cli(capsys, p, "search", "vault", "--topic", "storage-decisions")
+    assert seen["search"] == seen["search_old_names"] == cli(capsys, p, "search", "vault", "--topic", "storage-decisions")
     assert seen["conflicts"] == cli(capsys, p, "conflicts", "nexus-server-sync")
     expected = cli(capsys, p, "recall", "where is the vault stored", "--k", "3")
     assert [r["brick_id"] for r in seen["recall"]["results"]] == [r["brick_id"] for r in expected["results"]]
@@ -87,7 +89,7 @@ def check(seen: dict, p: Project, capsys) -> None:
     audit = {r["audit_id"]: r for r in cli(capsys, p, "audit")}
     assert audit[seen["ask"]["audit_id"]]["agent"].startswith("mcp:")
     assert seen["unknown_topic"].is_error and "topic_id" in seen["unknown_topic"].content[0].text
-    assert seen["bad_k"].is_error and "k" in seen["bad_k"].content[0].text
+    assert seen["bad_k"].is_error and seen["bad_k"].content[0].text == "k: must be a whole number from 1 to 100, got 0"
 
 
 def test_tools_over_stdio_answer_the_cli_json(synced: Project, capsys):
@@ -130,3 +132,81 @@ def test_writes_only_with_allow_writes(synced: Project):
     assert {"sync", "forget"} <= names
     assert [r["topic_id"] for r in results] == ["storage-decisions"] and results[0]["success"]
     assert unknown.is_error and "run_id" in unknown.content[0].text
+
+
+def assert_descriptions_for_agents(tools: dict) -> None:
+    """Issue 50 item 6: each tool's description is its own (what it returns, when to use it), not one
+    boilerplate sentence and a pointer at a CLI command; recall, search and ask say which is for what."""
+    descriptions = {name: t.description or "" for name, t in tools.items()}
+    firsts = [d.split(". ")[0] for d in descriptions.values()]
+    assert len(set(firsts)) == len(firsts), "every tool opens with its own sentence"
+    assert not [n for n, d in descriptions.items() if "`nexus " in d], "no pointing at CLI commands"
+    for name, others in (("recall", ("search", "ask")), ("search", ("recall",)), ("ask", ("recall",))):
+        assert all(o in descriptions[name] for o in others), (name, descriptions[name])
+    assert "confidence" in descriptions["recall"] and "never rises" in descriptions["recall"]
+
+
+def test_search_takes_query_and_topics_and_argument_errors_are_one_sentence_an_agent_can_act_on(synced: Project, capsys):
+    async def run():
+        async with stdio(synced) as client:
+            calls = {
+                "one_topic": await client.call_tool("search", {"query": "vault", "topics": "storage-decisions"}),
+                "both_names": await client.call_tool("search", {"query": "vault", "q": "vault"}),
+                "missing": await client.call_tool("recall", {"topics": ["storage-decisions"]}),
+                "unknown": await client.call_tool("recall", {"query": "vault", "topic_ids": ["storage-decisions"]}),
+                "too_long": await client.call_tool("search", {"query": "x" * 1001}),
+                "bad_state": await client.call_tool("get_bricks", {"topic_id": "storage-decisions", "min_state": "DONE"}),
+                "limit": await client.call_tool("get_bricks", {"topic_id": "storage-decisions", "limit": 100_001}),
+                "after": await client.call_tool("list_topics", {}),
+            }
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+        return calls, tools
+
+    calls, tools = anyio.run(run)
+    assert structured(calls["one_topic"]) == cli(capsys, synced, "search", "vault", "--topic", "storage-decisions")
+    texts = {name: r.content[0].text for name, r in calls.items() if r.is_error}
+    assert texts == {
+        "both_names": "search: give 'query' only ('q' is its old name), not both",
+        "missing": "query: recall needs 'query' (text of 1 to 2000 characters)",
+        "unknown": "recall: 'topic_ids' is not an argument of recall; its arguments are query, topics, k",
+        "too_long": "query: must be text of 1 to 1000 characters, got str of 1001",
+        "bad_state": "min_state: must be one of IMPROVISE, FORMING, FINAL, got 'DONE'",
+        "limit": "limit: must be a whole number from 0 to 100000, got 100001",
+    }
+    assert all("pydantic" not in t and "\n" not in t for t in texts.values())
+    assert structured(calls["after"]) == cli(capsys, synced, "topics"), "the server keeps answering"
+
+    # The same bounds for the same argument in the API, the MCP tools and the CLI.
+    from nexus_assets.api.app import create_app
+    from nexus_assets.api.config import ApiConfig
+    from nexus_assets.cli import build_parser
+
+    openapi = create_app(ApiConfig(db=str(synced.db), runs_dir=str(synced.runs), topics_dir=str(synced.topics), warm=False, mcp=False)).openapi()
+
+    def api_bounds(path: str, method: str, name: str) -> tuple:
+        operation = openapi["paths"][path][method]
+        if name in {p["name"] for p in operation.get("parameters", [])}:
+            schema = next(p["schema"] for p in operation["parameters"] if p["name"] == name)
+        else:
+            ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].split("/")[-1]
+            schema = openapi["components"]["schemas"][ref]["properties"][name]
+        schema = next((s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"), schema)
+        return schema.get("minimum", schema.get("minLength")), schema.get("maximum", schema.get("maxLength"))
+
+    def mcp_bounds(tool: str, name: str) -> tuple:
+        schema = tools[tool].input_schema["properties"][name]
+        schema = next((s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"), schema)
+        return schema.get("minimum", schema.get("minLength")), schema.get("maximum", schema.get("maxLength"))
+
+    assert api_bounds("/v1/topics/{topic_id}/bricks", "get", "limit") == mcp_bounds("get_bricks", "limit") == (0, 100_000)
+    assert api_bounds("/v1/topics/{topic_id}/bricks", "get", "offset") == mcp_bounds("get_bricks", "offset")
+    assert api_bounds("/v1/recall", "post", "k") == mcp_bounds("recall", "k") == (1, 100)
+    assert api_bounds("/v1/recall", "post", "query") == mcp_bounds("recall", "query") == mcp_bounds("ask", "question")
+    assert api_bounds("/v1/search", "get", "limit") == mcp_bounds("search", "limit") == (1, 200)
+    assert api_bounds("/v1/search", "get", "q") == mcp_bounds("search", "query")
+    parser = build_parser()
+    for argv in (["recall", "vault", "--k", "101"], ["recall", "vault", "--k", "0"], ["search", "vault", "--limit", "201"]):
+        with pytest.raises(SystemExit) as refused:
+            parser.parse_args(argv)
+        assert refused.value.code == 2, argv
+    assert parser.parse_args(["recall", "vault", "--k", "100"]).k == 100 and parser.parse_args(["search", "v", "--limit", "200"]).limit == 200

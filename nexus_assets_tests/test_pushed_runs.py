@@ -15,7 +15,9 @@ import pytest
 
 from nexus_assets.core.models import Run
 from nexus_assets.ingest.push import (
+    RUN_ID_RULE,
     BadPush,
+    MessageConflict,
     RunClosed,
     RunNotFound,
     RunTooLarge,
@@ -48,7 +50,7 @@ def test_an_append_creates_an_open_run_file_that_a_sync_reads(tmp_path: Path):
 def test_a_retried_append_adds_nothing(tmp_path: Path):
     append_messages(tmp_path, "agent-7", [message(1), message(2)])
     before = run_path(tmp_path, "agent-7").read_bytes()
-    again = append_messages(tmp_path, "agent-7", [message(1), message(2, "a changed retry is still a retry")])
+    again = append_messages(tmp_path, "agent-7", [message(1), {k: v for k, v in message(2).items() if k != "timestamp"}])
     assert (again.added, again.messages, again.created) == (0, 2, False)
     assert run_path(tmp_path, "agent-7").read_bytes() == before
     more = append_messages(tmp_path, "agent-7", [message(2), message(3)])
@@ -110,13 +112,45 @@ def test_a_run_never_grows_past_what_a_sync_can_read(tmp_path: Path):
 
 
 def test_no_run_id_reaches_outside_the_pushed_folder(tmp_path: Path):
-    for run_id in ("../../etc/passwd", "a/b", "ümlaut run", ".hidden"):
-        path = run_path(tmp_path, run_id)
-        assert path.parent == tmp_path / "pushed" and path.name.startswith("run-")
+    for run_id in ("../../etc/passwd", "a/b", "ümlaut run", ".hidden", "été", "bad\nid", "ok\n", "", "x" * 129):
+        with pytest.raises(BadPush, match="is not allowed: ") as refused:
+            append_messages(tmp_path, run_id, [message(1)])
+        assert str(refused.value).endswith(f"({RUN_ID_RULE})"), "the message names the rule"
+    assert list(tmp_path.iterdir()) == [], "a refused push writes nothing"
+    for run_id in ("agent-7", "A.b_c-9", "x" * 128):
+        assert run_path(tmp_path, run_id) == tmp_path / "pushed" / f"{run_id}.json"
+    # ':' (a Claude Code subagent's run id) is allowed, but not a file name everywhere: the file is named by its hash.
+    result = append_messages(tmp_path, "4f2c9a:agent-1", [message(1)])
+    assert result.path.parent == tmp_path / "pushed" and result.path.name.startswith("run-")
+    assert read_back(result.path).run_id == "4f2c9a:agent-1"
+
+
+def test_a_message_id_pushed_again_with_other_content_is_refused_naming_it_and_the_first_is_kept(tmp_path: Path):
+    append_messages(tmp_path, "agent-7", [message(1), message(2)])
+    before = run_path(tmp_path, "agent-7").read_bytes()
+    with pytest.raises(MessageConflict, match="message id 'm-2' is already in run 'agent-7' with other content; the first is kept"):
+        append_messages(tmp_path, "agent-7", [message(3), message(2, "a different text under the same id")])
+    assert run_path(tmp_path, "agent-7").read_bytes() == before, "nothing of the refused push is written, m-3 neither"
+    with pytest.raises(MessageConflict, match="'m-5'"):
+        append_messages(tmp_path, "agent-8", [message(5), message(5, "two contents for one id in one push")])
+    assert not run_path(tmp_path, "agent-8").exists()
+
+
+def test_refused_and_failed_pushes_leave_no_file_and_no_lock(tmp_path: Path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with pytest.raises(RunNotFound):
+        close_run(runs, "unknown")
     with pytest.raises(BadPush):
-        run_path(tmp_path, "bad\nid")
-    result = append_messages(tmp_path, "../../x", [message(1)])
-    assert read_back(result.path).run_id == "../../x"
+        put_run(runs, "été", {"status": "OPEN", "messages": []})
+    with pytest.raises(RunTooLarge):
+        append_messages(runs, "big", [message(1, "x" * 5000)], max_bytes=2000)
+    assert list(runs.rglob("*")) == []
+    append_messages(runs, "agent-7", [message(1)])
+    close_run(runs, "agent-7")
+    with pytest.raises(RunClosed):
+        append_messages(runs, "agent-7", [message(2)])
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*")) == ["pushed", "pushed/agent-7.json"]
 
 
 def test_concurrent_appends_lose_nothing(tmp_path: Path):

@@ -3,6 +3,7 @@ tiered reranking, grounded answers with the CCC gate, MODE-1 and the append-only
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 
@@ -13,7 +14,7 @@ from nexus_assets.recall.citations import ccc, extractive_answer, split_answer
 from nexus_assets.recall.embedder import MODEL
 from nexus_assets.recall.index import load, vector_index_dir
 from nexus_assets.store import Vault
-from nexus_assets_tests.cli_helpers import run_json, run_nexus
+from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.llm_server import FakeOpenAIServer
 from nexus_assets_tests.project import Project
@@ -62,6 +63,20 @@ def test_recall_is_read_only_and_confidences_are_in_range(synced: Project, capsy
     assert_in_rank_order(out["results"])
     assert all(0.0 <= r["confidence"] <= 1.0 for r in out["results"]) and len(out["results"]) == 4
     assert set(r["brick_id"] for r in out["results"]) and all(r["sources"] for r in out["results"])
+
+
+def test_recall_confidence_never_rises_down_the_list(synced: Project, capsys):
+    """DESIGN §8: the confidence is a mapping of the final ranking score, so in every listing (the
+    --json results and the lines a person reads) it never rises from one result to the next."""
+    for query in (QUESTION, "backups of the vault file", "which port does the server use", "order of bricks"):
+        results = run_json(capsys, *synced.cli_args(), "recall", query, "--k", "10")["results"]
+        assert len(results) >= 5, query
+        confidences = [r["confidence"] for r in results]
+        assert confidences == sorted(confidences, reverse=True), (query, confidences, [r["similarity"] for r in results])
+        assert all(0.0 <= c <= 1.0 for c in confidences)
+        code, text, _ = run_cli(capsys, *synced.cli_args(), "recall", query, "--k", "10")
+        shown = [float(line.split()[1]) for line in text.splitlines() if re.match(r"\s+\d+\. ", line)]
+        assert code == 0 and shown == sorted(shown, reverse=True) and len(shown) == len(results), text
 
 
 def assert_in_rank_order(results: list[dict]) -> None:
@@ -198,6 +213,10 @@ def test_the_viewer_recall_box_uses_recall_and_writes_nothing(synced: Project, c
         with urllib.request.urlopen(f"{server.url}?recall={urllib.parse.quote(QUESTION)}", timeout=120) as resp:
             page = resp.read().decode("utf-8")
     assert 'data-brick-id="' in page and "ranked by heuristic" in page and QUESTION in page
+    cards = page.split('class="brick recalled"')[1:]
+    assert cards and not [c for c in cards if re.search(r"</a>\s*·", c)], "no `topic ·` left dangling on a card"
+    shown = [float(re.search(r'<span class="badge"[^>]*>([0-9.]+)</span>', c).group(1)) for c in cards]
+    assert shown == sorted(shown, reverse=True), "the confidence never rises down the cards"
     expected = run_json(capsys, *synced.cli_args(), "recall", QUESTION)["results"][0]["brick_id"]
     assert page.split('class="brick recalled" data-brick-id="')[1].split('"')[0] == expected, "best first, as `nexus recall`"
     assert table_bytes(synced) == before

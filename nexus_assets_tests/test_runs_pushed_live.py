@@ -136,3 +136,33 @@ def test_remember_appends_the_agents_messages_over_mcp(tmp_path):
     assert [t["topic_id"] for t in still] == ["agent-memory"], "the server keeps answering after a bad call"
     assert "remember" not in names, "read-only unless --allow-writes"
     assert json.loads(run_path(p.runs, "agent-7").read_text())["messages"] == [message]
+
+
+def test_a_refused_push_over_http_names_the_rule_or_the_id_and_leaves_no_file(tmp_path):
+    """Issue 50 item 3: an id outside the rule is 422 naming it; a close of an unknown run is 404
+    and leaves nothing (no lock file); a known message id with other content is 409 naming the id."""
+    from nexus_assets.ingest.push import RUN_ID_RULE
+
+    p = project(tmp_path)
+    listing = lambda: sorted(f.relative_to(p.runs).as_posix() for f in p.runs.rglob("*"))  # noqa: E731
+    first = {"id": "m1", "role": "user", "content": "We deploy on Fridays after the database backup."}
+    with api_server(p) as api:
+        for method, path, body in (
+            ("PUT", "/v1/runs/%C3%A9t%C3%A9", {"status": "OPEN", "messages": []}),
+            ("POST", "/v1/runs/%C3%A9t%C3%A9/messages", {"messages": [first]}),
+            ("POST", "/v1/runs/.hidden/messages", {"messages": [first]}),
+        ):
+            status, headers, problem = api.call(method, path, body)
+            assert (status, headers["content-type"]) == (422, PROBLEM), problem
+            assert RUN_ID_RULE in problem["detail"], problem
+        status, _, problem = api.post("/v1/runs/unknown/close")
+        assert status == 404 and "unknown" in problem["detail"]
+        assert listing() == [], "a refused request leaves no file, not even a lock"
+
+        assert api.post("/v1/runs/agent-9/messages", {"messages": [first]})[0] == 200
+        status, headers, problem = api.post("/v1/runs/agent-9/messages", {"messages": [{**first, "content": "We never deploy."}]})
+        assert (status, headers["content-type"]) == (409, PROBLEM), problem
+        assert "message id 'm1' is already in run 'agent-9' with other content; the first is kept" in problem["detail"]
+        assert api.post("/v1/runs/agent-9/messages", {"messages": [first]})[2]["added"] == 0, "the same message again is a retry"
+    assert [m["content"] for m in json.loads(run_path(p.runs, "agent-9").read_text())["messages"]] == [first["content"]]
+    assert listing() == ["pushed", "pushed/agent-9.json"]

@@ -462,7 +462,8 @@ def test_only_get_and_head_are_allowed(viewer):
 def test_binds_loopback_by_default_and_refuses_foreign_host_names(viewer, project):
     assert viewer.server_address[0] == "127.0.0.1"
     args = build_parser().parse_args(["serve"])
-    assert (args.host, args.port) == ("127.0.0.1", 8765)
+    assert (args.host, args.port) == ("127.0.0.1", 8766), "not `nexus api`'s 8765: both can run at once"
+    assert build_parser().parse_args(["api"]).port == 8765
     server = make_server(project.db, port=0)
     try:
         assert server.server_address[0] == "127.0.0.1"

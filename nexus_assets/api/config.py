@@ -6,6 +6,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from nexus_assets.vault.address import parse_address
+
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -41,6 +43,8 @@ class ApiConfig:
     warm: bool = True  # load the embedding model and each topic's index at start
 
     def __post_init__(self) -> None:
+        # The vault address is parsed once, here where it enters the API and the MCP server.
+        object.__setattr__(self, "db", parse_address(self.db))
         if not self.token and not is_loopback(self.host):
             raise InsecureBind(
                 f"refusing to listen on {self.host} without a token: anyone who can reach it could read the vault; "

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nexus_assets.ingest.push import PushError, RunClosed, RunNotFound, RunTooLarge
+from nexus_assets.ingest.push import MessageConflict, PushError, RunClosed, RunNotFound, RunTooLarge
 from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.sync.selection import SyncInputError
 
@@ -55,7 +55,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(PushError)
     async def refused_push(request: Request, exc: PushError):
-        status = 409 if isinstance(exc, RunClosed) else 413 if isinstance(exc, RunTooLarge) else 404 if isinstance(exc, RunNotFound) else 422
+        status = 409 if isinstance(exc, (RunClosed, MessageConflict)) else 413 if isinstance(exc, RunTooLarge) else 404 if isinstance(exc, RunNotFound) else 422
         return problem(status, str(exc))
 
     @app.exception_handler(VaultBusy)

@@ -21,8 +21,11 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
+from nexus_assets.core import bounds
+from nexus_assets.core.display import visible
 from nexus_assets.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
+from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.connection import (
     VaultBusy,
     VaultConfigError,
@@ -48,6 +51,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def bounded(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (core/bounds.py: the API's and the MCP tools' bounds too)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return whole
+
+
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number of at least 0 (argparse exits 2 otherwise)."""
     try:
@@ -68,12 +86,12 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     basics = Basics.from_env() if basics is None else basics
     parser = argparse.ArgumentParser(prog="nexus", description="Compile conversations into verbatim, traceable bricks.")
     parser.add_argument(
-        "--db", default=basics.db,
+        "--db", default=basics.db, type=parse_address,
         help=f"the vault: a file (default {DEFAULT_DB}), duckdb:///path, or postgresql://user@host:port/db",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    common.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # None: filled by resolve_dirs (the environment, else the vault's recorded directory, else ./data).
     runs_default = None
@@ -182,7 +200,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
         "--repl", action="store_true", help="read one query per line from standard input and answer each, loading the model once"
     )
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    p.add_argument("--k", type=int, default=5, help="results (default 5)")
+    p.add_argument("--k", type=bounded(*bounds.RECALL_K), default=5, help=f"results, {bounds.RECALL_K[0]} to {bounds.RECALL_K[1]} (default 5)")
     _handler(p, "recall:cmd_recall")
     p = sub.add_parser("ask", parents=[common], help="a grounded answer citing bricks; exit 1 when refused")
     p.add_argument("question")
@@ -208,7 +226,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("search", parents=[common], help="ranked full-text search (BM25) over brick text, with highlights")
     p.add_argument("text", help='words, or "a phrase" in quotes')
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    p.add_argument("--limit", type=int, default=20, help="at most this many results (default 20)")
+    p.add_argument(
+        "--limit", type=bounded(*bounds.SEARCH_LIMIT), default=20,
+        help=f"at most this many results, {bounds.SEARCH_LIMIT[0]} to {bounds.SEARCH_LIMIT[1]} (default 20)",
+    )
     _handler(p, "search:cmd_search")
 
     p = sub.add_parser("export", help="the manifest's bricks with their sources as JSON lines, Parquet or Markdown; read-only")
@@ -218,22 +239,22 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     _handler(p, "export:cmd_export")
 
     p = sub.add_parser("api", help="the HTTP API (loopback unless NEXUS_API_TOKEN is set), with the MCP tools at /mcp")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; another needs NEXUS_API_TOKEN)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_api")
     p = sub.add_parser("mcp", help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
     p.add_argument("--allow-writes", action="store_true", help="add the sync and forget tools")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_mcp")
 
     p = sub.add_parser("serve", help="the read-only trace viewer (a local web app)")
-    p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
+    p.add_argument("--port", type=int, default=8766, help="port (default 8766, beside `nexus api`'s 8765; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     _handler(p, "serve:cmd_serve")
 
@@ -275,7 +296,7 @@ def _run(argv: Sequence[str] | None) -> int:
         resolve_dirs(args, basics)
         code = command(args)
     except (UsageError, NotFound, BadQuery, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
-        print(f"nexus: {exc}", file=sys.stderr)
+        print(f"nexus: {visible(str(exc))}", file=sys.stderr)  # it may quote a run's text or id
         return 2
     except Exception as exc:
         # The vault's storage failing midway (damaged, read-only, a full disk) is one line, not a traceback.

@@ -20,6 +20,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports i
 )
 from nexus_assets.vault.address import is_postgres, vault_exists  # noqa: F401 (the CLI's commands import it from here)
 from nexus_assets.catalog import Catalog
+from nexus_assets.core.display import json_for_terminal, visible
 
 COMPILED_STATES = ("ACTIVE", "SEALING")
 
@@ -29,10 +30,11 @@ class UsageError(Exception):
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
+    """--json: the exact data; otherwise the text for a person, its control characters shown, never obeyed."""
     if args.json:
-        print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
     elif text is not None:
-        print(text)
+        print(visible(text))
 
 
 def one_line(text: str, width: int = 100) -> str:

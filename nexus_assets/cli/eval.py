@@ -40,7 +40,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         emit(args, results if args.extractors else results[0])
     else:
-        print("\n\n".join(_text(r, detail=not args.extractors) for r in results))
+        emit(args, None, "\n\n".join(_text(r, detail=not args.extractors) for r in results))  # quotes gold and brick text
         for r in below:
             print(f"BELOW THRESHOLD: {r['extractor']} overlap precision {r['overlap_precision']:.3f} "
                   f"(min {args.min_precision}), overlap recall {r['overlap_recall']:.3f} (min {args.min_recall})")

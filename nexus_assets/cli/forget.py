@@ -8,15 +8,9 @@ import sys
 from pathlib import Path
 
 from nexus_assets import settings
-from nexus_assets.cli.common import UsageError, emit, open_vault
-from nexus_assets.forget.step import (
-    ForgetError,
-    find_target,
-    finish_erasure,
-    forget,
-    pending_erasure,
-    plan,
-)
+from nexus_assets.cli.common import UsageError, emit, vault_exists
+from nexus_assets.forget.service import forget_source
+from nexus_assets.forget.step import ForgetError
 from nexus_assets.lifecycle.step import user_actor
 
 
@@ -39,34 +33,29 @@ def cmd_forget(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of --run RUN_ID or --file PATH")
     if not args.reason or not args.reason.strip():
         raise UsageError("--reason is required: it is recorded in the tombstone")
-    with open_vault(args, write=not args.yes) as vault:
-        pending = pending_erasure(vault, args.db)
-        try:
-            target = find_target(vault, run_id=args.run, file=args.file)
-        except ForgetError as exc:
-            # "Already forgotten" by the forget that was interrupted: this run finishes it.
-            if pending is None or not _asks_for(pending, args):
-                raise UsageError(str(exc)) from None
-            target = None
-        planned = plan(vault, target) if target is not None else None
-    if pending is not None and not args.yes:
-        print(f"nexus: {unfinished_line(pending)}", file=sys.stderr)
-        if target is None:
-            emit(args, {"pending": _summary(pending), "changed": False}, "nothing was changed; run again with --yes to finish it")
-            return 0
+    if not vault_exists(args.db):
+        raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
+    try:
+        outcome = forget_source(
+            args.db, run_id=args.run, file=args.file, reason=args.reason, actor=user_actor("nexus forget", settings.user()),
+            confirm=args.yes, delete_file=args.delete_file,
+        )
+    except ForgetError as exc:
+        raise UsageError(str(exc)) from None
     if not args.yes:
-        emit(args, {"plan": planned, "changed": False}, "\n".join(["nexus forget would remove:", *_describe_plan(planned),
+        for pending in outcome.pending:
+            print(f"nexus: {unfinished_line(pending)}", file=sys.stderr)
+        if outcome.planned is None:
+            emit(args, {"pending": _summary(outcome.pending[0]), "unfinished": [_summary(p) for p in outcome.pending], "changed": False},
+                 "nothing was changed; run again with --yes to finish it")
+            return 0
+        emit(args, {"plan": outcome.planned, "changed": False}, "\n".join(["nexus forget would remove:", *_describe_plan(outcome.planned),
              "nothing was changed; run again with --yes to forget"]))
         return 0
-    if pending is not None:
-        report = finish_erasure(args.db, pending)
-        if target is None:
-            return _report(args, report)
-        print(f"finished the interrupted forget {pending['tombstone_id']} first", file=sys.stderr)
-    if args.delete_file and args.run and len(target.files) != 1:
-        raise UsageError("--delete-file with --run needs the run to come from exactly one file")
-    report = forget(args.db, target, reason=args.reason.strip(), actor=user_actor("nexus forget", settings.user()), delete_file=args.delete_file)
-    return _report(args, report)
+    if outcome.report is not None:
+        for done in outcome.finished:
+            print(f"finished the interrupted forget {done['tombstone_id']} first", file=sys.stderr)
+    return _report(args, outcome.last_report)
 
 
 def unfinished_line(pending: dict) -> str:
@@ -80,12 +69,6 @@ def unfinished_line(pending: dict) -> str:
 
 def _summary(pending: dict) -> dict:
     return {k: pending[k] for k in ("tombstone_id", "run_ids", "files", "reason", "forgotten_at")}
-
-
-def _asks_for(pending: dict, args: argparse.Namespace) -> bool:
-    if args.run:
-        return args.run in pending["run_ids"]
-    return str(Path(args.file).resolve()) in pending["files"]
 
 
 def _report(args: argparse.Namespace, report: dict) -> int:

@@ -14,6 +14,7 @@ from nexus_assets.cli.common import (
     open_vault,
     require_topic,
 )
+from nexus_assets.core.display import json_for_terminal, visible
 from nexus_assets.core.utf8 import utf8_problem
 
 
@@ -54,7 +55,7 @@ def _repl(args: argparse.Namespace) -> int:
         if not query:
             continue
         out, text = _recall_once(args, query, topics, env)
-        print(json.dumps(out, ensure_ascii=False, default=str) if args.json else text + "\n", flush=True)
+        print(json_for_terminal(json.dumps(out, ensure_ascii=False, default=str)) if args.json else visible(text) + "\n", flush=True)
     return 0
 
 

@@ -7,7 +7,7 @@ import argparse
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.cli.forget import unfinished_line
 from nexus_assets.drift.step import DriftCheck, file_drift, record_drift
-from nexus_assets.forget.step import pending_erasure
+from nexus_assets.forget.step import pending_erasures
 from nexus_assets.lifecycle.step import immutability_problems
 from nexus_assets.publish.manifest import chain_problems
 
@@ -20,7 +20,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         drifts = list(check.drifts)
         # Stale as recorded now, so verify, bricks, trace, the viewer and the check say the same.
         stale = vault.drift.stale_brick_ids()
-        unfinished = pending_erasure(vault, args.db)
+        unfinished = pending_erasures(vault, args.db)
         chain, final = [], []
         for t in vault.topics.all():
             chain += chain_problems(vault.bricks.manifests(t.topic_id))
@@ -29,7 +29,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     by_run = drift_by_run(drifts, names)
     data = {
         # A brick is stale by its canonical source (invariant 14); an unfinished forget may leave text behind (15).
-        "ok": not stale and not chain and not final and unfinished is None,
+        "ok": not stale and not chain and not final and not unfinished,
         "bricks_checked": len(bricks),
         "sources_checked": sum(len(b.sources) for b in bricks),
         "drift": [
@@ -40,7 +40,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         "stale_bricks": stale,
         "chain_problems": chain,
         "immutability_problems": final,
-        "unfinished_forget": unfinished_line(unfinished) if unfinished else None,
+        "unfinished_forget": unfinished_line(unfinished[0]) if unfinished else None,  # the oldest
+        "unfinished_forgets": [unfinished_line(u) for u in unfinished],
     }
     lines = [f"checked {data['sources_checked']} source addresses of {len(bricks)} bricks"]
     lines += [
@@ -51,12 +52,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     ]
     lines += [f"CHAIN {p}" for p in chain]
     lines += [f"FINAL {p}" for p in final]
-    lines += [f"FORGET {unfinished_line(unfinished)}"] if unfinished else []
+    lines += [f"FORGET {unfinished_line(u)}" for u in unfinished]
     lines.append(
         "ok"
         if data["ok"]
         else f"{len(data['stale_bricks'])} stale bricks, {len(chain)} manifest chain problems, {len(final)} FINAL brick problems"
-        + (", 1 unfinished forget" if unfinished else "")
+        + (f", {len(unfinished)} unfinished forget{'s' if len(unfinished) > 1 else ''}" if unfinished else "")
     )
     emit(args, data, "\n".join(lines))
     return 0 if data["ok"] else 1

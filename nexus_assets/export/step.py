@@ -11,6 +11,7 @@ from typing import Iterable
 
 import duckdb
 
+from nexus_assets.core.display import visible
 from nexus_assets.store import Vault
 
 FORMATS = ("jsonl", "parquet", "markdown")
@@ -92,7 +93,8 @@ def to_markdown(header: dict, rows: list[dict]) -> str:
             role = "source" if i == 0 else "also in"
             lines.append(f"- {role}: `{s['run_id']}` `{s['json_path']}` [{s['start']}:{s['end']}] checksum `{s['node_checksum'][:16]}`")
         lines.append("")
-    return "\n".join(lines)
+    # Markdown is read by people (and rendered): control characters in a brick are shown, not obeyed.
+    return visible("\n".join(lines))
 
 
 def write_parquet(rows: list[dict], out: Path) -> None:

@@ -117,42 +117,69 @@ def _resolve_after(vault: Vault, topic_id: str, tombstone: Tombstone) -> tuple[s
     return manifest.manifest_hash, len(manifest.bricks)
 
 
-def journal_path(db_path: str | Path) -> Path:
+def journal_path(db_path: str | Path, tombstone_id: str | None = None) -> Path:
+    """The journal of one forget, named by its tombstone: one file per tombstone, so a forget
+    never writes over another's unfinished erasure. Without a tombstone id: the single journal
+    of earlier releases, still read (and finished) when found."""
+    suffix = ".forgetting" + (f".{tombstone_id}" if tombstone_id else "")
     if is_postgres(db_path):
-        return derived_path(db_path, ".forgetting")  # no folder of its own: this machine's, kept private
+        return derived_path(db_path, suffix)  # no folder of its own: this machine's, kept private
     db = Path(db_path)
-    return db.with_name(db.name + ".forgetting")
+    return db.with_name(db.name + suffix)
 
 
 def _write_journal(db: Path, journal: dict) -> None:
-    """Durably, before the commit it describes. It holds the forgotten text (to search for it), so
-    it is readable by its owner only and is removed as soon as the erasure is proven."""
-    path = journal_path(db)
+    """Durably, before the commit it describes, and never over another journal (a hard link
+    refuses an existing name). It holds the forgotten text (to search for it), so it is readable
+    by its owner only and is removed as soon as the erasure is proven."""
+    path = journal_path(db, journal["tombstone_id"])
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     partial = path.with_name(path.name + ".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(journal, f, ensure_ascii=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(journal, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(partial, path)  # FileExistsError rather than a lost journal
+    finally:
+        partial.unlink(missing_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _journal_files(db_path: str | Path) -> list[Path]:
+    legacy = journal_path(db_path)
+    return sorted(p for p in legacy.parent.glob(legacy.name + "*") if not p.name.endswith(".partial") and p.is_file())
+
+
+def pending_erasures(vault: Vault, db_path: str | Path) -> list[dict]:
+    """Every erasure an interrupted `forget` committed but did not finish, oldest first. A journal
+    whose tombstone the vault does not hold describes a forget that never committed: it is dropped."""
+    committed = {t["tombstone_id"] for t in vault.forgetting.tombstones()}
+    found = []
+    for path in _journal_files(db_path):
+        try:
+            journal = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            journal = {}
+        if not isinstance(journal, dict) or journal.get("tombstone_id") not in committed:
+            if os.access(path.parent, os.W_OK):
+                path.unlink(missing_ok=True)
+            continue
+        found.append({**journal, "journal_file": str(path)})
+    return sorted(found, key=lambda j: (j.get("forgotten_at") or "", j["tombstone_id"]))
 
 
 def pending_erasure(vault: Vault, db_path: str | Path) -> dict | None:
-    """The erasure an interrupted `forget` committed but did not finish, or None. A journal whose
-    tombstone the vault does not hold describes a forget that never committed: it is dropped."""
-    path = journal_path(db_path)
-    try:
-        journal = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        journal = {}
-    if journal.get("tombstone_id") not in {t["tombstone_id"] for t in vault.forgetting.tombstones()}:
-        if os.access(path.parent, os.W_OK):
-            path.unlink(missing_ok=True)
-        return None
-    return journal
+    """The oldest unfinished erasure, or None (see `pending_erasures`)."""
+    pending = pending_erasures(vault, db_path)
+    return pending[0] if pending else None
 
 
 def _crash_point(name: str) -> None:
@@ -362,7 +389,7 @@ def forget(
         try:
             _erase(vault, target, journal, before, alone, [f for f in fingerprints if f not in kept], manifests)
         except BaseException:
-            journal_path(db).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
+            journal_path(db, tombstone_id).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
             raise
         removed = journal.pop("rows_removed")
     _crash_point("committed")
@@ -426,7 +453,8 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
         checked = [db, Path(str(db) + ".wal"), compact_file, index_dir(db), derived_path(db, ".vectors")] + ([home] if home else [])
         remaining = leftovers(checked, pieces)
     if not remaining:
-        journal_path(db).unlink(missing_ok=True)  # it held the text; until the proof passes, a re-run needs it
+        # It held the text; until the proof passes, a re-run needs it.
+        Path(journal.get("journal_file") or journal_path(db, journal["tombstone_id"])).unlink(missing_ok=True)
     return {
         "tombstone_id": journal["tombstone_id"],
         "run_ids": journal["run_ids"],

@@ -10,12 +10,15 @@ errors to statuses (`RunClosed` → 409, `RunTooLarge` → 413, `BadPush` → 42
   old one (and the folder flushed), so a kill -9 leaves the old file or the new one, never half;
   a write is acknowledged only after the rename.
 - **Idempotent**: every pushed message carries an `id`; a message whose id the run already holds
-  adds nothing, so a retried request is harmless.
+  adds nothing, so a retried request is harmless. The same id with other content is refused
+  (`MessageConflict` → 409), naming the id: the first content is kept, never silently.
+- **Named by a plain id**: a run id follows RUN_ID_RULE (`BadPush` → 422 naming the rule).
 - **Bounded**: a run file never grows past the reader's own limit (`NEXUS_MAX_RUN_FILE_BYTES`),
   so every file written here can be read back by a sync.
 - **One-way**: a CLOSED run refuses appends and changes.
-- **One writer at a time** per run (an advisory lock beside the file), so two appends at once
-  never lose one another.
+- **One writer at a time** per runs folder (an advisory lock on the folder itself), so two
+  appends at once never lose one another, and no request leaves a lock file behind: a refused or
+  failed one leaves no file at all.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ from nexus_assets.ingest.formats.nexus import nexus_run
 
 # Pushed runs live in their own folder under the runs folder: a person sees what came from agents.
 PUSHED_FOLDER = "pushed"
+# What a pushed run may be called: a file name on every system once ':' is hashed away (below).
+RUN_ID_RULE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_RUN_ID = re.compile(RUN_ID_RULE)
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_MAX_ID = 256
+_MAX_ID = 256  # a message id
 
 
 class PushError(ValueError):
@@ -61,6 +67,10 @@ class RunNotFound(PushError):
     pass
 
 
+class MessageConflict(PushError):
+    """A message id the run holds, pushed again with other content: the first content is kept."""
+
+
 @dataclass(frozen=True)
 class PushResult:
     run_id: str
@@ -77,8 +87,8 @@ def max_run_bytes() -> int:
 
 
 def run_path(runs_dir: Path, run_id: str) -> Path:
-    """Where a pushed run's file is. Ids that are plain file names are used as they are; any other
-    id (slashes, spaces, non-ASCII) is named by its hash, so no id can reach outside the folder."""
+    """Where a pushed run's file is. An id is checked against RUN_ID_RULE first (so none can reach
+    outside the folder); one with ':' (not a file name everywhere) is named by its hash."""
     _check_run_id(run_id)
     name = run_id if _PLAIN_NAME.match(run_id) else "run-" + hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:40]
     return runs_dir / PUSHED_FOLDER / f"{name}.json"
@@ -93,7 +103,7 @@ def put_run(runs_dir: Path, run_id: str, document: Any, *, max_bytes: int | None
     document = {**document, "run_id": run_id}
     _check_run(document)
     path = run_path(runs_dir, run_id)
-    with _locked(path):
+    with _locked(runs_dir):
         old = _read(path)
         if old is not None and old == document:
             return _result(old, 0, False, path)
@@ -106,19 +116,25 @@ def put_run(runs_dir: Path, run_id: str, document: Any, *, max_bytes: int | None
 def append_messages(runs_dir: Path, run_id: str, messages: Any, *, max_bytes: int | None = None) -> PushResult:
     """Append messages to an OPEN run (created OPEN if it does not exist yet). Each message is
     `{id, role, content, timestamp?}`; one whose id the run holds already adds nothing."""
-    new = _checked_messages(messages)
     path = run_path(runs_dir, run_id)
-    with _locked(path):
+    new = _checked_messages(messages)
+    with _locked(runs_dir):
         old = _read(path)
         if old is not None and old.get("status") == "CLOSED":
             raise RunClosed(f"run {run_id!r} is CLOSED; it takes no more messages")
         document = old or {"run_id": run_id, "status": "OPEN", "messages": []}
-        held = {m.get("id") for m in document["messages"] if isinstance(m, dict)}
+        held = {m.get("id"): m for m in document["messages"] if isinstance(m, dict)}
         fresh = []
         for message in new:
-            if message["id"] not in held:
-                held.add(message["id"])
+            first = held.get(message["id"])
+            if first is None:
+                held[message["id"]] = message
                 fresh.append(message)
+            elif _said(first) != _said(message):
+                raise MessageConflict(
+                    f"message id {message['id']!r} is already in run {run_id!r} with other content; the first is kept: "
+                    "a message is never changed, so give a new message a new id"
+                )
         if not fresh and old is not None:
             return _result(old, 0, False, path)
         document = {**document, "messages": [*document["messages"], *fresh]}
@@ -132,7 +148,9 @@ def append_messages(runs_dir: Path, run_id: str, messages: Any, *, max_bytes: in
 def close_run(runs_dir: Path, run_id: str) -> PushResult:
     """Mark a pushed run CLOSED (one-way; closing a closed run changes nothing)."""
     path = run_path(runs_dir, run_id)
-    with _locked(path):
+    if not path.is_file():  # asked before locking, so a refused close makes nothing (not even the folder)
+        raise RunNotFound(f"no pushed run {run_id!r} under {runs_dir}")
+    with _locked(runs_dir):
         old = _read(path)
         if old is None:
             raise RunNotFound(f"no pushed run {run_id!r} under {runs_dir}")
@@ -145,10 +163,17 @@ def close_run(runs_dir: Path, run_id: str) -> PushResult:
 
 
 def _check_run_id(run_id: Any) -> None:
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise BadPush("run_id must be a non-empty string")
-    if len(run_id) > _MAX_ID or any(ch in run_id for ch in "\x00\n\r\t"):
-        raise BadPush(f"run_id must be at most {_MAX_ID} characters without control characters")
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        shown = repr(run_id[:60] + ("…" if len(run_id) > 60 else "")) if isinstance(run_id, str) else type(run_id).__name__
+        raise BadPush(
+            f"run_id {shown} is not allowed: a run id is 1 to 128 characters, letters A-Z a-z, digits and . _ : - , "
+            f"starting with a letter or digit ({RUN_ID_RULE})"
+        )
+
+
+def _said(message: dict) -> tuple:
+    """What makes two messages with one id the same message: who said what (a retry may add a timestamp)."""
+    return (message.get("role"), message.get("content"), message.get("name"))
 
 
 def _check_run(document: dict) -> None:
@@ -226,12 +251,14 @@ def _write(path: Path, document: dict, max_bytes: int | None, *, closing: bool =
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One writer per run across threads and processes: an advisory lock on a file beside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "a+b") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+def _locked(runs_dir: Path) -> Iterator[None]:
+    """One writer at a time across threads and processes: an advisory lock on the runs folder
+    itself (a folder can be locked like a file), so no lock file is left beside the runs. Only a
+    push that was checked and may write gets here; it makes the runs folder if there is none."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    folder = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)  # closing the descriptor releases the lock

@@ -11,19 +11,98 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from nexus_assets import queries
+from nexus_assets.core import bounds
+from nexus_assets.ingest.push import RUN_ID_RULE
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, TopicSummary
 
-VERBATIM = (
-    "Every brick is text copied verbatim from a conversation, never paraphrased, and citable by its "
-    "brick_id; each carries its source address (run_id, json_path, start, end)."
-)
+VERBATIM = "Every brick is verbatim text from a conversation, never paraphrased, citable by its brick_id."
 INSTRUCTIONS = (
     "Nexus is memory compiled from AI conversations into verbatim bricks grouped by topic. " + VERBATIM + " "
-    "Quote bricks as they are and cite their brick_id; `get_brick` shows the source text around a brick."
+    "Each brick carries its source address (run_id, json_path, start, end). Start with `list_topics`; find bricks by "
+    "meaning with `recall`, by exact words with `search`; get a cited answer with `ask`; read a whole topic with "
+    "`get_bricks`; check one brick in its conversation with `get_brick`. Quote bricks as they are and cite their brick_id."
 )
+# Names an agent may use for an argument (the HTTP API's and earlier releases' names), by the name the tools take.
+ALIASES = {"query": ("q",), "topics": ("topic",)}
+
+
+class NexusServer(MCPServer):
+    """The SDK's server, with arguments an agent can get right the first time: the old names
+    (`q`, `topic`) are taken for `query` and `topics`, one topic may be given as a string, an
+    argument a tool does not have is named, and a bad value is one sentence saying what is
+    wanted (not pydantic's report and its URL)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            arguments = _agreed(name, tool.parameters, dict(arguments or {}))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and tool is not None:
+                raise ToolError(argument_problem(name, tool.parameters, exc.__cause__)) from None
+            raise
+
+
+def _agreed(tool: str, schema: dict, arguments: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties", {})
+    for name, old_names in ALIASES.items():
+        for old in old_names:
+            if old in arguments and old not in properties and name in properties:
+                if name in arguments:
+                    raise ToolError(f"{tool}: give {name!r} only ({old!r} is its old name), not both")
+                arguments[name] = arguments.pop(old)
+    if isinstance(arguments.get("topics"), str) and properties.get("topics", {}).get("anyOf"):
+        arguments["topics"] = [arguments["topics"]]  # one topic, as a list of one
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        raise ToolError(
+            f"{tool}: {unknown[0]!r} is not an argument of {tool}; its arguments are {', '.join(properties) or 'none'}"
+        )
+    return arguments
+
+
+def argument_problem(tool: str, schema: dict, error: ValidationError) -> str:
+    """The first bad argument as one sentence that starts with its name and says what is wanted."""
+    first = error.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else "arguments"
+    where = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "missing" and where == name:
+        return f"{where}: {tool} needs {name!r} ({_wanted(schema.get('properties', {}).get(name, {}))})"
+    if first["type"] == "missing":
+        return f"{where}: {str(first['loc'][-1])!r} is required in each of {name}"
+    got = first.get("input")
+    # A short value is echoed; a long one (a whole document) only by its size.
+    shown = repr(got) if isinstance(got, (int, float, bool)) or got is None or (isinstance(got, str) and len(got) <= 40) else (
+        f"{type(got).__name__} of {len(got)}" if isinstance(got, (str, list, dict)) else type(got).__name__
+    )
+    wanted = _wanted(schema.get("properties", {}).get(name, {})) if where == name else first["msg"].lower()
+    return f"{where}: must be {wanted}, got {shown}"
+
+
+def _wanted(prop: dict) -> str:
+    """What a JSON-schema property takes, in words: `a whole number from 1 to 100`."""
+    options = [p for p in prop.get("anyOf", [prop]) if p.get("type") != "null"] or [prop]
+    p = options[0]
+    kind = p.get("type")
+    if "enum" in p:
+        return "one of " + ", ".join(map(str, p["enum"]))
+    if kind == "integer":
+        low, high = p.get("minimum"), p.get("maximum")
+        return "a whole number" + (f" from {low} to {high}" if low is not None and high is not None else f" of at least {low}" if low is not None else "")
+    if kind == "string":
+        low, high = p.get("minLength", 0), p.get("maxLength")
+        text = "text" + (f" of {low} to {high} characters" if high else "")
+        return text + (f" matching {p['pattern']}" if "pattern" in p else "")
+    if kind == "array":
+        high = p.get("maxItems")
+        return "a list" + (f" of at most {high}" if high else "") + (f" {_wanted(p['items'])} items" if "items" in p else "")
+    if kind == "boolean":
+        return "true or false"
+    return kind or "a value"
 
 
 def client_name(ctx: Context | None) -> str:
@@ -46,58 +125,96 @@ async def _call(argument: str, fn, *args, **kwargs):
         raise ToolError(f"{argument}: {exc}") from None
 
 
+TopicId = Annotated[str, Field(min_length=1, max_length=bounds.TOPIC_ID_CHARS, description="a topic id, as list_topics gives it")]
+Topics = Annotated[
+    list[Annotated[str, Field(max_length=bounds.TOPIC_ID_CHARS)]] | None,
+    Field(max_length=bounds.TOPICS, description="only these topic ids (default: every topic)"),
+]
+
+
 def build_server(config, *, allow_writes: bool = False) -> MCPServer:
     """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
-    server = MCPServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
+    server = NexusServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
     db = config.db
 
-    @server.tool(description="Topics with their state and brick counts (as `nexus topics --json`). " + VERBATIM)
+    @server.tool(description=(
+        "List the topics in this memory: each one's topic_id, display name, state (DRAFT, ACTIVE, LOCKED) and its "
+        "brick counts by state. Call it first: the other tools take these ids as `topic_id` or `topics`. " + VERBATIM
+    ))
     async def list_topics() -> list[TopicSummary]:
         return await _call("vault", queries.topics, db)
 
-    @server.tool(description="A topic's bricks in manifest order (as `nexus bricks TOPIC --json`); min_state IMPROVISE < FORMING < FINAL. " + VERBATIM)
+    @server.tool(description=(
+        "Read a topic's bricks in its reading (manifest) order: each brick's brick_id, content, state and sources. "
+        "Page with limit/offset; min_state FORMING or FINAL leaves out bricks whose conversations are still open "
+        "(IMPROVISE < FORMING < FINAL). To find bricks about something, use recall or search instead. " + VERBATIM
+    ))
     async def get_bricks(
-        topic_id: Annotated[str, Field(max_length=64)],
+        topic_id: TopicId,
         min_state: Literal["IMPROVISE", "FORMING", "FINAL"] = "IMPROVISE",
         include_superseded: bool = False,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        limit: Annotated[int, Field(ge=bounds.BRICKS_LIMIT[0], le=bounds.BRICKS_LIMIT[1], description="at most this many bricks")] = 100,
+        offset: Annotated[int, Field(ge=bounds.BRICKS_OFFSET[0], le=bounds.BRICKS_OFFSET[1], description="skip this many first")] = 0,
     ) -> list[BrickOut]:
         return await _call(
             "topic_id", queries.bricks, db, topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset
         )
 
-    @server.tool(description="One brick with each source's verbatim text around the quote, its lineage and a viewer link. " + VERBATIM)
-    async def get_brick(brick_id: Annotated[str, Field(min_length=6, max_length=64)]) -> dict[str, Any]:
+    @server.tool(description=(
+        "Check one brick in context: its text, each source with the verbatim conversation text before and after the "
+        "quote, its lineage (file, run, extraction, manifests) and a link to the trace viewer. Takes a brick_id or a "
+        "unique prefix of at least 6 characters. " + VERBATIM
+    ))
+    async def get_brick(
+        brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1], description="a brick id or a unique prefix")],
+    ) -> dict[str, Any]:
         return await _call("brick_id", queries.brick_detail, db, brick_id)
 
-    @server.tool(description="Semantic recall: the bricks closest in meaning to the query, with a confidence in [0, 1]; reads only. " + VERBATIM)
+    @server.tool(description=(
+        "Find bricks by meaning: the k bricks that best answer `query` (a question or a description, in any words), "
+        "best first, each with a confidence from 0 to 1 that never rises down the list, and its sources. Reads only. "
+        "Use recall when you do not know the exact words; search for exact words or a phrase; ask for a written, "
+        "cited answer. " + VERBATIM
+    ))
     async def recall(
-        query: Annotated[str, Field(min_length=1, max_length=2000)],
-        topics: Annotated[list[str] | None, Field(max_length=50)] = None,
-        k: Annotated[int, Field(ge=1, le=100)] = 5,
+        query: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="what to recall")],
+        topics: Topics = None,
+        k: Annotated[int, Field(ge=bounds.RECALL_K[0], le=bounds.RECALL_K[1], description="how many bricks")] = 5,
     ) -> RecallOut:
         return await _call("query", queries.recall, db, query, topics, k=k, env=config.env)
 
-    @server.tool(description="A grounded answer in which every sentence cites bricks, or a refusal; audited with this client as the agent. " + VERBATIM)
+    @server.tool(description=(
+        "Get a written answer to `question` in which every sentence cites the bricks it rests on (their brick_ids), "
+        "each cited source re-read and checked first; or a refusal when the bricks do not support an answer. Every "
+        "answer and refusal is audited with this client as the agent. Use recall instead to get the bricks "
+        "themselves. " + VERBATIM
+    ))
     async def ask(
-        question: Annotated[str, Field(min_length=1, max_length=2000)],
+        question: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="the question")],
         ctx: Context,
-        topics: Annotated[list[str] | None, Field(max_length=50)] = None,
+        topics: Topics = None,
     ) -> AnswerOut:
         return await _call("question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env)
 
-    @server.tool(description="Full-text search (BM25) over brick text, with highlights (as `nexus search --json`). " + VERBATIM)
+    @server.tool(description=(
+        "Find bricks by their words: full-text (BM25) search for `query`, words or \"a phrase in quotes\", ranked, "
+        "with the matching words highlighted and the conversation each was said in. Use search when you know the "
+        "words; recall to search by meaning. (`q` and `topic` are accepted for `query` and `topics`.) " + VERBATIM
+    ))
     async def search(
-        q: Annotated[str, Field(min_length=1, max_length=1000)],
-        topic: Annotated[str | None, Field(max_length=64)] = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        query: Annotated[str, Field(min_length=bounds.SEARCH_CHARS[0], max_length=bounds.SEARCH_CHARS[1], description='words, or "a phrase" in quotes')],
+        topics: Topics = None,
+        limit: Annotated[int, Field(ge=bounds.SEARCH_LIMIT[0], le=bounds.SEARCH_LIMIT[1], description="at most this many hits")] = 20,
     ) -> list[SearchHit]:
-        return await _call("q", queries.search, db, q, [topic] if topic else None, limit=limit)
+        return await _call("query", queries.search, db, query, topics or None, limit=limit)
 
-    @server.tool(description="Related bricks of a topic that state different values, side by side with their sources; a person decides. " + VERBATIM)
-    async def conflicts(topic_id: Annotated[str, Field(max_length=64)]) -> list[Conflict]:
+    @server.tool(description=(
+        "List the disagreements in a topic: pairs of related bricks that state different values (numbers, dates, "
+        "names, versions, yes/no), side by side with their sources and when each was said. Nexus never picks a side: "
+        "show both to the person. " + VERBATIM
+    ))
+    async def conflicts(topic_id: TopicId) -> list[Conflict]:
         found = await _call("topic_id", queries.conflicts, db, topic_id)
         return found[0]
 
@@ -109,7 +226,11 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
 def _write_tools(server: MCPServer, config) -> None:
     from nexus_assets.sync.service import SyncRequest, check, run
 
-    @server.tool(description="Compile topics through the Dagster asset graph, as `nexus sync` (writes the vault). " + VERBATIM)
+    @server.tool(description=(
+        "Compile the conversations in the runs folder into bricks (writes the vault): every ACTIVE topic, or the "
+        "`topics` named; returns per topic whether it compiled and its checks. Run it after `remember` so what was "
+        "said becomes recallable. " + VERBATIM
+    ))
     async def sync(
         topics: Annotated[list[str] | None, Field(max_length=100)] = None,
         force_recompile: bool = False,
@@ -123,51 +244,61 @@ def _write_tools(server: MCPServer, config) -> None:
         outcome = await anyio.to_thread.run_sync(lambda: run(checked))
         return outcome.results
 
-    @server.tool(description="Remember what was said: append messages to your own OPEN run (created if new), as "
-                 "`POST /v1/runs/{run_id}/messages`; a message id the run holds adds nothing, so a retry is harmless. "
-                 "The next `sync` compiles it into bricks.")
+    @server.tool(description=(
+        "Remember what was said: append messages ({id, role, content, timestamp?}) to your own OPEN run, created if "
+        "new; returns the run's status and how many messages it holds and this call added. A message id the run holds "
+        "adds nothing (a retry is harmless); the same id with other content is refused. The next `sync` compiles it "
+        "into bricks. " + VERBATIM
+    ))
     async def remember(
-        run_id: Annotated[str, Field(min_length=1, max_length=256)],
+        run_id: Annotated[str, Field(min_length=1, max_length=128, pattern=RUN_ID_RULE, description="your run's id")],
         messages: Annotated[list[RunMessage], Field(min_length=1, max_length=10_000)],
     ) -> RunPushed:
         from pathlib import Path
 
-        from nexus_assets.ingest.push import PushError, append_messages
+        from nexus_assets.ingest.push import MessageConflict, PushError, append_messages
 
         def work() -> RunPushed:
             try:
                 pushed = append_messages(Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages])
             except PushError as exc:
-                raise ToolError(f"{'messages' if 'messages' in str(exc) else 'run_id'}: {exc}") from None
+                argument = "messages" if isinstance(exc, MessageConflict) or "messages" in str(exc) else "run_id"
+                raise ToolError(f"{argument}: {exc}") from None
             return RunPushed(run_id=pushed.run_id, status=pushed.status, messages=pushed.messages, added=pushed.added)
 
         return await anyio.to_thread.run_sync(work)
 
-    @server.tool(description="Erase a run (or every run of a file) everywhere, with a tombstone (invariant 15). Without confirm=true only the plan is returned.")
+    @server.tool(description=(
+        "Erase a run (or every run read from a file) from this memory everywhere, with a tombstone recording what, "
+        "who, when and why (a legal erasure: even FINAL bricks go). Without confirm=true only the plan is returned "
+        "(the bricks it alone backs, which are removed, and those it shares, which stay). A forget that was "
+        "interrupted earlier is finished first. " + VERBATIM
+    ))
     async def forget(
-        reason: Annotated[str, Field(min_length=1, max_length=2000)],
-        run_id: str | None = None,
-        file: str | None = None,
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why; recorded in the tombstone")],
+        run_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None,
+        file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
         from nexus_assets import settings
-        from nexus_assets.forget.step import ForgetError, find_target, forget as erase, plan
+        from nexus_assets.forget.service import forget_source
+        from nexus_assets.forget.step import ForgetError
         from nexus_assets.lifecycle.step import user_actor
-        from nexus_assets.store import Vault
 
         if bool(run_id) == bool(file):
             raise ToolError("run_id: give exactly one of run_id or file")
 
         def work() -> dict:
-            with Vault.open(config.db, read_only=not confirm) as vault:
-                try:
-                    target = find_target(vault, run_id=run_id, file=file)
-                except ForgetError as exc:
-                    raise ToolError(f"{'run_id' if run_id else 'file'}: {exc}") from None
-                planned = plan(vault, target)
+            # The one forgetting service (as `nexus forget`): unfinished erasures are finished first.
+            try:
+                outcome = forget_source(
+                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", settings.user()),
+                    confirm=confirm, delete_file=False,
+                )
+            except ForgetError as exc:
+                raise ToolError(f"{'run_id' if run_id else 'file'}: {exc}") from None
             if not confirm:
-                return {"plan": planned, "changed": False}
-            report = erase(config.db, target, reason=reason.strip(), actor=user_actor("nexus mcp", settings.user()), delete_file=False)
-            return {"report": report, "changed": True}
+                return {"plan": outcome.planned, "unfinished": [p["tombstone_id"] for p in outcome.pending], "changed": False}
+            return {"report": outcome.last_report, "finished_first": outcome.finished if outcome.report else [], "changed": True}
 
         return await anyio.to_thread.run_sync(work)

@@ -1,9 +1,8 @@
 """`nexus recall` (read-only) and `nexus ask` (a grounded answer, audited): the use cases the CLI
 and the viewer call.
 
-Confidence: the cosine similarity of the query and the brick (unit vectors, so FAISS inner
-product), clipped to [0, 1]: 0 unrelated or opposite, 1 the same meaning. Reranking orders the
-results; it does not change their confidence.
+Confidence: a documented mapping of the final ranking score (`recall/confidence.py`), so it never
+rises down the list; the cosine similarity of the query and the brick is given beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from nexus_assets.recall.citations import (
     revision_request,
     split_answer,
 )
+from nexus_assets.recall.confidence import confidence
 from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
@@ -39,10 +39,6 @@ OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from
 class NothingToRecall(LookupError):
     """The topics asked about have visible bricks but none is embedded: the vault was synced without
     recall. The message says how to build the embeddings."""
-
-
-def _confidence(similarity: float) -> float:
-    return round(min(1.0, max(0.0, similarity)), 6)
 
 
 def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: int = 5, env: dict | None = None) -> dict:
@@ -106,7 +102,7 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
                 "topic_id": c.topic_id,
                 "content": c.content,
                 "state": c.state,
-                "confidence": _confidence(c.similarity),
+                "confidence": confidence(c.score, c.reranker_used),  # in rank order: never rises down the list
                 "similarity": round(c.similarity, 6),
                 "rerank_score": c.score,
                 "reranker_used": c.reranker_used,

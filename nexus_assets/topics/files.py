@@ -37,27 +37,38 @@ def read_topic_file(path: Path) -> TopicFile:
         return TopicFile(path, None, f"topic file {path}: {explain(exc, whole='topic', limit=10)}{_did_you_mean(exc)}")
 
 
-def _known_keys() -> set[str]:
-    """Every key a topic file may use, at any level (the models' own field names)."""
-    keys: set[str] = set()
-    todo: list[type] = [Topic]
+def _key_places() -> dict[str, list[tuple[str, ...]]]:
+    """Every key a topic file may use, at any level (the models' own field names), with where it
+    belongs: () for the top level, ("extraction_policy",) for a key under that one, and so on."""
+    places: dict[str, list[tuple[str, ...]]] = {}
+    todo: list[tuple[type, tuple[str, ...]]] = [(Topic, ())]
     while todo:
-        model = todo.pop()
+        model, at = todo.pop()
         for name, field in model.model_fields.items():
-            keys.add(name)
+            places.setdefault(name, []).append(at)
             nested = [t for t in getattr(field.annotation, "__args__", (field.annotation,)) if isinstance(t, type) and hasattr(t, "model_fields")]
-            todo.extend(nested)
-    return keys
+            todo.extend((t, (*at, name)) for t in nested)
+    return places
+
+
+def _where(at: tuple[str, ...]) -> str:
+    return "at the top level of the topic file" if not at else "under " + ".".join(repr(part) for part in at)
 
 
 def _did_you_mean(exc: ValidationError) -> str:
-    """A misspelt key is the usual cause of an unknown one (`requried_keywords`): name the key meant."""
+    """A misspelt key is the usual cause of an unknown one (`requried_keywords`): name the key meant.
+    A right key at the wrong level (`min_relevance` under `extraction_policy`) is told where it belongs."""
+    places = _key_places()
     hints = []
     for err in exc.errors():
         if err["type"] == "extra_forbidden" and err["loc"]:
-            close = difflib.get_close_matches(str(err["loc"][-1]), sorted(_known_keys()), n=1, cutoff=0.75)
+            key, at = str(err["loc"][-1]), tuple(str(part) for part in err["loc"][:-1])
+            if key in places:
+                hints.append(f"{key!r} is not a key {_where(at)}; it belongs {' or '.join(_where(p) for p in places[key])}")
+                continue
+            close = difflib.get_close_matches(key, sorted(places), n=1, cutoff=0.75)
             if close:
-                hints.append(f"{err['loc'][-1]!r} is not a topic key; did you mean {close[0]!r}?")
+                hints.append(f"{key!r} is not a topic key; did you mean {close[0]!r}?")
     return f" ({'; '.join(hints)})" if hints else ""
 
 

@@ -1,19 +1,38 @@
 """What a vault address names (DESIGN §11): a path or `duckdb:///path` is the embedded DuckDB file;
-`postgresql://user@host:port/db` (or `postgres://…`) is a PostgreSQL database."""
+`postgresql://user@host:port/db` (or `postgres://…`) is a PostgreSQL database.
+
+An address is parsed once, where it enters (the `--db` flag, `NEXUS_DB`, the API's and the MCP
+server's configuration), into a `VaultAddress`. It is a `str` whose text is the canonical form
+(the file path, or the connection URL), so everything below that takes a path or a URL takes it
+as it is: `duckdb:///tmp/v.duckdb` never reaches `Path()` with its scheme still on.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DUCKDB_SCHEME = "duckdb://"
 
 
-@dataclass(frozen=True)
-class VaultAddress:
-    backend: str  # "duckdb" | "postgresql"
-    target: str  # the file path, or the connection URL
+class VaultAddress(str):
+    """A parsed vault address: `backend` is "duckdb" or "postgresql"; the text is the file path or the URL."""
+
+    backend: str
+
+    def __new__(cls, backend: str, target: str) -> VaultAddress:
+        address = super().__new__(cls, target)
+        address.backend = backend
+        return address
+
+    def __reduce__(self):  # pickled into Dagster runs and worker processes as what it is
+        return (VaultAddress, (self.backend, str(self)))
+
+    @property
+    def target(self) -> str:
+        """The file path, or the connection URL."""
+        return str.__str__(self)
 
     @property
     def is_postgres(self) -> bool:
@@ -32,20 +51,23 @@ class VaultAddress:
 
 
 def parse_address(address: str | Path) -> VaultAddress:
+    if isinstance(address, VaultAddress):
+        return address
     text = str(address)
     if text.startswith(POSTGRES_SCHEMES):
         return VaultAddress("postgresql", text)
-    if text.startswith("duckdb://"):
+    if text.startswith(DUCKDB_SCHEME):
         # duckdb:///abs/path (three slashes: absolute) or duckdb://relative/path
-        return VaultAddress("duckdb", text.removeprefix("duckdb://") or ".")
+        return VaultAddress("duckdb", text.removeprefix(DUCKDB_SCHEME) or ".")
     return VaultAddress("duckdb", text)
 
 
 def is_postgres(address: str | Path) -> bool:
-    return str(address).startswith(POSTGRES_SCHEMES)
+    return parse_address(address).is_postgres
 
 
 def vault_exists(address: str | Path) -> bool:
     """Whether there is a vault to read at this address: a file that exists; a PostgreSQL database
     is taken as there (opening it makes its tables, and an unreachable one is its own error)."""
-    return is_postgres(address) or Path(str(address)).exists()
+    parsed = parse_address(address)
+    return parsed.is_postgres or parsed.path.exists()

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Iterator
 from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from nexus_assets.core.display import visible
 
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.core.models import TOPIC_ID_PATTERN
@@ -33,7 +36,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response as StarletteResponse
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+# Not `nexus api`'s 8765: the viewer and the API (which serves these pages too) can run side by side.
+DEFAULT_PORT = 8766
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 MAX_QUERY = 200
 
@@ -50,12 +54,32 @@ CONFLICTS_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")/c
 TRACE_ROUTE = re.compile(r"/api/bricks/([0-9a-f]{1,64})/trace")
 STATIC_ROUTE = re.compile(r"/static/([A-Za-z0-9_.-]+)")
 
+def _shown(value: object) -> object:
+    """Every value a page prints, its control characters shown (`\x1b`), never obeyed or hidden;
+    markup we made stays markup (its text is escaped the same way)."""
+    if isinstance(value, Markup):
+        return Markup(visible(str(value)))
+    return visible(value) if isinstance(value, str) else value
+
+
+def _for_display(value: object) -> object:
+    """The source panel's data (drawn by viewer.js as text), its strings as `_shown` prints them."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {k: _for_display(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_for_display(v) for v in value]
+    return value
+
+
 templates = Environment(
     loader=PackageLoader("nexus_assets.web", "templates"),
     autoescape=True,
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=_shown,
 )
 templates.filters["short"] = lambda h, n=12: (h or "")[:n]
 
@@ -196,7 +220,7 @@ class Viewer:
                 traced = views.brick_trace(v, matches[0]) if matches else None
             if traced is None:
                 return api(HTTPStatus.NOT_FOUND, {"error": f"no brick {m.group(1)}"})
-            return api(HTTPStatus.OK, traced)
+            return api(HTTPStatus.OK, _for_display(traced))  # for viewer.js to draw; `nexus trace --json` keeps the exact text
         if path.startswith("/api/"):
             return api(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {path}"})
         if (m := STATIC_ROUTE.fullmatch(path)) and m.group(1) in STATIC:

@@ -7,11 +7,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nexus_assets import queries
 from nexus_assets.api.deps import ConfigDep
+from nexus_assets.core import bounds
 from nexus_assets.schemas import AnswerOut, AskPreview, Problem, RecallOut
 
 router = APIRouter(tags=["recall"])
-Text = Annotated[str, Field(min_length=1, max_length=2000)]
-Topics = Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=50)]
+Text = Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1])]
+Topics = Annotated[list[Annotated[str, Field(max_length=bounds.TOPIC_ID_CHARS)]] | None, Field(max_length=bounds.TOPICS)]
 ERRORS = {404: {"model": Problem}, 422: {"model": Problem}}
 
 
@@ -19,7 +20,7 @@ class RecallBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: Text
     topics: Topics = None
-    k: Annotated[int, Field(ge=1, le=100)] = 5
+    k: Annotated[int, Field(ge=bounds.RECALL_K[0], le=bounds.RECALL_K[1])] = 5
 
 
 class AskBody(BaseModel):

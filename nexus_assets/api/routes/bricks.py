@@ -6,6 +6,7 @@ from fastapi import APIRouter, Path, Query
 
 from nexus_assets import queries
 from nexus_assets.api.deps import ConfigDep
+from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit
 
 router = APIRouter(tags=["bricks"])
@@ -28,9 +29,9 @@ def lineage(config: ConfigDep, brick_id: BrickId) -> Lineage:
 @router.get("/v1/search", response_model=list[SearchHit], responses=NOT_FOUND)
 def search(
     config: ConfigDep,
-    q: Annotated[str, Query(min_length=1, max_length=1000, description='words, or "a phrase" in quotes')],
-    topic: Annotated[list[str] | None, Query(max_length=50)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    q: Annotated[str, Query(min_length=bounds.SEARCH_CHARS[0], max_length=bounds.SEARCH_CHARS[1], description='words, or "a phrase" in quotes')],
+    topic: Annotated[list[str] | None, Query(max_length=bounds.TOPICS)] = None,
+    limit: Annotated[int, Query(ge=bounds.SEARCH_LIMIT[0], le=bounds.SEARCH_LIMIT[1])] = 20,
 ) -> list[SearchHit]:
     """As `nexus search --json`: ranked full-text search (BM25) with highlights."""
     return queries.search(config.db, q, topic, limit=limit)

@@ -12,15 +12,17 @@ from fastapi.responses import JSONResponse
 
 from nexus_assets.api.deps import ConfigDep, JobsDep
 from nexus_assets.api.jobs import JobRunning, SyncJobs
-from nexus_assets.ingest.push import PushResult, append_messages, close_run, put_run
+from nexus_assets.ingest.push import RUN_ID_RULE, PushResult, append_messages, close_run, put_run
 from nexus_assets.schemas import Problem, RunMessages, RunPushed, SyncInitiate
 from nexus_assets.sync.selection import SyncInputError, topics_reading
 
 router = APIRouter(tags=["runs"])
-RunId = Annotated[str, Path(min_length=1, max_length=256, description="the run's id (a pushed run's file is named after it)")]
+RunId = Annotated[str, Path(
+    min_length=1, description=f"the run's id (a pushed run's file is named after it): {RUN_ID_RULE}, else 422 naming the rule"
+)]
 REFUSED = {
     404: {"model": Problem, "description": "no such pushed run"},
-    409: {"model": Problem, "description": "the run is CLOSED"},
+    409: {"model": Problem, "description": "the run is CLOSED, or a message id it holds came again with other content"},
     413: {"model": Problem, "description": "the run file would outgrow the reader's limit"},
     422: {"model": Problem, "description": "not a run the reader would take whole"},
 }

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Path, Query
 
 from nexus_assets import queries
 from nexus_assets.api.deps import ConfigDep
+from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Conflict, ManifestOut, MinState, Problem, TopicSummary
 
 router = APIRouter(tags=["topics"])
@@ -25,8 +26,8 @@ def bricks(
     topic_id: TopicId,
     include_superseded: bool = False,
     min_state: MinState = "IMPROVISE",
-    limit: Annotated[int | None, Query(ge=0, le=100_000)] = None,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int | None, Query(ge=bounds.BRICKS_LIMIT[0], le=bounds.BRICKS_LIMIT[1])] = None,
+    offset: Annotated[int, Query(ge=bounds.BRICKS_OFFSET[0], le=bounds.BRICKS_OFFSET[1])] = 0,
 ) -> list[BrickOut]:
     """As `nexus bricks TOPIC --json` (`include_superseded`: as `--all`), in manifest order."""
     return queries.bricks(config.db, topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset)

@@ -23,6 +23,8 @@ file than the session's.
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 from typing import Any, Iterator
 
@@ -57,6 +59,8 @@ SKIPPED_BLOCKS = frozenset({"redacted_thinking", "image", "document", "server_to
 # Keys of a tool call's input that identify it rather than say something.
 _TOOL_INPUT_IDS = frozenset({"id", "type", "tool_use_id"})
 _MAX_TOOL_INPUT_LEAVES = 10_000
+# A prompt that is a slash command: `/name` (letters, digits, `:` `-` `_` `.`; no second `/`, so a path is a prompt).
+_SLASH_COMMAND = re.compile(r"\s*/[A-Za-z][\w:.-]*(?:\s|$)")
 
 
 def is_claude_code_event(line: Any) -> bool:
@@ -125,8 +129,9 @@ def _prompt_text(message: Any) -> str | None:
     text = first_text(content)
     if text is None and isinstance(content, list):
         text = next((b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))), None)
-    # Slash commands and their output are wrapped in tags: not a title a person would recognise.
-    if text is None or text.lstrip().startswith("<"):
+    # Slash commands (`/init`, `/review 12`, or wrapped in <command-name> tags) and their output are
+    # not what the session is about: the title is the first prompt a person wrote.
+    if text is None or text.lstrip().startswith("<") or _SLASH_COMMAND.match(text):
         return None
     return text
 
