@@ -114,13 +114,15 @@ def _sha(path: Path) -> str:
     return h.hexdigest()
 
 
-def _declared_shas(corpus: Path) -> set[str]:
-    """Every sha256 the provenance files name (a file must match one of them)."""
+def _declared_shas(corpus: Path, person: str) -> set[str] | None:
+    """Every sha256 the person's provenance files name (a raw file must match one); None when the
+    corpus has no provenance for the person yet (the file is used, and the gap reported)."""
     found: set[str] = set()
-    for f in (corpus / "sources").glob("*") if (corpus / "sources").is_dir() else ():
-        if f.is_file():
-            found |= set(re.findall(r"\b[0-9a-f]{64}\b", f.read_text(encoding="utf-8", errors="replace")))
-    return found
+    folder = corpus / "sources"
+    files = [f for f in folder.glob(f"{person}*") if f.is_file()] if folder.is_dir() else []
+    for f in files:
+        found |= set(re.findall(r"\b[0-9a-f]{64}\b", f.read_text(encoding="utf-8", errors="replace")))
+    return found if files else None
 
 
 def load_labels(corpus: Path, old_labels: Path | None, people: set[str] | None = None) -> tuple[list[dict], dict[str, dict[str, Topic]]]:
@@ -166,7 +168,6 @@ def _title(run: Run) -> str | None:
 def build(corpus: Path, data: Path, old_labels: Path | None, vectors: CachedVectors, people: set[str] | None = None,
           with_v3: bool = True) -> Corpus:
     labels, topics = load_labels(corpus, old_labels, people)
-    shas = _declared_shas(corpus)
     out = Corpus()
     by_file: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in labels:
@@ -177,7 +178,10 @@ def build(corpus: Path, data: Path, old_labels: Path | None, vectors: CachedVect
             out.skipped.append(f"{person}/{file}: raw file not found under {data}")
             continue
         sha = _sha(path)
-        if shas and sha not in shas and not rows[0].get("reader") == "old":
+        shas = _declared_shas(corpus, person)
+        if shas is None:
+            out.skipped.append(f"{person}/{file}: used, but no provenance under sources/ names its sha256 yet")
+        elif sha not in shas:
             out.skipped.append(f"{person}/{file}: sha256 {sha} is not the one its sources name")
             continue
         runs = _runs(path, {r["run_id"] for r in rows})

@@ -113,22 +113,29 @@ def export(model, threshold: float, out: Path) -> None:
     )
 
 
-def lopo(rows: list[Row]) -> dict[str, dict]:
-    """For each person: a model (and its threshold) from everyone else, scored on that person."""
-    out = {}
+def lopo_kept(rows: list[Row], thresholds: dict | None = None) -> set[int]:
+    """id() of every row kept when its person is scored by a model (and threshold) fitted on everyone else."""
+    kept: set[int] = set()
     for person in sorted({r.person for r in rows}):
         others = [r for r in rows if r.person != person]
-        held = [r for r in rows if r.person == person]
+        judged = trainable([r for r in rows if r.person == person])
+        if not judged:
+            continue
         model = fit(trainable(others))
         bar = choose_threshold(others)
-        judged = trainable(held)
-        kept = set()
-        if judged:
-            for r, s in zip(judged, np.round(scores(model, judged), 3)):
-                if s >= bar:
-                    kept.add(id(r))
-        out[person] = figures(held, kept) | {"threshold": bar}
-    return out
+        if thresholds is not None:
+            thresholds[person] = bar
+        for r, s in zip(judged, np.round(scores(model, judged), 3)):
+            if s >= bar:
+                kept.add(id(r))
+    return kept
+
+
+def lopo(rows: list[Row]) -> dict[str, dict]:
+    """For each person: precision and recall of a model (and its threshold) from everyone else."""
+    bars: dict[str, float] = {}
+    kept = lopo_kept(rows, bars)
+    return {p: figures([r for r in rows if r.person == p], kept) | {"threshold": bars.get(p)} for p in sorted({r.person for r in rows})}
 
 
 def figures(rows: list[Row], kept: set[int]) -> dict:

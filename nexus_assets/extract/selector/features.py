@@ -131,6 +131,7 @@ def form_features(text: str) -> list[float]:
 
 CONTEXT = (
     "relevance", "message_relevance", "relevance_gap", "conversation_relevance", "keyword",
+    "relevance_rank_in_conversation", "relevance_over_conversation_mean",
     "position_in_message", "first_in_message", "last_in_message", "sentences_in_message_log", "position_in_conversation",
     "restatement", "keep_example", "drop_example", "has_keep_examples", "has_drop_examples",
 )
@@ -145,6 +146,8 @@ class Context:
     message_relevance: float
     conversation_relevance: float
     keyword: bool
+    rank_in_conversation: float  # share of the conversation's scored candidates less relevant than this one
+    conversation_mean: float  # mean relevance of the conversation's scored candidates
     index_in_message: int
     sentences_in_message: int
     node_position: int
@@ -165,6 +168,8 @@ def scalar_features(text: str, ctx: Context) -> list[float]:
         round(ctx.message_relevance - ctx.relevance, SCORE_DECIMALS),
         ctx.conversation_relevance,
         float(ctx.keyword),
+        ctx.rank_in_conversation,
+        round(ctx.relevance - ctx.conversation_mean, SCORE_DECIMALS),
         ctx.index_in_message / (n - 1) if n > 1 else 0.0,
         float(ctx.index_in_message == 0),
         float(ctx.index_in_message == n - 1),

@@ -46,7 +46,11 @@ class Selector:
 
 
 def load_selector(path: str | Path | None = None) -> Selector:
-    return _load(str(Path(path) if path is not None else WEIGHTS))
+    """The selector from `path`, else `$NEXUS_SELECTOR_WEIGHTS` (a retrained file), else the shipped one."""
+    import os
+
+    chosen = path if path is not None else os.environ.get("NEXUS_SELECTOR_WEIGHTS") or WEIGHTS
+    return _load(str(Path(chosen)))
 
 
 @lru_cache(maxsize=4)

@@ -15,6 +15,7 @@ answer, so a re-sync replays them (DESIGN §2 inv. 3).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -156,8 +157,8 @@ def read_runs(
     *,
     every_candidate: bool = False,
 ) -> tuple[list[RunReading], dict[int, "object"]]:
-    """Steps 1–3 and the features of step 4 for every run; `every_candidate` (training, explain)
-    also computes features for what the form rules or the conversation scope already dropped.
+    """Steps 1–3 and the features of step 4 for every run; `every_candidate` (training) also
+    computes features for what the conversation scope dropped.
     Returns the readings and, by id(candidate), each scored candidate's vector."""
     import numpy as np
 
@@ -179,7 +180,7 @@ def read_runs(
     keep_v = head[len(queries) : len(queries) + len(keep_ex)]
     drop_v = head[len(queries) + len(keep_ex) :]
     # The conversations that have a candidate left: one text each.
-    live = [r for r in readings if any(c.reason is None for c in r.candidates) or (every_candidate and r.candidates)]
+    live = [r for r in readings if any(c.reason is None for c in r.candidates)]
     if live:
         conv = np.asarray(
             vectors([conversation_text(run, titles.get(run.run_id), texts_by_run[run.run_id]) for run in runs if run.run_id in {r.run_id for r in live}]),
@@ -191,7 +192,10 @@ def read_runs(
         if r.conversation_relevance is not None and r.conversation_relevance < CONVERSATION_BAR and not named:
             for c in r.candidates:
                 c.reason = c.reason or f"conversation: relevance {r.conversation_relevance:.3f} to the topic is under {CONVERSATION_BAR}"
-    todo = [(r, c) for r in readings for c in r.candidates if every_candidate or c.reason is None]
+    # Form-dropped sentences are never scored (nor ranked among the others); `every_candidate` also
+    # scores the sentences the conversation scope dropped, as they would be were the run named.
+    todo = [(r, c) for r in readings for c in r.candidates
+            if c.reason is None or (every_candidate and c.reason.startswith("conversation"))]
     vecs: dict[int, object] = {}
     if not todo:
         return readings, vecs
@@ -200,15 +204,22 @@ def read_runs(
     kex = _rounded((matrix @ keep_v.T).max(axis=1)) if len(keep_ex) else [None] * len(todo)
     dex = _rounded((matrix @ drop_v.T).max(axis=1)) if len(drop_ex) else [None] * len(todo)
     best_in_node: dict[tuple[str, str], float] = {}
+    in_run: dict[str, list[float]] = {}
     for (r, c), s in zip(todo, rel):
         key = (r.run_id, c.json_path)
         best_in_node[key] = max(best_in_node.get(key, -1.0), s)
+        in_run.setdefault(r.run_id, []).append(s)
+    # Within one run only, so a run's answer never depends on which runs were extracted beside it.
+    ranked = {rid: sorted(v) for rid, v in in_run.items()}
+    means = {rid: round(sum(v) / len(v), SCORE_DECIMALS) for rid, v in in_run.items()}
     for i, (r, c) in enumerate(todo):
         c.context = Context(
             relevance=rel[i],
             message_relevance=best_in_node[(r.run_id, c.json_path)],
             conversation_relevance=r.conversation_relevance if r.conversation_relevance is not None else 0.0,
             keyword=bool(pattern is not None and pattern.search(c.text)),
+            rank_in_conversation=round(bisect_left(ranked[r.run_id], rel[i]) / len(ranked[r.run_id]), SCORE_DECIMALS),
+            conversation_mean=means[r.run_id],
             index_in_message=c.index_in_message,
             sentences_in_message=c.sentences_in_message,
             node_position=c.node_position,
@@ -244,3 +255,32 @@ def decide(readings: Sequence[RunReading], vecs: Mapping[int, object], selector)
         c.keep = score >= selector.threshold
         if not c.keep:
             c.reason = f"model: score {score:.3f} under {selector.threshold:.3f}"
+
+
+def document_title(run: Run) -> str | None:
+    """The conversation's title when the run's document is at hand (a parsed file); else None."""
+    doc = run.document
+    if isinstance(doc, dict):
+        for key in ("title", "name"):
+            if isinstance(doc.get(key), str) and doc[key].strip():
+                return doc[key]
+    return None
+
+
+def why(reading: RunReading, c: Candidate) -> dict:
+    """A candidate's decision and the rounded scores it rests on (stored with a kept pointer)."""
+    ctx = c.context
+    out = {"keep": c.keep, "score": c.score, "reason": c.reason, "conversation_relevance": reading.conversation_relevance}
+    if ctx is not None:
+        out |= {
+            "relevance": ctx.relevance,
+            "message_relevance": ctx.message_relevance,
+            "restatement": ctx.restatement,
+            "keep_example": ctx.keep_example,
+            "drop_example": ctx.drop_example,
+        }
+    return out
+
+
+def pointer_of(topic: Topic, reading: RunReading, c: Candidate) -> dict:
+    return {"topic_id": topic.topic_id, "json_path": c.json_path, "verbatim_quote": c.text, "why": why(reading, c)}
