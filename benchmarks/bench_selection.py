@@ -15,6 +15,13 @@ by a reader (a real disagreement or not) and marked with what the previous relea
 rules said; the current rules (`relate/rules.py`) are scored on the same pairs.
 
     python benchmarks/bench_selection.py --exports DIR [--json]
+    python benchmarks/bench_selection.py --lopo [--corpus DIR] [--data DIR] [--json]
+
+`--lopo` (issue 49): the labelled corpus of many people (`selection/corpus/`, see `selection/dataset.py`),
+leave one person out: for each person, embedded-v4's selector is fitted on everyone else and scored on
+that person (precision and recall per person, the mean per kind, chat and agent); embedded-v3 on the
+same sentences is "before". Also the share of kept sentences that are narration, tool output or code
+(the topics here ask for none of them). No figure is ever on a person the model was fitted on.
 
 DIR holds `bobbytango/conversations.json` and `pkuppens/conversations.json` (see the README).
 """
@@ -57,9 +64,17 @@ def _key(r: dict) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--exports", type=Path, required=True)
+    parser.add_argument("--exports", type=Path)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--lopo", action="store_true", help="leave-one-person-out on the labelled corpus")
+    parser.add_argument("--corpus", type=Path, default=HERE / "corpus")
+    parser.add_argument("--data", type=Path, default=Path("/work/corpus/data"))
+    parser.add_argument("--cache", type=Path, default=None, help="a pickle of embeddings to reuse between runs")
     args = parser.parse_args(argv)
+    if args.lopo:
+        return _lopo(args)
+    if args.exports is None:
+        parser.error("give --exports DIR (the 425-row set) or --lopo")
     rows = [json.loads(line) for line in (HERE / "labels.jsonl").read_text().splitlines() if line.strip()]
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -150,3 +165,63 @@ def _node_text(run, json_path: str) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _lopo(args) -> int:
+    import time
+
+    sys.path.insert(0, str(HERE))
+    from dataset import CachedVectors, build
+    from train_selector import figures as person_figures, lopo_kept
+
+    from nexus_assets.extract.selector.features import form_features, FORM
+    from nexus_assets.extract.selector.select import NOT_NOTES
+
+    started = time.perf_counter()
+    corpus = build(args.corpus, args.data, HERE / "labels.jsonl", CachedVectors(args.cache))
+    rows = corpus.rows
+    kept_v4 = lopo_kept(rows)
+    narration, tool, code = FORM.index("narration"), FORM.index("tool_output"), FORM.index("code")
+
+    def junk_share(kept_rows) -> float:
+        junk = 0
+        for r in kept_rows:
+            f = form_features(r.text) if r.text else [0.0] * len(FORM)
+            junk += bool(r.node_type in NOT_NOTES or f[narration] or f[tool] or f[code] or r.reason and r.reason.startswith("form: code"))
+        return round(junk / len(kept_rows), 3) if kept_rows else 0.0
+
+    people = {}
+    for person in sorted({r.person for r in rows}):
+        held = [r for r in rows if r.person == person]
+        v3 = {id(r) for r in held if r.v3}
+        people[person] = {
+            "before_embedded_v3": person_figures(held, v3),
+            "after_embedded_v4": person_figures(held, kept_v4),
+            "junk_share_v3": junk_share([r for r in held if id(r) in v3]),
+            "junk_share_v4": junk_share([r for r in held if id(r) in kept_v4]),
+        }
+    means = {}
+    for kind in ("chat", "agent"):
+        group = [f for f in people.values() if f["after_embedded_v4"]["kind"] == kind]
+        if group:
+            means[kind] = {
+                name: {m: round(sum(f[name][m] for f in group) / len(group), 3) for m in ("precision", "recall")}
+                for name in ("before_embedded_v3", "after_embedded_v4")
+            } | {"people": len(group)}
+    result = {"labelled_sentences": len(rows), "people": people, "mean_per_kind": means, "skipped": corpus.skipped,
+              "seconds": round(time.perf_counter() - started, 1)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{len(rows)} labelled sentences of {len(people)} people; leave one person out")
+    print(f"{'person':24} {'kind':5} {'rows':>5} {'keeps':>5}   v3 P   v3 R   v4 P   v4 R  junk v3  junk v4")
+    for person, f in people.items():
+        b, a = f["before_embedded_v3"], f["after_embedded_v4"]
+        print(f"{person:24} {a['kind']:5} {a['rows']:5} {a['keeps']:5}  {b['precision']:.3f}  {b['recall']:.3f}  "
+              f"{a['precision']:.3f}  {a['recall']:.3f}  {f['junk_share_v3']:.3f}    {f['junk_share_v4']:.3f}")
+    for kind, m in means.items():
+        b, a = m["before_embedded_v3"], m["after_embedded_v4"]
+        print(f"mean {kind:5} ({m['people']} people): v3 P {b['precision']:.3f} R {b['recall']:.3f}   v4 P {a['precision']:.3f} R {a['recall']:.3f}")
+    for line in corpus.skipped:
+        print(f"skipped: {line}")
+    return 0

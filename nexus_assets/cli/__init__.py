@@ -158,6 +158,12 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("brick_id")
     p.add_argument("--full", action="store_true", help="every source (not the first 3), each message whole (not a window around the text)")
     _handler(p, "read:cmd_trace")
+    p = sub.add_parser("explain", parents=[common], help="why the selector kept a brick, or why a run's or node's sentences were not kept")
+    p.add_argument("brick_id", nargs="?")
+    p.add_argument("--run", help="a run id: every sentence of it, kept or not, and why, per compiled topic")
+    p.add_argument("--node", help="with --run: one text node (JSON path) only")
+    p.add_argument("--topic", action="append", help="with --run: only this topic (repeatable)")
+    _handler(p, "explain:cmd_explain")
     _handler(
         sub.add_parser("verify", parents=[common], help="re-check sources against run files, manifest chains and sealed (FINAL) bricks"),
         "verify:cmd_verify",

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
-from nexus_assets.extract.backends import EmbeddedExtractor, Extractor, OpenAIExtractor, StoredVectors
+from nexus_assets.extract.backends import NEWEST_EMBEDDED, Extractor, OpenAIExtractor, StoredVectors, embedded_extractor
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
@@ -106,7 +106,7 @@ class ExtractorResource(dg.ConfigurableResource):
 
     def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None) -> Extractor:
         if self.backend == "embedded":
-            return EmbeddedExtractor(StoredVectors(vault.recall))
+            return embedded_extractor(NEWEST_EMBEDDED, StoredVectors(vault.recall), vault.runs.run_names)
         try:
             budget = token_budget_from_env(settings.load().as_env()) if self.token_budget is None else self.token_budget
         except ValueError as exc:

@@ -9,6 +9,8 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION, candidate_pointers, keep_relevant
+from nexus_assets.extract.relevance import Vectors
+from nexus_assets.extract.selector import SELECTOR_VERSION
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, LEGACY_TOKEN_BUDGET
 from nexus_assets.llm.client import (
     CallRecord,
@@ -86,8 +88,9 @@ class StoredVectors:
 
 
 class EmbeddedExtractor:
-    """The offline extractor (`embedded.py`): keyword statements, kept when relevant to the topic.
-    Without `vectors` relevance is not judged (every keyword statement is kept)."""
+    """embedded-v3, the offline extractor before the trained selector (`embedded.py`): keyword
+    statements, kept when relevant to the topic. Without `vectors` relevance is not judged (every
+    keyword statement is kept). Kept unchanged so a vault it compiled replays and compares as it was."""
 
     identity = EXTRACTOR_VERSION
     legacy_identities: tuple[str, ...] = ()
@@ -109,6 +112,89 @@ class EmbeddedExtractor:
         if self.vectors is not None:
             self.vectors.keep(p["verbatim_quote"] for p in pointers if id(p) in kept)
         return {run_id: Extraction([p for p in found if id(p) in kept]) for run_id, found in candidates.items()}
+
+
+Names = Callable[[Sequence[str]], Mapping[str, object]]
+
+
+class SelectorExtractor:
+    """embedded-v4 (DESIGN §5): every sentence of the topic's in-scope nodes, judged by the trained
+    selector that ships in the package (`selector/`), inside the conversation scope. Each kept
+    pointer carries its scores under `why` (the gate reads only the pointer's three fields), so
+    the stored answer says why it was kept (`nexus explain`); a dropped sentence's reason is
+    recomputed from the same rounded scores when asked.
+
+    `vectors`: texts → unit vectors (`StoredVectors`); `names`: run ids → objects with a `title`
+    (`RunRecords.run_names`), the conversation titles the conversation scope reads."""
+
+    identity = SELECTOR_VERSION
+    # Answers embedded-v3 stored are replayed, not asked again: an upgrade does not re-select a
+    # vault by itself (DESIGN §5); `nexus sync --reselect` moves a topic to this selector.
+    legacy_identities: tuple[str, ...] = (EXTRACTOR_VERSION,)
+    shares_requests = False
+
+    def __init__(self, vectors: Vectors | None = None, names: Names | None = None, weights: str | None = None) -> None:
+        from nexus_assets.extract.selector.model import load_selector
+
+        self.selector = load_selector(weights)  # a missing or corrupt file fails here, before any answer
+        self.vectors = vectors if vectors is not None else StoredVectors()
+        self.names = names
+
+    def extract(self, topic: Topic, run: Run) -> Extraction:
+        return self.extract_runs(topic, [run])[run.run_id]
+
+    def titles(self, runs: Sequence[Run]) -> dict[str, str | None]:
+        from nexus_assets.extract.selector.select import document_title
+
+        titles = {run.run_id: document_title(run) for run in runs}
+        missing = [r for r, t in titles.items() if t is None]
+        if missing and self.names is not None:
+            for run_id, name in self.names(missing).items():
+                titles[run_id] = getattr(name, "title", None)
+        return titles
+
+    def read(self, topic: Topic, runs: list[Run], *, every_candidate: bool = False):
+        """The selector's readings of the runs (candidates with their decisions), for extraction and explain."""
+        from nexus_assets.extract.selector.select import decide, read_runs
+
+        readings, vecs = read_runs(topic, runs, self.vectors, self.titles(runs), every_candidate=every_candidate)
+        decide(readings, vecs, self.selector)
+        return readings
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        from nexus_assets.extract.selector.select import pointer_of
+
+        out = {}
+        kept_texts = []
+        for reading in self.read(topic, runs):
+            pointers = [pointer_of(topic, reading, c) for c in reading.candidates if c.keep]
+            kept_texts += [p["verbatim_quote"] for p in pointers]
+            out[reading.run_id] = Extraction(pointers)
+        if isinstance(self.vectors, StoredVectors):
+            self.vectors.keep(kept_texts)
+        return out
+
+
+# The embedded extractors by version; a new vault and a new topic get the newest.
+NEWEST_EMBEDDED = SELECTOR_VERSION
+EMBEDDED_VERSIONS = (EXTRACTOR_VERSION, SELECTOR_VERSION)
+
+
+def embedded_extractor(
+    version: str = NEWEST_EMBEDDED, vectors: StoredVectors | None = None, names: Names | None = None
+) -> EmbeddedExtractor | SelectorExtractor:
+    """The offline extractor of one version: "embedded-v3" (keyword statements kept by relevance,
+    what vaults made before embedded-v4 hold) or "embedded-v4" (the trained selector, the default).
+    Each is an `Extractor` whose `identity` is its version. `vectors`: the vault's `StoredVectors`
+    (None: embed without storing); `names`: `RunRecords.run_names`, for v4's conversation titles.
+    An unknown version is a ValueError naming the known ones."""
+    if version == EXTRACTOR_VERSION:
+        return EmbeddedExtractor(vectors)
+    if version == SELECTOR_VERSION:
+        return SelectorExtractor(vectors, names)
+    raise ValueError(f"unknown embedded extractor {version!r}: known are {', '.join(EMBEDDED_VERSIONS)}")
 
 
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:

@@ -71,3 +71,12 @@ class ExtractionRecords(Records):
             [topic_id, extractor],
         ).fetchall()
         return [(RunVersion(r, v), json.loads(p)) for r, v, p in rows]
+
+    def answers_for_run(self, topic_id: str, run_id: str) -> list[tuple[str, str, list]]:
+        """(extractor, version_id, pointers) of every answer stored for the topic and run, newest first."""
+        rows = self.conn.execute(
+            """SELECT extractor, version_id, pointers_json FROM extractions
+               WHERE topic_id = ? AND run_id = ? ORDER BY created_at DESC, extraction_key""",
+            [topic_id, run_id],
+        ).fetchall()
+        return [(e, v, json.loads(p)) for e, v, p in rows]

@@ -1,0 +1,180 @@
+"""Train embedded-v4's selector (nexus_assets/extract/selector/weights.npz) from the labelled corpus.
+
+    python benchmarks/selection/train_selector.py [--corpus DIR] [--data DIR] [--out FILE] [--lopo]
+
+Deterministic: the rows are built as the extractor sees them at run time (`dataset.py`: the real
+reader on each raw file, whose sha256 must be one its sources name; the real sentence splitter,
+scope, form rules and conversation scope; the shipped embedder), sorted, and fitted by Newton's
+method on an L2-regularised logistic regression (no random start, no shuffling). The threshold is
+chosen on out-of-fold scores (leave one person out inside the training set), never on the
+training fit. `--lopo` also prints the leave-one-person-out figures (`benchmarks/bench_selection.py`
+prints them with embedded-v3's beside them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from dataset import CachedVectors, Row, build, matrices  # noqa: E402
+
+from nexus_assets.extract.selector.features import SCALARS  # noqa: E402
+
+VECTOR_SCALE = 0.0 * math.sqrt(384.0)  # the vector part is off until the corpus is large enough (see CARD.md)
+L2 = 30.0
+POSITIVE_WEIGHT = 2.0  # keeps are rare (about 1 in 10 candidates): weigh them up
+BETA = 0.8  # the threshold maximises F-beta on out-of-fold scores (precision a little ahead)
+NAME = "embedded-v4 logistic selector"
+
+
+def trainable(rows: list[Row]) -> list[Row]:
+    """What the model is fitted on: the candidates it judges at run time."""
+    return [r for r in rows if r.found and r.reason is None and r.scalars is not None]
+
+
+def _design(v, s, mean, scale):
+    return np.concatenate([v * VECTOR_SCALE, (s - mean) / scale, np.ones((len(v), 1))], axis=1)
+
+
+def fit(rows: list[Row], l2: float = L2):
+    v, s, y = matrices(rows)
+    mean = s.mean(axis=0)
+    scale = s.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    x = _design(v, s, mean, scale)
+    weight = np.where(y > 0, POSITIVE_WEIGHT, 1.0)
+    w = np.zeros(x.shape[1])
+    reg = np.full(x.shape[1], l2)
+    reg[-1] = 0.0  # the bias is not shrunk
+    for _ in range(30):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        grad = x.T @ (weight * (p - y)) + reg * w
+        hess = (x * (weight * p * (1 - p))[:, None]).T @ x + np.diag(reg)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return {"mean": mean, "scale": scale, "w": w}
+
+
+def scores(model, rows: list[Row]) -> np.ndarray:
+    v, s, _ = matrices(rows)
+    return 1.0 / (1.0 + np.exp(-(_design(v, s, model["mean"], model["scale"]) @ model["w"])))
+
+
+def choose_threshold(rows: list[Row]) -> float:
+    """The bar that maximises F-beta over out-of-fold scores (each person scored by a model fitted
+    on the others), counting every labelled keep the model never sees as missed."""
+    people = sorted({r.person for r in rows})
+    pairs = []  # (score, keep)
+    missed = 0
+    for person in people:
+        train = trainable([r for r in rows if r.person != person])
+        held = [r for r in rows if r.person == person]
+        judged = trainable(held)
+        missed += sum(r.keep for r in held if r not in judged) if False else sum(1 for r in held if r.keep and not (r.found and r.reason is None and r.scalars is not None))
+        if not train or not judged:
+            continue
+        pairs += list(zip(np.round(scores(fit(train), judged), 3), [r.keep for r in judged]))
+    keeps = sum(k for _, k in pairs) + missed
+    best, bar = -1.0, 0.5
+    for t in np.arange(0.05, 0.96, 0.01):
+        tp = sum(1 for s, k in pairs if s >= t and k)
+        fp = sum(1 for s, k in pairs if s >= t and not k)
+        if tp == 0:
+            continue
+        p, r = tp / (tp + fp), tp / keeps
+        f = (1 + BETA**2) * p * r / (BETA**2 * p + r)
+        if f > best:
+            best, bar = f, round(float(t), 2)
+    return bar
+
+
+def export(model, threshold: float, out: Path) -> None:
+    w = model["w"]
+    d = 384
+    w1 = np.concatenate([w[:d] * VECTOR_SCALE, w[d:-1]])[:, None]
+    np.savez_compressed(
+        out,
+        scalars=np.asarray(SCALARS),
+        mean=model["mean"],
+        scale=model["scale"],
+        w1=w1,
+        b1=np.asarray([w[-1]]),
+        threshold=np.asarray(threshold),
+        name=np.asarray(NAME),
+    )
+
+
+def lopo_kept(rows: list[Row], thresholds: dict | None = None) -> set[int]:
+    """id() of every row kept when its person is scored by a model (and threshold) fitted on everyone else."""
+    kept: set[int] = set()
+    for person in sorted({r.person for r in rows}):
+        others = [r for r in rows if r.person != person]
+        judged = trainable([r for r in rows if r.person == person])
+        if not judged:
+            continue
+        model = fit(trainable(others))
+        bar = choose_threshold(others)
+        if thresholds is not None:
+            thresholds[person] = bar
+        for r, s in zip(judged, np.round(scores(model, judged), 3)):
+            if s >= bar:
+                kept.add(id(r))
+    return kept
+
+
+def lopo(rows: list[Row]) -> dict[str, dict]:
+    """For each person: precision and recall of a model (and its threshold) from everyone else."""
+    bars: dict[str, float] = {}
+    kept = lopo_kept(rows, bars)
+    return {p: figures([r for r in rows if r.person == p], kept) | {"threshold": bars.get(p)} for p in sorted({r.person for r in rows})}
+
+
+def figures(rows: list[Row], kept: set[int]) -> dict:
+    tp = sum(1 for r in rows if r.keep and id(r) in kept)
+    fp = sum(1 for r in rows if not r.keep and id(r) in kept)
+    fn = sum(1 for r in rows if r.keep and id(r) not in kept)
+    return {
+        "kind": rows[0].kind if rows else "",
+        "rows": len(rows),
+        "keeps": tp + fn,
+        "kept": tp + fp,
+        "precision": round(tp / (tp + fp), 3) if tp + fp else 0.0,
+        "recall": round(tp / (tp + fn), 3) if tp + fn else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=HERE / "corpus")
+    parser.add_argument("--data", type=Path, default=Path("/work/corpus/data"))
+    parser.add_argument("--old-labels", type=Path, default=HERE / "labels.jsonl")
+    parser.add_argument("--out", type=Path, default=HERE.parents[1] / "nexus_assets/extract/selector/weights.npz")
+    parser.add_argument("--cache", type=Path, default=None, help="a pickle of embeddings to reuse between runs")
+    parser.add_argument("--lopo", action="store_true")
+    args = parser.parse_args(argv)
+    corpus = build(args.corpus, args.data, args.old_labels, CachedVectors(args.cache), with_v3=False)
+    for line in corpus.skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    rows = corpus.rows
+    if args.lopo:
+        for person, f in lopo(rows).items():
+            print(person, f)
+    model = fit(trainable(rows))
+    bar = choose_threshold(rows)
+    export(model, bar, args.out)
+    print(f"{len(rows)} labelled sentences of {len({r.person for r in rows})} people; "
+          f"fitted on {len(trainable(rows))}; threshold {bar}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
