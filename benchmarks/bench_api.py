@@ -61,7 +61,10 @@ def timed(fn, repeats: int) -> list[float]:
 
 def summary(ms: list[float]) -> dict:
     ms = sorted(ms)
-    return {"p50_ms": round(statistics.median(ms), 1), "p95_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 1), "n": len(ms)}
+    def at(q: float) -> float:
+        return round(ms[min(len(ms) - 1, int(len(ms) * q))], 1)
+
+    return {"p50_ms": round(statistics.median(ms), 1), "p90_ms": at(0.90), "p95_ms": at(0.95), "n": len(ms)}
 
 
 def mcp_recall(url: str, repeats: int) -> list[float]:

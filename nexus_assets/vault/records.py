@@ -48,6 +48,34 @@ class Database:
         self.conn = conn
         self.backend: str = getattr(conn, "backend", "duckdb")
         self._in_transaction = False
+        # What was read through a vault a server holds open (vault/warm.py), by key; None when
+        # opened the ordinary way. Held open, the vault cannot change, so a read stays true until
+        # the hold is let go for a writer (and this memo with it).
+        self.memo: dict | None = None
+
+    def remembered(self, key, compute):
+        """`compute()`, or what it gave before on this held vault. Callers must not change it."""
+        memo = self.memo
+        if memo is None:
+            return compute()
+        try:
+            return memo[key]
+        except KeyError:
+            value = memo[key] = compute()
+            return value
+
+    def remembered_each(self, key, ids, compute) -> dict:
+        """{id: value} for these ids, from `compute(missing ids) -> {id: value}` for those not read
+        before on this held vault. An id `compute` leaves out is asked again next time."""
+        ids = list(dict.fromkeys(ids))
+        memo = self.memo
+        if memo is None:
+            return compute(ids)
+        known = memo.setdefault(key, {})
+        missing = [i for i in ids if i not in known]
+        if missing:
+            known.update(compute(missing))
+        return {i: known[i] for i in ids if i in known}
 
     @property
     def on_postgres(self) -> bool:
