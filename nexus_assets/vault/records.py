@@ -33,6 +33,10 @@ def _encodable(text: str) -> bool:
     return True
 
 
+# How many rows by id (bricks, run names) a held vault remembers per kind before starting over.
+MEMO_IDS = 20_000
+
+
 @dataclass(frozen=True)
 class RunVersion:
     run_id: str
@@ -74,6 +78,8 @@ class Database:
         known = memo.setdefault(key, {})
         missing = [i for i in ids if i not in known]
         if missing:
+            if len(known) + len(missing) > MEMO_IDS:
+                known.clear()  # bounded: a long-lived reader of a huge vault does not end up holding all of it
             known.update(compute(missing))
         return {i: known[i] for i in ids if i in known}
 
