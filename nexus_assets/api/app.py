@@ -55,8 +55,12 @@ def create_app(config: ApiConfig) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        from nexus_assets.vault import warm as held
+
         jobs.start()
         if config.warm:
+            # The vault stays open for reading between requests (let go whenever a writer comes).
+            held.hold(config.db)
             warm(config.db)
         try:
             if mcp_server is not None:
@@ -67,6 +71,7 @@ def create_app(config: ApiConfig) -> FastAPI:
                 yield
         finally:
             jobs.stop()
+            held.release(config.db)
 
     app = FastAPI(
         title="Nexus Sync",

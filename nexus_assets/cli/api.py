@@ -48,8 +48,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from nexus_assets.api.app import warm
     from nexus_assets.mcp_server.tools import build_server
 
+    from nexus_assets.vault.warm import hold
+
     config = api_config(args, mcp=False)
     server = build_server(config, allow_writes=args.allow_writes)
+    hold(config.db)  # the vault stays open for reading between tool calls (let go whenever a writer comes)
     # Loaded beside the handshake: the first recall then costs a search, not a model load.
     threading.Thread(target=warm, args=(config.db,), daemon=True).start()
     server.run("stdio")

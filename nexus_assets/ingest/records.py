@@ -324,7 +324,11 @@ class RunRecords(Records):
         return self.conn.execute("SELECT count(*) FROM runs WHERE is_latest").fetchone()[0]
 
     def ingestion_seq(self) -> dict[str, int]:
-        return dict(self.conn.execute("SELECT run_id, min(ingest_seq) FROM runs GROUP BY run_id").fetchall())
+        return dict(
+            self.vault.remembered(
+                "ingestion_seq", lambda: self.conn.execute("SELECT run_id, min(ingest_seq) FROM runs GROUP BY run_id").fetchall()
+            )
+        )
 
     def load_runs(self, keys: Iterable[RunVersion]) -> dict[RunVersion, Run]:
         keys = list(keys)
@@ -353,6 +357,9 @@ class RunRecords(Records):
 
     def run_sources(self, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         """run_id -> (file it was last ingested from, latest version_id)."""
+        return self.vault.remembered_each("run_sources", run_ids, self._run_sources)
+
+    def _run_sources(self, run_ids: list[str]) -> dict[str, tuple[str, str]]:
         rows = self.conn.execute(
             "SELECT run_id, source_file, version_id FROM runs WHERE is_latest AND run_id IN (SELECT unnest(?))",
             [list(run_ids)],
@@ -400,6 +407,9 @@ class RunRecords(Records):
         run_ids = list(dict.fromkeys(run_ids))
         if not run_ids:
             return {}
+        return self.vault.remembered_each("run_names", run_ids, self._run_names)
+
+    def _run_names(self, run_ids: list[str]) -> dict[str, RunName]:
         rows = self.conn.execute(
             """SELECT run_id, coalesce(json_extract_string(raw_json, '$.title'), json_extract_string(raw_json, '$.name')),
                       started_at,

@@ -69,6 +69,25 @@ class BrickRecords(Records):
         staged: bool = False,
     ) -> list[Brick]:
         """The topic's bricks in manifest order; `staged`: those waiting in the stage instead."""
+        if brick_ids is not None and self.vault.memo is not None and (topic_id, state, visible_only, limit, staged) == (None, None, False, None, False):
+            # On a held vault (vault/warm.py) a brick read once is not read again: recall asks for a
+            # few dozen by id per query.
+            found = self.vault.remembered_each(
+                "bricks", brick_ids, lambda missing: {b.brick_id: b for b in self._select(brick_ids=missing)}
+            ).values()
+            return sorted(found, key=lambda b: (b.topic_id, b.order_index is None, b.order_index or 0, b.brick_id))
+        return self._select(topic_id, brick_ids=brick_ids, state=state, visible_only=visible_only, limit=limit, staged=staged)
+
+    def _select(
+        self,
+        topic_id: str | None = None,
+        *,
+        brick_ids: Iterable[str] | None = None,
+        state: str | None = None,
+        visible_only: bool = False,
+        limit: int | None = None,
+        staged: bool = False,
+    ) -> list[Brick]:
         if staged:
             table, sources = "staged_bricks", "staged_brick_sources s USING (topic_id, brick_id)"
         else:

@@ -14,6 +14,8 @@ little padding is computed), and returns rows in the order of the texts given.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -87,6 +89,13 @@ def _batches(lengths: list[int]):
         yield batch
 
 
+# A server is asked the same questions again (an agent's turns, a retry): the vectors of the last
+# RECENT single texts embedded are kept (1.5 KB each), so a repeated query is not embedded again.
+RECENT = 256
+_recent: OrderedDict[str, object] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
 def embed(texts: list[str], batch_size: int | None = None):
     """Unit-length float32 vectors, one row per text, in the texts' order. `batch_size` caps the
     texts per session call (default: by token count, up to MAX_BATCH)."""
@@ -95,6 +104,24 @@ def embed(texts: list[str], batch_size: int | None = None):
     texts = list(texts)
     if not texts:
         return np.zeros((0, DIMENSIONS), dtype="float32")
+    if len(texts) == 1:
+        with _recent_lock:
+            known = _recent.get(texts[0])
+            if known is not None:
+                _recent.move_to_end(texts[0])
+                return known.copy()
+        vector = _embed(texts, batch_size)
+        with _recent_lock:
+            _recent[texts[0]] = vector.copy()
+            while len(_recent) > RECENT:
+                _recent.popitem(last=False)
+        return vector
+    return _embed(texts, batch_size)
+
+
+def _embed(texts: list[str], batch_size: int | None):
+    import numpy as np
+
     distinct = list(dict.fromkeys(texts))
     encodings = _tokenizer().encode_batch(distinct, add_special_tokens=True)
     ids = [e.ids for e in encodings]

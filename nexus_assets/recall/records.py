@@ -86,14 +86,18 @@ class RecallRecords(Records):
     def unembedded_counts(self, topic_ids: Sequence[str], model: str) -> dict[str, int]:
         """Per topic, how many visible bricks have no vector from `model` (a sync without recall);
         topics with none are left out."""
+        topic_ids = list(topic_ids)
         return dict(
-            self.conn.execute(
-                """SELECT topic_id, count(*) FROM bricks
-                   WHERE topic_id IN (SELECT unnest(?)) AND state <> 'SUPERSEDED'
-                     AND fingerprint NOT IN (SELECT fingerprint FROM embeddings WHERE model = ?)
-                   GROUP BY topic_id""",
-                [list(topic_ids), model],
-            ).fetchall()
+            self.vault.remembered(
+                ("unembedded_counts", tuple(topic_ids), model),
+                lambda: self.conn.execute(
+                    """SELECT topic_id, count(*) FROM bricks
+                       WHERE topic_id IN (SELECT unnest(?)) AND state <> 'SUPERSEDED'
+                         AND fingerprint NOT IN (SELECT fingerprint FROM embeddings WHERE model = ?)
+                       GROUP BY topic_id""",
+                    [topic_ids, model],
+                ).fetchall(),
+            )
         )
 
     def visible_brick_count(self, topic_id: str) -> int:

@@ -100,6 +100,9 @@ class TopicRecords(Records):
         return None if len(rows) > max(1_000, total // 4) else rows
 
     def topic(self, topic_id: str) -> Topic | None:
+        return self.vault.remembered(("topic", topic_id), lambda: self._topic(topic_id))
+
+    def _topic(self, topic_id: str) -> Topic | None:
         row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
         return Topic.model_validate({**json.loads(row[0]), "state": row[1]}) if row else None
 

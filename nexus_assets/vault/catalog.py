@@ -18,6 +18,7 @@ from nexus_assets.vault.connection import (
     connect,
     writer_intent,
 )
+from nexus_assets.vault import warm
 from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.vault.records import Database
@@ -92,6 +93,9 @@ class Catalog(Database):
 
     def unfinished_copy(self) -> str | None:
         """What an unfinished copy into this vault wrote of itself, or None."""
+        return self.remembered("unfinished_copy", self._unfinished_copy)
+
+    def _unfinished_copy(self) -> str | None:
         try:
             row = self.conn.execute("SELECT detail FROM vault_marks WHERE mark = 'unfinished_copy'").fetchone()
         except duckdb.CatalogException:
@@ -115,6 +119,13 @@ class Catalog(Database):
                 yield vault
             return
         db_path = address.path
+        if read_only and (held := warm.holding(db_path)) is not None:
+            # A server holds this vault open (vault/warm.py): read on its connection.
+            with held.reading(cls) as vault:
+                if vault is not None:
+                    vault.address = address
+                    yield vault
+                    return
         with contextlib.ExitStack() as stack:
             if not read_only:
                 stack.enter_context(writer_intent(db_path))
@@ -138,23 +149,37 @@ class Catalog(Database):
         return {kind: str(recorded_path(path, folder)) for kind, path in self.conn.execute("SELECT kind, path FROM vault_sources").fetchall()}
 
     def topic_state(self, topic_id: str) -> str | None:
+        if self.memo is not None:
+            return self.remembered("topic_states", lambda: dict(self.conn.execute("SELECT topic_id, state FROM topics").fetchall())).get(topic_id)
         row = self.conn.execute("SELECT state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
         return row[0] if row else None
 
     def topic_summaries(self) -> list[dict]:
         """topic_id, display_name, state and ordering_rule of every recorded topic, from their own
         columns: listing topics does not validate whole definitions."""
-        rows = self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall()
+        rows = self.remembered(
+            "topic_summaries",
+            lambda: self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall(),
+        )
         return [dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r)) for r in rows]
 
     def brick_counts(self) -> dict[str, dict[str, int]]:
+        rows = self.remembered(
+            "brick_counts",
+            lambda: self.conn.execute(
+                "SELECT topic_id, state, count(*) FROM bricks GROUP BY topic_id, state ORDER BY topic_id, state"
+            ).fetchall(),
+        )
         counts: dict[str, dict[str, int]] = {}
-        for topic_id, state, n in self.conn.execute(
-            "SELECT topic_id, state, count(*) FROM bricks GROUP BY topic_id, state ORDER BY topic_id, state"
-        ).fetchall():
+        for topic_id, state, n in rows:
             counts.setdefault(topic_id, {})[state] = n
         return counts
 
     def latest_manifest_hashes(self) -> dict[str, str]:
         """Each topic's newest manifest hash, without reading the manifests' brick lists."""
-        return dict(self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall())
+        return dict(
+            self.remembered(
+                "latest_manifest_hashes",
+                lambda: self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall(),
+            )
+        )

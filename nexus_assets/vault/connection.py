@@ -136,6 +136,16 @@ def _intents(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".writers")
 
 
+# Called with the vault's path when a writer of this process announces itself: a process that
+# holds the vault open for reading (`vault/warm.py`) lets go of it at once.
+_writer_hooks: list = []
+
+
+def on_writer(hook) -> None:
+    if hook not in _writer_hooks:
+        _writer_hooks.append(hook)
+
+
 @contextmanager
 def writer_intent(db_path: str | Path) -> Iterator[None]:
     """Announce a writer for as long as it wants or holds the vault.
@@ -154,6 +164,8 @@ def writer_intent(db_path: str | Path) -> Iterator[None]:
     except OSError as exc:
         raise (storage_problem(db_path, exc) or exc) from None
     try:
+        for hook in list(_writer_hooks):
+            hook(db_path)
         yield
     except VaultPathError:
         # Not a vault after all (DuckDB refused the file): leave no folder beside it.

@@ -33,6 +33,10 @@ def _encodable(text: str) -> bool:
     return True
 
 
+# How many rows by id (bricks, run names) a held vault remembers per kind before starting over.
+MEMO_IDS = 20_000
+
+
 @dataclass(frozen=True)
 class RunVersion:
     run_id: str
@@ -48,6 +52,36 @@ class Database:
         self.conn = conn
         self.backend: str = getattr(conn, "backend", "duckdb")
         self._in_transaction = False
+        # What was read through a vault a server holds open (vault/warm.py), by key; None when
+        # opened the ordinary way. Held open, the vault cannot change, so a read stays true until
+        # the hold is let go for a writer (and this memo with it).
+        self.memo: dict | None = None
+
+    def remembered(self, key, compute):
+        """`compute()`, or what it gave before on this held vault. Callers must not change it."""
+        memo = self.memo
+        if memo is None:
+            return compute()
+        try:
+            return memo[key]
+        except KeyError:
+            value = memo[key] = compute()
+            return value
+
+    def remembered_each(self, key, ids, compute) -> dict:
+        """{id: value} for these ids, from `compute(missing ids) -> {id: value}` for those not read
+        before on this held vault. An id `compute` leaves out is asked again next time."""
+        ids = list(dict.fromkeys(ids))
+        memo = self.memo
+        if memo is None:
+            return compute(ids)
+        known = memo.setdefault(key, {})
+        missing = [i for i in ids if i not in known]
+        if missing:
+            if len(known) + len(missing) > MEMO_IDS:
+                known.clear()  # bounded: a long-lived reader of a huge vault does not end up holding all of it
+            known.update(compute(missing))
+        return {i: known[i] for i in ids if i in known}
 
     @property
     def on_postgres(self) -> bool:

@@ -1,0 +1,118 @@
+"""The warm server's memory (issue 52 item 5): `nexus api` on a synced vault (bench_api's, or --db
+with its --runs-dir/--topics-dir), its resident memory (VmRSS) after start-up and some recalls,
+then after --pushes pushes (`POST /v1/runs/{id}/messages`, one message each, over --runs runs; each
+push queues a sync of the topics that read it, coalesced while one runs) and the syncs they queued,
+with recalls in between. Targets: under 400 MB warm; the pushes leave it within 10% of the start.
+
+    python benchmarks/bench_warm_memory.py --db VAULT --runs-dir RUNS --topics-dir TOPICS [--pushes 1000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bench_api import http, rss_mb  # noqa: E402
+from bench_default_sync import QUERIES  # noqa: E402
+
+from nexus_assets_tests import servers  # noqa: E402
+from nexus_assets_tests.api_helpers import free_port  # noqa: E402
+
+SENTENCES = [
+    "We keep the vault file next to the runs folder so a backup takes both.",
+    "The compiler drops duplicate bricks and keeps the first source as canonical.",
+    "Checksums of the manifest are verified before every export to parquet.",
+    "The sync writes append-only history, so an old brick is never rewritten.",
+    "DuckDB holds one writer at a time; the others wait for the lock.",
+]
+
+
+def wait_idle(base: str, job_ids: set[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for job in sorted(job_ids):
+        while True:
+            status = json.loads(http("GET", f"{base}/v1/sync/{job}"))["status"]
+            if status in ("succeeded", "failed"):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"sync job {job} still {status} after {timeout_s} s")
+            time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", required=True, help="a synced vault (copied first: the pushes write to the copy)")
+    parser.add_argument("--runs-dir", required=True)
+    parser.add_argument("--topics-dir", required=True)
+    parser.add_argument("--pushes", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=50, help="pushed runs the pushes go round (default 50)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    fig: dict = {"pushes": args.pushes}
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "NEXUS_API_TOKEN")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="nexus-warm-mem-") as tmp:
+        work = Path(tmp)
+        db, runs, topics = work / "vault.duckdb", work / "runs", work / "topics"
+        shutil.copy2(args.db, db)
+        shutil.copytree(args.runs_dir, runs)
+        shutil.copytree(args.topics_dir, topics)
+        # The copy's recorded folders differ from the original's: one sync records them, outside the measure.
+        subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics)),
+                       env=env, check=True, capture_output=True)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        argv_ = servers.nexus("--db", str(db), "api", "--port", str(port), "--runs-dir", str(runs), "--topics-dir", str(topics))
+        with servers.running(argv_, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+            t0 = time.perf_counter()
+            while True:
+                try:
+                    http("GET", base + "/v1/health")
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.perf_counter() - t0 > 300:
+                        raise SystemExit("nexus api did not start")
+                    time.sleep(0.2)
+            for q in QUERIES:
+                http("POST", base + "/v1/recall", {"query": q, "k": 10})
+            fig["warm_rss_mb"] = rss_mb(proc.pid)
+            jobs: set[str] = set()
+            t0 = time.perf_counter()
+            for i in range(args.pushes):
+                run_id = f"bench-push-{i % args.runs}"
+                message = {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+                           "content": f"{SENTENCES[i % len(SENTENCES)]} Push {i}."}
+                out = json.loads(http("POST", f"{base}/v1/runs/{run_id}/messages", {"messages": [message]}))
+                if out.get("sync_job_id"):
+                    jobs.add(out["sync_job_id"])
+                if i % 100 == 99:
+                    http("POST", base + "/v1/recall", {"query": QUERIES[i % len(QUERIES)], "k": 10})
+                    fig.setdefault("rss_every_100_mb", []).append(rss_mb(proc.pid))
+            fig["push_s"] = round(time.perf_counter() - t0, 1)
+            wait_idle(base, jobs, 3600)
+            fig["sync_jobs"] = len(jobs)
+            for q in QUERIES:
+                http("POST", base + "/v1/recall", {"query": q, "k": 10})
+            fig["end_rss_mb"] = rss_mb(proc.pid)
+            fig["growth"] = round(fig["end_rss_mb"] / fig["warm_rss_mb"] - 1, 3)
+            fig["load_average"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(fig, indent=2))
+    else:
+        print(f"warm {fig['warm_rss_mb']} MB RSS (target < 400); after {args.pushes} pushes and {fig['sync_jobs']} syncs "
+              f"{fig['end_rss_mb']} MB ({fig['growth']:+.1%}; target within 10%); load average {fig['load_average']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
