@@ -129,7 +129,7 @@ def test_a_codex_rollout_keeps_what_was_said_once(tmp_path: Path):
     found = texts(run)
     kinds = {p: (t[1], t[3]) for p, t in found.items()}
     assert kinds == {
-        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", False),  # Codex's own context
+        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", True),  # Codex's own context, hidden
         "$['lines'][2]['payload']['content'][0]['text']": ("user_message", False),
         "$['lines'][5]['payload']['summary'][0]['text']": ("assistant_message", True),  # reasoning, hidden
         "$['lines'][6]['payload']['arguments']": ("tool_call", False),

@@ -20,9 +20,10 @@ import re
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.wording import is_title_case
 from nexus_assets.extract.relevance import Vectors, relevant
-from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
+from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line, keyword_pattern, tool_line_units
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
+from nexus_assets.ingest.formats.harness import in_region, injected_regions
 
 # v2 kept statements only (v1 every keyword sentence); v3 also leaves out chatter, labels, code,
 # markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
@@ -63,10 +64,22 @@ def candidate_pointers(topic: Topic, run: Run) -> list[dict]:
     artifacts = "artifact" in (policy.target_node_types or ())
     pointers = []
     for node, text in in_scope_nodes(policy, run, topic):
+        if node.node_type in TOOL_TYPES:
+            # In scope only because the topic named tool output or calls: judged as what they are,
+            # line by line, not by the rules for what a person says.
+            for start, end in tool_line_units(text):
+                line = text[start:end]
+                if (pattern is None or pattern.search(line)) and is_tool_line(line):
+                    pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": line})
+            continue
         regions = tagged_regions(text) if run.format == "claude" else []
+        # What a coding agent's harness wrote inside a person's string is not theirs to quote.
+        injected = injected_regions(text) if run.format in ("claude-code", "codex") else []
         for start, end, kind in sentence_units(text):
             sentence = text[start:end]
             if regions and (inside := region_of(regions, start, end)) is not None and not (inside == ARTIFACT and artifacts):
+                continue
+            if injected and in_region(injected, start, end):
                 continue
             if (pattern is None or pattern.search(sentence)) and is_statement(sentence, kind):
                 pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": sentence})
