@@ -124,16 +124,16 @@ def claude_code_header(lines: list[Any]) -> dict[str, Any]:
 
 
 def _prompt_text(message: Any) -> str | None:
+    """The first thing the person typed in a message: not a slash command, its output, IDE
+    context or another text the harness writes (`harness.is_injected`), which no one would
+    recognise as the session's title."""
     if not isinstance(message, dict):
         return None
     content = message.get("content")
-    text = first_text(content)
-    if text is None and isinstance(content, list):
-        text = next((b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))), None)
-    # Slash commands and their output are wrapped in tags: not a title a person would recognise.
-    if text is None or text.lstrip().startswith("<"):
-        return None
-    return text
+    texts = [content] if first_text(content) else [
+        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))
+    ] if isinstance(content, list) else []
+    return next((t for t in texts if not is_injected(t) and not t.lstrip().startswith("<")), None)
 
 
 def claude_code_run(document: dict) -> Run:
