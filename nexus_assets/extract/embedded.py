@@ -163,6 +163,11 @@ _CODE = re.compile(
 _JSON_KEY = re.compile(r"[\"'][\w -]{1,40}[\"']\s*:")
 
 
+def is_code_or_data(sentence: str) -> bool:
+    """Code, markup or a data dump rather than a sentence (also what the conflict rules never read)."""
+    return bool(_markup(sentence) or _CODE.search(sentence) or _dump(sentence))
+
+
 def _markup(sentence: str) -> bool:
     """Mostly HTML or XML tags ("<label for=…>Input tokens</label>"); a sentence that mentions a
     tag in passing ("<script> is what a hostile export might contain; …") is still prose."""
