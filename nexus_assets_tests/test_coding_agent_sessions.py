@@ -274,7 +274,7 @@ def test_claude_code_harness_text_is_hidden_and_what_the_person_says_through_a_t
     content = "['message']['content']"
     expected = {
         f"$['lines'][0]{content}": system,  # isMeta: the local-command caveat
-        f"$['lines'][1]{content}": system,  # /compact with its arguments
+        f"$['lines'][1]{content}": user,  # /compact with what the person typed after it (only that is quoted)
         f"$['lines'][2]{content}": system,  # what the command printed
         f"$['lines'][3]{content}[0]['text']": system,  # the IDE's opened file, a block of its own
         f"$['lines'][3]{content}[1]['text']": user,  # what the person typed beside it
@@ -316,7 +316,24 @@ def test_a_codex_answer_to_request_user_input_is_the_persons_and_codex_context_i
     }
 
 
-def _session_topic(target_node_types: list[str] | None = None, keywords: tuple[str, ...] = ("sync", "retry", "retries")):
+def test_the_person_spans_of_a_string_the_harness_wrote_into():
+    from nexus_assets.ingest.formats.harness import person_spans
+
+    def spans(text: str) -> list[str]:
+        return [text[a:b] for a, b in person_spans(text)]
+
+    # Claude Code 2.1.185 words it "Your questions have been answered"; 2.1.39 "User has answered your questions".
+    answered = 'Your questions have been answered: "Backup format?"="One file per run", "Where?"="s3". You can now continue with these answers in mind.'
+    assert spans(answered) == ["One file per run", "s3"]
+    assert spans("User has approved your plan. You can now start coding.\n\n## Approved Plan:\n# Plan\nShip it.") == ["# Plan\nShip it."]
+    assert spans("User has approved exiting plan mode. You can now proceed.") == []
+    # A Codex request_user_input reply: the chosen labels, exactly as the JSON string holds them.
+    assert spans('{"answers":{"fmt":{"answers":["One file","say \\"hi\\""]}}}') == ["One file", 'say \\"hi\\"']
+    assert spans("<command-name>/review</command-name>\n<command-args>check the retries</command-args>")[1] == "check the retries"
+    assert spans("Plain words.") == ["Plain words."]
+
+
+def _session_topic(target_node_types: list[str] | None = None, keywords: tuple[str, ...] = ("sync", "retry", "retries", "notes")):
     from nexus_assets.core.models import Topic
 
     policy: dict = {"scope_description": "How the nightly sync retries.", "required_keywords": list(keywords)}
@@ -336,8 +353,10 @@ def test_a_topic_reads_no_tool_output_or_harness_text_unless_it_names_them(tmp_p
     assert "Keep the sync retry count at three, not five." in quotes
     assert "The sync must log every retry." in quotes  # after the IDE's selection, in the same string
     assert "run only the sync unit tests, the network ones hang" in quotes  # said while refusing a tool use
-    assert any(q.startswith('User has answered your questions: "Which retry count') for q in quotes)
-    assert not any("RETRIES = 5" in q or "ide_selection" in q for q in quotes)  # the IDE's span is not the person's
+    assert "Three, and the sync waits a minute between tries" in quotes  # the answer, not the question nor the harness's words
+    assert "and keep the sync notes" in quotes  # a slash command's arguments
+    assert not any("RETRIES = 5" in q or "ide_selection" in q or "command" in q for q in quotes)  # the harness's spans
+    assert not any("User has" in q or "You can now" in q or "doesn't want to proceed" in q for q in quotes)
     assert {kinds[p["json_path"]] for p in kept} <= {"user_message", "assistant_message"}
     # A topic that asks for tool output gets it, judged line by line as what it is, not as prose.
     warnings = extract_embedded(_session_topic(["tool_message"], ("deprecated",)), run)

@@ -23,7 +23,7 @@ from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line, keyword_pattern, tool_line_units
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
-from nexus_assets.ingest.formats.harness import in_region, injected_regions
+from nexus_assets.ingest.formats.harness import person_spans
 
 # v2 kept statements only (v1 every keyword sentence); v3 also leaves out chatter, labels, code,
 # markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
@@ -73,17 +73,25 @@ def candidate_pointers(topic: Topic, run: Run) -> list[dict]:
                     pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": line})
             continue
         regions = tagged_regions(text) if run.format == "claude" else []
-        # What a coding agent's harness wrote inside a person's string is not theirs to quote.
-        injected = injected_regions(text) if run.format in ("claude-code", "codex") else []
-        for start, end, kind in sentence_units(text):
+        for start, end, kind in _units(text, run.format, node.node_type):
             sentence = text[start:end]
             if regions and (inside := region_of(regions, start, end)) is not None and not (inside == ARTIFACT and artifacts):
-                continue
-            if injected and in_region(injected, start, end):
                 continue
             if (pattern is None or pattern.search(sentence)) and is_statement(sentence, kind):
                 pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": sentence})
     return pointers
+
+
+def _units(text: str, run_format: str, node_type: str) -> list[tuple[int, int, str]]:
+    """The sentence units of a node. In a coding agent's session, only the person's spans of a
+    string the harness also wrote into (`harness.person_spans`: an answer given through a tool,
+    a prompt after the IDE's context) are read, each at its own offsets."""
+    if run_format not in ("claude-code", "codex") or node_type != "user_message":
+        return sentence_units(text)
+    spans = person_spans(text)
+    if spans == [(0, len(text))]:
+        return sentence_units(text)
+    return [(s + a, s + b, kind) for s, e in spans for a, b, kind in sentence_units(text[s:e])]
 
 
 def extract_embedded(topic: Topic, run: Run, vectors: Vectors | None = None) -> list[dict]:

@@ -3,9 +3,11 @@ tool: how Claude Code and Codex CLI sessions are read as a person reads them (DE
 
 A node is one string value of the file, so a string is typed as a whole: a string that is all
 harness (a slash command's wrapper, its output, a reminder, a background task's notice) is a hidden
-`system_message`; a string in which the person also wrote something stays theirs, and the
-harness spans inside it (`injected_regions`) are never quoted. Every rule here was seen in real
-public session files; the README's session table names them.
+`system_message`; a string in which the person also wrote something stays theirs (a prompt after
+the IDE's selection, a slash command's arguments, an answer inside the harness's "User has
+answered your questions: …"), and only the person's spans of it (`person_spans`) are quoted, so
+every address stays exact. Every rule here was seen in real public session files; the README's
+session table names them.
 """
 
 from __future__ import annotations
@@ -63,10 +65,18 @@ PLAN_KEY = "plan"
 
 
 def injected_regions(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each harness span of a person's string, tags included (empty for most)."""
+    """[start, end) of each harness span of a person's string, tags included (empty for most);
+    a slash command's arguments are the person's, so only their tags are the harness's."""
     if "<" not in text:
         return []
-    return [(m.start(), m.end()) for m in _REGION.finditer(text)]
+    regions = []
+    for m in _REGION.finditer(text):
+        args = _ARGS.fullmatch(text, m.start(), m.end())
+        if args is not None and args.group(1).strip():
+            regions += [(m.start(), args.start(1)), (args.end(1), m.end())]
+        else:
+            regions.append((m.start(), m.end()))
+    return regions
 
 
 def is_injected(text: str) -> bool:
@@ -77,13 +87,57 @@ def is_injected(text: str) -> bool:
     opening = _OPENING_TAG.match(text)
     if opening is None:
         return False
-    if opening.group(1) in _WHOLE_LINE_TAGS:
+    if opening.group(1) in _WHOLE_LINE_TAGS and not _has_arguments(text):
         return True
-    rest = text
-    for start, end in reversed(injected_regions(text)):
-        rest = rest[:start] + rest[end:]
-    return not rest.strip()
+    return not any(text[s:e].strip() for s, e in _complement(injected_regions(text), 0, len(text)))
 
 
 def in_region(regions: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(s < end and start < e for s, e in regions)
+
+
+# What the harness writes around what the person says through a tool (Claude Code, Codex CLI).
+_ANSWERED = re.compile(r"\s*(?:User has answered your questions|Your questions have been answered):")
+_ANSWER = re.compile(r'"(?:[^"\\]|\\.)*"="((?:[^"\\]|\\.)*)"')
+_NOTES = re.compile(r"\buser notes: (.+?)(?=\. You can now continue|\n|$)", re.DOTALL)
+_APPROVED_PLAN = re.compile(r"## Approved Plan[^\n:]*:\n")
+_APPROVED = re.compile(r"\s*User has approved (?:your plan|exiting plan mode)")
+_CODEX_ANSWERS = re.compile(r'"answers"\s*:\s*\[((?:\s*"(?:[^"\\]|\\.)*"\s*,?)*)\s*\]')
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ARGS = re.compile(r"<command-args>(.*)</command-args>", re.DOTALL)
+
+
+def _has_arguments(text: str) -> bool:
+    args = re.search(r"<command-args>(.*?)</command-args>", text, re.DOTALL)
+    return args is not None and bool(args.group(1).strip())
+
+
+def person_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of what the person wrote in a string of theirs that the harness wrote into:
+    the answers inside "User has answered your questions: "Q"="A"…", the comment after "the user
+    said:", the plan they approved, the answers of a Codex `request_user_input` reply, or the text
+    around the harness's tags. The whole string when the harness wrote nothing into it."""
+    if _ANSWERED.match(text):
+        spans = [m.span(1) for m in _ANSWER.finditer(text) if m.group(1).strip()]
+        return spans + [m.span(1) for m in _NOTES.finditer(text)]
+    said = text.find(REJECTED_WITH_COMMENT)
+    if said >= 0:
+        return [(said + len(REJECTED_WITH_COMMENT), len(text))]
+    if _APPROVED.match(text):
+        plan = _APPROVED_PLAN.search(text)
+        return [(plan.end(), len(text))] if plan else []
+    if text.lstrip().startswith("{") and '"answers"' in text:
+        return [m.span(1) for block in _CODEX_ANSWERS.finditer(text) for m in _JSON_STRING.finditer(text, block.start(1), block.end(1))]
+    regions = injected_regions(text)
+    return _complement(regions, 0, len(text)) if regions else [(0, len(text))]
+
+
+def _complement(regions: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    out, at = [], start
+    for s, e in sorted(regions):
+        if s > at:
+            out.append((at, s))
+        at = max(at, e)
+    if at < end:
+        out.append((at, end))
+    return out
