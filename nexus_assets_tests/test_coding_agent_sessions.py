@@ -21,7 +21,9 @@ from nexus_assets_tests.sessions import (
     SESSION,
     append,
     claude_event,
+    claude_harness_lines,
     claude_session_lines,
+    codex_question_lines,
     codex_session_lines,
     line,
     write_lines,
@@ -129,7 +131,7 @@ def test_a_codex_rollout_keeps_what_was_said_once(tmp_path: Path):
     found = texts(run)
     kinds = {p: (t[1], t[3]) for p, t in found.items()}
     assert kinds == {
-        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", False),  # Codex's own context
+        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", True),  # Codex's own context, hidden
         "$['lines'][2]['payload']['content'][0]['text']": ("user_message", False),
         "$['lines'][5]['payload']['summary'][0]['text']": ("assistant_message", True),  # reasoning, hidden
         "$['lines'][6]['payload']['arguments']": ("tool_call", False),
@@ -259,6 +261,119 @@ def test_real_session_files_read_as_their_tool_wrote_them(name: str, run_id: str
     assert counted == expected
 
 
+# Read as a person reads (issue 49 item 1, DESIGN §3): the shapes of real files (PROVENANCE.md).
+
+
+def test_claude_code_harness_text_is_hidden_and_what_the_person_says_through_a_tool_is_theirs(tmp_path: Path):
+    [run], errors = read(write_lines(tmp_path / "harness.jsonl", claude_harness_lines()))
+    assert not errors
+    assert run.document["title"] == "Keep the sync retry count at three, not five."  # not the caveat, nor the command
+    kinds = {p: (t[1], t[3]) for p, t in texts(run).items()}
+    system, user, assistant = ("system_message", True), ("user_message", False), ("assistant_message", False)
+    tool_call, tool_message = ("tool_call", False), ("tool_message", False)
+    content = "['message']['content']"
+    expected = {
+        f"$['lines'][0]{content}": system,  # isMeta: the local-command caveat
+        f"$['lines'][1]{content}": user,  # /compact with what the person typed after it (only that is quoted)
+        f"$['lines'][2]{content}": system,  # what the command printed
+        f"$['lines'][3]{content}[0]['text']": system,  # the IDE's opened file, a block of its own
+        f"$['lines'][3]{content}[1]['text']": user,  # what the person typed beside it
+        f"$['lines'][4]{content}": user,  # a string that holds both: the person's (the IDE span is never quoted)
+        f"$['lines'][6]{content}[0]['content']": user,  # the answer to AskUserQuestion
+        f"$['lines'][7]{content}[0]['input']['plan']": assistant,  # the plan proposed for approval
+        f"$['lines'][7]{content}[0]['input']['allowedPrompts'][0]['tool']": tool_call,
+        f"$['lines'][7]{content}[0]['input']['allowedPrompts'][0]['prompt']": tool_call,
+        f"$['lines'][8]{content}[0]['content']": user,  # the plan approved
+        f"$['lines'][9]{content}[0]['input']['command']": tool_call,
+        f"$['lines'][9]{content}[0]['input']['description']": tool_call,
+        f"$['lines'][10]{content}[0]['content']": user,  # a refused tool use, with the person's comment
+        f"$['lines'][12]{content}[0]['content']": tool_message,  # refused without a word: the harness's notice
+        f"$['lines'][13]{content}[0]['input']['command']": tool_call,
+        f"$['lines'][14]{content}[0]['content']": tool_message,
+        f"$['lines'][15]{content}[0]['text']": system,  # [Request interrupted by user for tool use]
+        f"$['lines'][16]{content}": system,  # a background task's notice
+        f"$['lines'][17]{content}": system,  # a hook's reminder
+        f"$['lines'][18]{content}[0]['text']": assistant,
+        f"$['lines'][18]{content}[1]['text']": assistant,
+    }
+    for n in (5, 11):  # AskUserQuestion's questions and options are the tool call
+        expected.update({p: tool_call for p in kinds if p.startswith(f"$['lines'][{n}]")})
+    assert kinds == expected
+
+
+def test_a_codex_answer_to_request_user_input_is_the_persons_and_codex_context_is_hidden(tmp_path: Path):
+    [run], errors = read(write_lines(tmp_path / "rollout-question.jsonl", codex_question_lines()))
+    assert not errors and run.document["title"] == "Add retries to the sync job."
+    kinds = {p: (t[1], t[3]) for p, t in texts(run).items()}
+    assert kinds == {
+        "$['lines'][1]['payload']['content'][0]['text']": ("system_message", True),  # developer: permissions
+        "$['lines'][2]['payload']['content'][0]['text']": ("system_message", True),  # <environment_context>
+        "$['lines'][3]['payload']['content'][0]['text']": ("user_message", False),
+        "$['lines'][4]['payload']['arguments']": ("tool_call", False),  # the questions asked
+        "$['lines'][5]['payload']['output']": ("user_message", False),  # the person's answers
+        "$['lines'][6]['payload']['arguments']": ("tool_call", False),
+        "$['lines'][7]['payload']['output']": ("tool_message", False),
+    }
+
+
+def test_the_person_spans_of_a_string_the_harness_wrote_into():
+    from nexus_assets.ingest.formats.harness import person_spans
+
+    def spans(text: str) -> list[str]:
+        return [text[a:b] for a, b in person_spans(text)]
+
+    # Claude Code 2.1.185 words it "Your questions have been answered"; 2.1.39 "User has answered your questions".
+    answered = 'Your questions have been answered: "Backup format?"="One file per run", "Where?"="s3". You can now continue with these answers in mind.'
+    assert spans(answered) == ["One file per run", "s3"]
+    assert spans("User has approved your plan. You can now start coding.\n\n## Approved Plan:\n# Plan\nShip it.") == ["# Plan\nShip it."]
+    assert spans("User has approved exiting plan mode. You can now proceed.") == []
+    # A Codex request_user_input reply: the chosen labels, exactly as the JSON string holds them.
+    assert spans('{"answers":{"fmt":{"answers":["One file","say \\"hi\\""]}}}') == ["One file", 'say \\"hi\\"']
+    assert spans("<command-name>/review</command-name>\n<command-args>check the retries</command-args>")[1] == "check the retries"
+    assert spans("Plain words.") == ["Plain words."]
+
+
+def _session_topic(target_node_types: list[str] | None = None, keywords: tuple[str, ...] = ("sync", "retry", "retries", "notes")):
+    from nexus_assets.core.models import Topic
+
+    policy: dict = {"scope_description": "How the nightly sync retries.", "required_keywords": list(keywords)}
+    if target_node_types:
+        policy["target_node_types"] = target_node_types
+    return Topic.model_validate({"topic_id": "sync-retries", "display_name": "Sync retries", "state": "ACTIVE", "extraction_policy": policy})
+
+
+def test_a_topic_reads_no_tool_output_or_harness_text_unless_it_names_them(tmp_path: Path):
+    from nexus_assets.extract.embedded import extract_embedded
+    from nexus_assets.gate.rules import validate_pointer
+
+    [run], _ = read(write_lines(tmp_path / "harness.jsonl", claude_harness_lines()))
+    kinds = {n.path: n.node_type for n in run.nodes}
+    kept = extract_embedded(_session_topic(), run)
+    quotes = [p["verbatim_quote"] for p in kept]
+    assert "Keep the sync retry count at three, not five." in quotes
+    assert "The sync must log every retry." in quotes  # after the IDE's selection, in the same string
+    assert "run only the sync unit tests, the network ones hang" in quotes  # said while refusing a tool use
+    assert "Three, and the sync waits a minute between tries" in quotes  # the answer, not the question nor the harness's words
+    assert "and keep the sync notes" in quotes  # a slash command's arguments
+    assert not any("RETRIES = 5" in q or "ide_selection" in q or "command" in q for q in quotes)  # the harness's spans
+    assert not any("User has" in q or "You can now" in q or "doesn't want to proceed" in q for q in quotes)
+    assert {kinds[p["json_path"]] for p in kept} <= {"user_message", "assistant_message"}
+    # A topic that asks for tool output gets it, judged line by line as what it is, not as prose.
+    warnings = extract_embedded(_session_topic(["tool_message"], ("deprecated",)), run)
+    assert [p["verbatim_quote"] for p in warnings] == ["DeprecationWarning: the sync retry helper is deprecated, use the vault retry policy"]
+    for p in kept + warnings:
+        assert validate_pointer(p, topic_id="sync-retries", run=run).content == p["verbatim_quote"]
+    # The gate refuses a pointer at tool output for a topic that did not name it.
+    [tool_output] = [n.path for n in run.nodes if n.node_type == "tool_message" and "Deprecation" in (n.text or texts(run)[n.path][0])]
+    from nexus_assets.extract.scope import Scope
+
+    refused = validate_pointer(
+        {"topic_id": "sync-retries", "json_path": tool_output, "verbatim_quote": "1 passed, 1 warning in 0.12s"},
+        topic_id="sync-retries", run=run, scope=Scope.of(_session_topic().extraction_policy, _session_topic()),
+    )
+    assert "tool calls and output are read only by a topic whose target_node_types name them" in str(refused)
+
+
 # Through the whole product: `nexus sync --runs-dir ~/.claude/projects` as it is.
 
 TOPIC = "sync-schedule"
@@ -344,3 +459,32 @@ def test_a_session_opened_by_a_slash_command_is_titled_by_the_first_real_prompt(
     ]
     [run], _ = read(write_lines(tmp_path / f"{SESSION}.jsonl", lines))
     assert run.document["title"] == "/usr/local/bin has two nexus binaries; keep the newer one."
+
+
+def test_a_sync_gives_tool_output_to_the_topic_that_asks_for_it_and_to_no_other(tmp_path: Path, capsys, monkeypatch):
+    from nexus_assets_tests.cli_helpers import run_json
+
+    monkeypatch.setenv("NEXUS_NO_RECALL", "1")
+    runs = tmp_path / "projects" / "-home-ana-code-nexus-sync"
+    write_lines(runs / f"{SESSION}.jsonl", claude_harness_lines())
+    topics = tmp_path / "topics"
+    topics.mkdir()
+    (topics / "tool-warnings.yaml").write_text(
+        "topic_id: tool-warnings\ndisplay_name: Warnings the tests printed\nstate: ACTIVE\nextraction_policy:\n"
+        "  scope_description: Deprecation warnings the test runner printed.\n  target_node_types: [tool_message]\n"
+        "  required_keywords: [warning, deprecated]\n",
+        encoding="utf-8",
+    )
+    (topics / "sync-retries.yaml").write_text(
+        "topic_id: sync-retries\ndisplay_name: Sync retries\nstate: ACTIVE\nextraction_policy:\n"
+        "  scope_description: How many times the nightly sync retries and what it does between tries.\n"
+        "  required_keywords: [sync, retry, retries, warning, deprecated]\n",
+        encoding="utf-8",
+    )
+    db = ["--db", str(tmp_path / "vault.duckdb")]
+    run_json(capsys, *db, "sync", "--runs-dir", str(tmp_path / "projects"), "--topics-dir", str(topics))
+    warnings = run_json(capsys, *db, "bricks", "tool-warnings")
+    assert warnings and {s["node_type"] for b in warnings for s in b["sources"]} == {"tool_message"}
+    retries = run_json(capsys, *db, "bricks", "sync-retries")
+    assert retries and {s["node_type"] for b in retries for s in b["sources"]} <= {"user_message", "assistant_message"}
+    assert "Keep the sync retry count at three, not five." in {b["content"] for b in retries}

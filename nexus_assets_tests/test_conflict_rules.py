@@ -34,6 +34,46 @@ NO_CONFLICT = [
      "I can continue to run your monthly payroll at £1,000 or reduce it in a month you do not need it."),
 ]
 
+# What a new user's `nexus conflicts` flagged on coding-agent sessions and chat exports (issue 49
+# item 6, re-written here): none is a disagreement a person would call one.
+NOT_STATEMENTS = [
+    # A distance and a name share no slot: "identifier: 1-mile ≠ resonance".
+    ("Warm up with a 1-mile easy jog before the intervals.", "Warm up with Resonance breathing before the intervals."),
+    ("Start each session with a 1-mile warm-up at easy pace.", "Start each session with Resonance breathing at easy pace."),
+    # Two `ls -l` lines: their timestamps are the files', not a value anyone stated.
+    ("drwxr-xr-x  5 ana  staff   160 Nov 12 14:03 components", "drwxr-xr-x  5 ana  staff   160 Nov 12 14:07 components"),
+    ("-rw-r--r--  1 ana  staff  2048 Mar  3 10:02 sync.py", "-rw-r--r--  1 ana  staff  2048 Mar  3 10:05 sync.py"),
+    # Code lines, a file shown with line numbers, a test run in colour, a traceback.
+    ("const MAX_RETRIES = 3;", "const MAX_RETRIES = 5;"),
+    ("retries: int = 3", "retries: int = 5"),
+    ("74→- **useTodos**: keeps the list in localStorage under `todos-v1`", "74→- **useTodos**: keeps the list in localStorage under `todos-v2`"),
+    ("\x1b[32m12 passed\x1b[0m in 0.51s", "\x1b[31m1 failed\x1b[0m, 11 passed in 0.62s"),
+    ('File "/app/sync.py", line 42, in run', 'File "/app/sync.py", line 57, in run'),
+    # The assistant narrating its work.
+    ("I'll set the sync timeout to 30 seconds.", "I'll set the sync timeout to 60 seconds."),
+    ("Now update the config so the sync timeout is 30 seconds.", "Now update the config so the sync timeout is 60 seconds."),
+]
+
+# What a new user's `nexus conflicts` flagged on coding-agent sessions and chat exports (issue 49
+# item 6, re-written here): none is a disagreement a person would call one.
+NOT_STATEMENTS = [
+    # A distance and a name share no slot: "identifier: 1-mile ≠ resonance".
+    ("Warm up with a 1-mile easy jog before the intervals.", "Warm up with Resonance breathing before the intervals."),
+    ("Start each session with a 1-mile warm-up at easy pace.", "Start each session with Resonance breathing at easy pace."),
+    # Two `ls -l` lines: their timestamps are the files', not a value anyone stated.
+    ("drwxr-xr-x  5 ana  staff   160 Nov 12 14:03 components", "drwxr-xr-x  5 ana  staff   160 Nov 12 14:07 components"),
+    ("-rw-r--r--  1 ana  staff  2048 Mar  3 10:02 sync.py", "-rw-r--r--  1 ana  staff  2048 Mar  3 10:05 sync.py"),
+    # Code lines, a file shown with line numbers, a test run in colour, a traceback.
+    ("const MAX_RETRIES = 3;", "const MAX_RETRIES = 5;"),
+    ("retries: int = 3", "retries: int = 5"),
+    ("74→- **useTodos**: keeps the list in localStorage under `todos-v1`", "74→- **useTodos**: keeps the list in localStorage under `todos-v2`"),
+    ("\x1b[32m12 passed\x1b[0m in 0.51s", "\x1b[31m1 failed\x1b[0m, 11 passed in 0.62s"),
+    ('File "/app/sync.py", line 42, in run', 'File "/app/sync.py", line 57, in run'),
+    # The assistant narrating its work.
+    ("I'll set the sync timeout to 30 seconds.", "I'll set the sync timeout to 60 seconds."),
+    ("Now update the config so the sync timeout is 30 seconds.", "Now update the config so the sync timeout is 60 seconds."),
+]
+
 CONFLICT = [
     # One step of the plan, two values: the pairs a person called real.
     ("Week 11 (August 13): 16 miles", "Week 11 (August 13): 15 miles"),
@@ -44,11 +84,21 @@ CONFLICT = [
     ("The nightly sync runs at 03:00 UTC.", "The nightly sync runs at 05:00 UTC."),
     ("The marathon is on the 29th of October.", "The marathon is on the 22nd of October."),
     ("Sealing is allowed while runs are open.", "Sealing is not allowed while runs are open."),
+    # Names in the same place of two alike sentences; a person's constraint against its reverse.
+    ("Use Parquet for the nightly exports.", "Use CSV for the nightly exports."),
+    ("The API server runs on Python 3.11 in production.", "The API server runs on Python 3.12 in production."),
+    ("Keep the retry count at three, not five.", "Keep the retry count at five."),
 ]
 
 
 @pytest.mark.parametrize("a,b", NO_CONFLICT)
 def test_no_conflict(a, b):
+    assert conflict_between(a, b) is None
+    assert conflict_between(b, a) is None
+
+
+@pytest.mark.parametrize("a,b", NOT_STATEMENTS)
+def test_tool_output_code_and_narration_never_conflict(a, b):
     assert conflict_between(a, b) is None
     assert conflict_between(b, a) is None
 

@@ -464,6 +464,7 @@ def test_key_is_stable():
         "exclusion_criteria",
         "display_name",
         "topic_id",
+        "examples",
         "run_content",
         "run_id",
     ],
@@ -476,7 +477,7 @@ def test_key_changes_with_every_input(change):
     elif change == "prompt_version":
         run = make_run()
         assert share_key(DEFAULT_MODEL, TOPIC, run, run.nodes) == base
-        changed = share_key(DEFAULT_MODEL, TOPIC, run, run.nodes, prompt_version="pointer-v4")
+        changed = share_key(DEFAULT_MODEL, TOPIC, run, run.nodes, prompt_version="pointer-v5")
     elif change in ("scope_description", "exclusion_criteria"):
         value = "Only the vault." if change == "scope_description" else ("Jokes",)
         topic = TOPIC.model_copy(update={"extraction_policy": policy.model_copy(update={change: value})})
@@ -485,6 +486,8 @@ def test_key_changes_with_every_input(change):
         changed = _key(topic=TOPIC.model_copy(update={"display_name": "Sync"}))
     elif change == "topic_id":
         changed = _key(topic=TOPIC.model_copy(update={"topic_id": "other-topic"}))
+    elif change == "examples":  # pointer-v4 shows a topic's examples
+        changed = _key(topic=TOPIC.model_validate(TOPIC.model_dump() | {"examples": {"keep": ["The vault keeps history."]}}))
     elif change == "run_content":
         edited = list(MESSAGES)
         edited[2] = ("user", "And the vault??")

@@ -236,10 +236,11 @@ def test_the_prefix_is_the_same_bytes_in_every_request_and_plan_says_what_is_rea
 # A vault synced with an earlier prompt
 
 
-@pytest.mark.parametrize("version", ["pointer-v2", "pointer-v1"])
-def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project, capsys, monkeypatch, version):
-    """What the earlier releases stored, with their default budget of 3000 tokens, replays: the
-    upgrade sends nothing and changes no brick (the new defaults chunk differently)."""
+@pytest.mark.parametrize("version, budget", [("pointer-v3", 8192), ("pointer-v2", 3000), ("pointer-v1", 3000)])
+def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project, capsys, monkeypatch, version, budget):
+    """What the earlier releases stored, with their default budget (3000 tokens before v3, the
+    model's context since), replays: the upgrade sends nothing and changes no brick (the new
+    defaults chunk differently, and v4's rules and examples are other bytes)."""
     import duckdb
 
     from nexus_assets.extract.backends import extraction_key
@@ -249,11 +250,11 @@ def test_a_vault_synced_with_an_earlier_prompt_resyncs_without_a_request(project
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         run_json(capsys, *project.sync_args(), "--extractor", "openai")
         before = {t: run_json(capsys, *project.cli_args(), "manifest", t)["manifest_hash"] for t in ("alpha", "beta")}
-        legacy = f"openai:{DEFAULT_MODEL}:{version}:3000"
+        legacy = f"openai:{DEFAULT_MODEL}:{version}:{budget}"
         with duckdb.connect(str(project.db)) as con:
             topics = {t: Topic.model_validate_json(d) for t, d in con.execute("SELECT topic_id, definition_json FROM topics").fetchall()}
             rows = con.execute("SELECT extraction_key, topic_id, version_id, extractor FROM extractions").fetchall()
-            assert {r[3] for r in rows} == {f"openai:{DEFAULT_MODEL}:pointer-v3:8192"}
+            assert {r[3] for r in rows} == {f"openai:{DEFAULT_MODEL}:pointer-v4:8192"}
             for key, topic_id, version_id, _ in rows:
                 con.execute(
                     "UPDATE extractions SET extraction_key = ?, extractor = ? WHERE extraction_key = ?",
@@ -295,3 +296,48 @@ def test_two_windows_of_one_run_in_one_request_keep_their_own_answers(llm_server
         (0, ["$['messages'][0]['content']"]),
         (1, ["$['messages'][3]['content']"]),
     ]
+
+
+# pointer-v4: the rules say what a note is, and each topic shows a person's examples
+
+
+def test_the_prefix_says_what_a_note_is_and_shows_each_topics_examples(empty_project: Project, capsys, monkeypatch):
+    import yaml
+
+    p = empty_project
+    p.write_topic("alpha", keywords=["vault"])
+    path = p.write_topic("beta", keywords=["checksum"], node_types=["user_message", "tool_message"])
+    beta = yaml.safe_load(path.read_text(encoding="utf-8"))
+    beta["examples"] = {"keep": ["Every brick keeps its checksum."], "drop": ["File created successfully at: src/checksum.py"]}
+    path.write_text(yaml.safe_dump(beta), encoding="utf-8")
+    p.write_run("r.json", run_document("run-1", [("user", "The vault keeps each checksum."), ("assistant", "I'll update the vault.")]))
+    monkeypatch.setenv("NEXUS_LLM_MODEL", DEFAULT_MODEL)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_API_KEY)
+    with FakeOpenAIServer(handler=first_sentences()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        run_json(capsys, *p.sync_args(), "--extractor", "openai")
+        bodies = list(server.requests)
+        assert bodies
+        systems = {b["messages"][0]["content"] for b in bodies}
+        assert len(systems) == 1
+        (system,) = systems
+        # What a note is, as the labelling rules say it.
+        assert "Point only at notes" in system and "Never point at: tool output" in system
+        assert '"I\'ll create ..."' in system and "<ide_opened_file>" in system
+        # Each topic as before, with its examples (JSON strings, so quotes and newlines stay exact) and
+        # the node types it reads; a topic without them shows neither.
+        alpha = system[system.index("- Topic id: alpha"):system.index("- Topic id: beta")]
+        assert "examples" not in alpha and "Reads only" not in alpha
+        assert (
+            "  Reads only nodes of type: user_message, tool_message\n"
+            "  Kept as notes for this topic (examples a person chose):\n  - \"Every brick keeps its checksum.\"\n"
+            "  Not notes for this topic (examples a person chose):\n  - \"File created successfully at: src/checksum.py\"\n"
+        ) in system
+        sent = server.request_count
+        # The examples are part of the topic's key: a sync after they change asks that topic again.
+        beta["examples"] = {"keep": ["Every brick keeps its checksum.", "Checksums are sha256."], "drop": []}
+        path.write_text(yaml.safe_dump(beta), encoding="utf-8")
+        run_json(capsys, *p.sync_args(), "--extractor", "openai")
+        asked = [request_topics_and_fragment(b)[0] for b in list(server.requests)[sent:]]
+        assert asked and all(topics == ["beta"] for topics in asked)
+        assert "Checksums are sha256." in list(server.requests)[-1]["messages"][0]["content"]

@@ -237,3 +237,24 @@ def test_the_open_conflicts_check_warns_and_the_manifest_metadata_counts_them(pr
         again = materialize_topic(project, TOPIC, instance)
         manifest = again.asset_materializations_for_node("topic_manifest")[0].metadata
         assert manifest["open_conflicts"].value == 1 and manifest["related_pairs"].value == 2
+
+
+def test_tool_output_never_conflicts_even_for_a_topic_that_reads_it(tmp_path, capsys):
+    """Issue 49 item 6: a topic may ask for tool output (DESIGN §3), but what a tool printed states
+    nothing a person disagrees with; the same two values said by the person still conflict."""
+    p = Project(tmp_path / "proj")
+    policy = {"scope_description": "Which keys and servers the API uses.", "required_keywords": ["api"],
+              "target_node_types": ["user_message", "tool_message"]}
+    write_topic(p)
+    body = yaml.safe_load((p.topics / f"{TOPIC}.yaml").read_text(encoding="utf-8")) | {"extraction_policy": policy}
+    (p.topics / f"{TOPIC}.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
+    p.write_run("a.json", nexus_run("run-a", [("tool", "The API key is XYZ."), ("user", SAID_FIRST)], start="2026-01-01T00:00:00Z"))
+    p.write_run("b.json", nexus_run("run-b", [("tool", "The API key is actually ABC.")], start="2026-02-01T00:00:00Z"))
+    run_json(capsys, *p.sync_args())
+    bricks = run_json(capsys, *p.cli_args(), "bricks", TOPIC)
+    assert {s["node_type"] for b in bricks for s in b["sources"]} == {"tool_message", "user_message"}
+    assert run_json(capsys, *p.cli_args(), "conflicts", TOPIC) == []
+    p.write_run("c.json", nexus_run("run-c", [("user", "The API key is now ABC.")], start="2026-03-01T00:00:00Z"))
+    run_json(capsys, *p.sync_args())
+    [conflict] = run_json(capsys, *p.cli_args(), "conflicts", TOPIC)
+    assert {s["content"] for s in conflict["bricks"]} == {SAID_FIRST, "The API key is now ABC."}

@@ -208,6 +208,9 @@ def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) ->
         scope["branches"] = topic.branches
     if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
         scope["min_relevance"] = topic.min_relevance
+    # A person's examples are part of what the topic selects (DESIGN §5): new examples, new answers.
+    if topic.examples is not None and (topic.examples.keep or topic.examples.drop):
+        scope["examples"] = topic.examples.model_dump(mode="json")
     identity = extractor if isinstance(extractor, str) else extractor.identity
     return sha256_hex(canonical_json([identity, scope, version_id]))
 

@@ -20,9 +20,10 @@ import re
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.wording import is_title_case
 from nexus_assets.extract.relevance import Vectors, relevant
-from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
+from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line, keyword_pattern, tool_line_units
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
+from nexus_assets.ingest.formats.harness import person_spans
 
 # v2 kept statements only (v1 every keyword sentence); v3 also leaves out chatter, labels, code,
 # markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
@@ -63,14 +64,34 @@ def candidate_pointers(topic: Topic, run: Run) -> list[dict]:
     artifacts = "artifact" in (policy.target_node_types or ())
     pointers = []
     for node, text in in_scope_nodes(policy, run, topic):
+        if node.node_type in TOOL_TYPES:
+            # In scope only because the topic named tool output or calls: judged as what they are,
+            # line by line, not by the rules for what a person says.
+            for start, end in tool_line_units(text):
+                line = text[start:end]
+                if (pattern is None or pattern.search(line)) and is_tool_line(line):
+                    pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": line})
+            continue
         regions = tagged_regions(text) if run.format == "claude" else []
-        for start, end, kind in sentence_units(text):
+        for start, end, kind in _units(text, run.format, node.node_type):
             sentence = text[start:end]
             if regions and (inside := region_of(regions, start, end)) is not None and not (inside == ARTIFACT and artifacts):
                 continue
             if (pattern is None or pattern.search(sentence)) and is_statement(sentence, kind):
                 pointers.append({"topic_id": topic.topic_id, "json_path": node.path, "verbatim_quote": sentence})
     return pointers
+
+
+def _units(text: str, run_format: str, node_type: str) -> list[tuple[int, int, str]]:
+    """The sentence units of a node. In a coding agent's session, only the person's spans of a
+    string the harness also wrote into (`harness.person_spans`: an answer given through a tool,
+    a prompt after the IDE's context) are read, each at its own offsets."""
+    if run_format not in ("claude-code", "codex") or node_type != "user_message":
+        return sentence_units(text)
+    spans = person_spans(text)
+    if spans == [(0, len(text))]:
+        return sentence_units(text)
+    return [(s + a, s + b, kind) for s, e in spans for a, b, kind in sentence_units(text[s:e])]
 
 
 def extract_embedded(topic: Topic, run: Run, vectors: Vectors | None = None) -> list[dict]:
@@ -148,6 +169,11 @@ _CODE = re.compile(
     r"|^\s*[\w.]+\s*=\s*\S|\$\{|\b(?:null|undefined)\s*[,;)}]"
 )
 _JSON_KEY = re.compile(r"[\"'][\w -]{1,40}[\"']\s*:")
+
+
+def is_code_or_data(sentence: str) -> bool:
+    """Code, markup or a data dump rather than a sentence (also what the conflict rules never read)."""
+    return bool(_markup(sentence) or _CODE.search(sentence) or _dump(sentence))
 
 
 def _markup(sentence: str) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import get_args
 
-from nexus_assets.core.models import ExtractionPolicy, Node, Run, Topic
+from nexus_assets.core.models import ExtractionPolicy, Node, NodeType, Run, Topic
 from nexus_assets.core.paths import value_at
 from nexus_assets.ingest.formats.limits import max_node_chars
 
@@ -54,6 +55,43 @@ def node_text(run: Run, node: Node) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# What an assistant addresses to a tool and what the tool returns: read only by a topic whose
+# target_node_types name them (DESIGN §3: a person does not keep tool output as a note, but a topic
+# may ask for it, e.g. the warnings a code interpreter printed).
+TOOL_TYPES: frozenset[str] = frozenset({"tool_call", "tool_message"})
+# The node types a topic without target_node_types reads.
+DEFAULT_NODE_TYPES: frozenset[str] = frozenset(get_args(NodeType)) - TOOL_TYPES
+
+
+def asks_for_tools(policy: ExtractionPolicy) -> bool:
+    """Whether the topic itself named tool calls or tool output in its target_node_types."""
+    return bool(set(policy.target_node_types or ()) & TOOL_TYPES)
+
+
+# A line of tool output worth judging: at least two words of two letters (not a bare path, number,
+# prompt or box-drawing line).
+_WORDY = re.compile(r"[^\W\d_]{2,}")
+
+
+def tool_line_units(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each non-blank line of a tool's text, stripped: tool output is read by the
+    line (a warning, an error, a log entry), not by the sentence."""
+    units = []
+    at = 0
+    for line in text.splitlines(keepends=True):
+        body = line.strip()
+        if body:
+            start = at + line.index(body[0])
+            units.append((start, start + len(body)))
+        at += len(line)
+    return units
+
+
+def is_tool_line(line: str) -> bool:
+    """A line of tool output that says something: two words or more."""
+    return len(_WORDY.findall(line)) >= 2
+
+
 @dataclass(frozen=True)
 class Scope:
     """The nodes of a run a topic compiles: what extractors are shown, and all the gate accepts."""
@@ -66,10 +104,11 @@ class Scope:
 
     @classmethod
     def of(cls, policy: ExtractionPolicy, topic: Topic | None = None) -> Scope:
-        """Hidden messages and abandoned branches are in scope only when `topic` asks for them;
-        without a topic, hidden messages are left out and every branch is kept (the topic defaults)."""
+        """Hidden messages, abandoned branches, tool calls and tool output are in scope only when
+        `topic` asks for them; without a topic, hidden messages are left out and every branch is
+        kept (the topic defaults)."""
         return cls(
-            node_types=frozenset(policy.target_node_types) if policy.target_node_types else None,
+            node_types=frozenset(policy.target_node_types) if policy.target_node_types else DEFAULT_NODE_TYPES,
             include_hidden=topic.include_hidden if topic is not None else False,
             current_only=topic is not None and topic.branches == "current",
             pattern=keyword_pattern(policy.required_keywords or ()),
@@ -84,6 +123,8 @@ class Scope:
         if self.current_only and node.branch != "current":
             return f"on {'a subagent sidechain' if node.branch == 'sidechain' else 'an abandoned branch'} (the topic compiles branches: current)"
         if self.node_types is not None and node.node_type not in self.node_types:
+            if self.node_types is DEFAULT_NODE_TYPES:
+                return f"a {node.node_type} (tool calls and output are read only by a topic whose target_node_types name them)"
             return f"a {node.node_type} (not in the topic's target_node_types)"
         return None
 

@@ -4,6 +4,9 @@ Everything the model sees is rendered here, deterministically, so the rendered m
 hashed into a call's materialization key. Bump PROMPT_VERSION whenever the wording changes in a
 way that should invalidate stored replies (the prompt hash changes anyway).
 
+Since v4 the rules say what a note is (what a person would re-read in six months: their own
+constraints and decisions first; never tool output, code, harness text or the assistant narrating
+itself) and each topic in the prefix shows its `examples` (DESIGN §3), the person's own judgement.
 Since v3 a request is laid out for what it costs: the system message (the rules, the example and
 every topic the sync asks about) is the same bytes in every request of a sync, so a provider that
 caches prompt prefixes bills it once; the user message holds only the source text, each node named
@@ -22,11 +25,12 @@ from nexus_assets.extract.scope import node_text
 from nexus_assets.llm.handles import handle
 from nexus_assets.llm.schema import reply_schema
 
-# v3: nodes shown by handle, several runs in one request, the rules and topics a stable prefix.
-PROMPT_VERSION = "pointer-v3"
-# Earlier prompts (v2: a request per chunk of one run with every topic; v1: one topic per
-# request): the extractions they made are still replayed, never asked again.
-LEGACY_PROMPT_VERSIONS = ("pointer-v2", "pointer-v1")
+# v4: the rules say what a note is, and each topic shows its examples. v3: nodes shown by handle,
+# several runs in one request, the rules and topics a stable prefix.
+PROMPT_VERSION = "pointer-v4"
+# Earlier prompts (v3: no note rules nor examples; v2: a request per chunk of one run with every
+# topic; v1: one topic per request): the extractions they made are still replayed, never asked again.
+LEGACY_PROMPT_VERSIONS = ("pointer-v3", "pointer-v2", "pointer-v1")
 
 
 # The reply as the model must write it (no docstrings: they would become schema descriptions). The
@@ -100,25 +104,48 @@ def render_fragment(fragment: dict[str, Any]) -> str:
     return canonical_json(fragment)
 
 
-def topic_block(*, topic_id: str, display_name: str, scope_description: str, exclusion_criteria: Iterable[str]) -> str:
-    """One topic as the model reads it; also what a stored answer for that topic is keyed on."""
+def topic_block(
+    *,
+    topic_id: str,
+    display_name: str,
+    scope_description: str,
+    exclusion_criteria: Iterable[str],
+    keep: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    node_types: Iterable[str] = (),
+) -> str:
+    """One topic as the model reads it; also what a stored answer for that topic is keyed on. Its
+    examples (a person's judgement) and the node types it asks for are shown when it has them, so a
+    topic without them reads as it did."""
     exclusions = list(exclusion_criteria)
     excluded = "\n".join(f"  - {c}" for c in exclusions) if exclusions else "  - (none beyond the scope)"
-    return (
+    block = (
         f"- Topic id: {topic_id}\n"
         f"  Topic name: {display_name}\n"
         f"  In scope: {scope_description}\n"
         f"  Out of scope (never point at these):\n{excluded}\n"
     )
+    types = list(node_types)
+    if types:
+        block += f"  Reads only nodes of type: {', '.join(types)}\n"
+    for label, texts in (("Kept as notes", list(keep)), ("Not notes", list(drop))):
+        if texts:
+            listed = "\n".join(f"  - {canonical_json(t)}" for t in texts)
+            block += f"  {label} for this topic (examples a person chose):\n{listed}\n"
+    return block
 
 
 def topic_block_of(topic: Topic) -> str:
     policy = topic.extraction_policy
+    examples = topic.examples
     return topic_block(
         topic_id=topic.topic_id,
         display_name=topic.display_name,
         scope_description=policy.scope_description,
         exclusion_criteria=policy.exclusion_criteria,
+        keep=examples.keep if examples is not None else (),
+        drop=examples.drop if examples is not None else (),
+        node_types=policy.target_node_types or (),
     )
 
 
@@ -163,9 +190,11 @@ Rules:
 2. One quote comes from one node. Never join text from different nodes.
 3. No inference: point only at text that itself states something within a topic's scope. Skip what is out of scope or matches an exclusion.
 4. Use the smallest quote that still holds the whole fact, usually one sentence or clause. Several facts in one node give several pointers.
-5. node: the node's "node" handle, copied exactly. Never invent one. Never return offsets, positions or line numbers.
-6. topic_id: one of the topics asked. A node that lists "topics" may be quoted only for those. Text that belongs to several topics gets one pointer per topic.
-7. Reply with one JSON object and nothing else: {{"extracted_pointers": [{{"topic_id": "...", "node": "...", "verbatim_quote": "..."}}]}}. When nothing is in scope, reply {{"extracted_pointers": []}}.
+5. Point only at notes: what a person would re-read in six months on that topic. First the person's own requirements, constraints, corrections and decisions (often imperative: "keep the retry count at three, not five"), including their answers to the assistant's questions and the plans they approved; then facts, plans, settings and findings with their reason ("the API only gives hourly data, so ..."). Never point at: tool output (command output, file listings, test-runner lines, "File created successfully at: ..."), code, markup or data dumps, text the tool or IDE wrote into the conversation (<ide_opened_file>, <system-reminder>, <environment_context>, slash-command wrappers), the assistant narrating what it does or did ("I'll create ...", "Let me ...", "Now update ...", "All other functionality remains unchanged") or restating the request, questions, greetings, thanks, headings and labels, boilerplate caveats, transient status ("all tests pass"). A topic that reads tool_message or tool_call nodes asks for tool output: for it, point at the lines that match its scope.
+6. A topic's examples show a person's judgement: point at text like its "Kept as notes" examples, never at text like its "Not notes" examples.
+7. node: the node's "node" handle, copied exactly. Never invent one. Never return offsets, positions or line numbers.
+8. topic_id: one of the topics asked. A node that lists "topics" may be quoted only for those. Text that belongs to several topics gets one pointer per topic.
+9. Reply with one JSON object and nothing else: {{"extracted_pointers": [{{"topic_id": "...", "node": "...", "verbatim_quote": "..."}}]}}. When nothing is in scope, reply {{"extracted_pointers": []}}.
 
 Example, for a topic "build-cache" (how build cache entries are invalidated or evicted):
 {_user_prompt(topic_ids=["build-cache"], fragment=_EXAMPLE_FRAGMENT)}

@@ -18,15 +18,22 @@ real exports):
   "gardening", "10th" is "10");
 - "the same thing" means the two texts say much the same around their values (their other words
   overlap); two sentences that differ in everything but a shared word are not about one thing.
+Conflicts come from statements only (issue 49, judged on a new user's coding-agent sessions): never
+from tool output (a file listing's timestamps, a test run, a file dump with line numbers), code, or
+the assistant narrating its work ("I'll set …", "Now update …"); and two names or identifiers
+disagree only when they stand in the same place of two otherwise alike sentences and are of one
+kind ("1-mile" is a distance, not a name: it never disagrees with "resonance").
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.wording import is_title_case
+from nexus_assets.extract.embedded import is_code_or_data
 
 SIMILARITY_DECIMALS = 4
 MAX_RELATED = 10  # nearest related bricks kept per brick: bounds the records of a topic of near-repeats
@@ -103,7 +110,9 @@ def values_of(text: str) -> Values:
     unquoted = _QUOTED.sub(" ", body)
     numbers = frozenset(m.group().replace(" ", "") for m in _NUMBER.finditer(unquoted))
     tokens = [t.rstrip(".:/") for t in _WORD.findall(unquoted)]
-    identifiers = frozenset(t.casefold() for t in tokens if _IDENTIFIER.match(t) and not _NUMBER.fullmatch(t))
+    # A token that starts with its digits is a quantity with its unit ("1-mile", "10km"): its number
+    # is among the numbers, and it names nothing.
+    identifiers = frozenset(t.casefold() for t in tokens if _IDENTIFIER.match(t) and not t[:1].isdigit())
     names = frozenset(
         _fold(t)
         for i, t in enumerate(tokens)
@@ -201,10 +210,34 @@ def _differ(a: frozenset[str], b: frozenset[str]) -> tuple[str, str] | None:
     return None
 
 
+# Tool output and narration: a listing line (`ls -l`), a file shown with line numbers ("74→…"),
+# terminal colour codes, a traceback's frame, and the assistant saying what it does or did.
+_LISTING = re.compile(r"^\s*(?:[-dlcbps][-rwxsStT]{9}[@+.]?\s+\d+\s|total\s+\d+\s*$|\d+\s*(?:→|\t))")
+# A typed assignment or a keyword argument on its own line ("retries: int = 3", "timeout=30,").
+_CODE_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*\s*(?::\s*[\w.\[\], |]+)?=\s*[^=\s]|^\s*[\w.]+\(.*\)\s*$")
+_TRACEBACK = re.compile(r"^\s*(?:File \"[^\"]*\", line \d+|at [\w.$<>]+\([^)]*:\d+\)|Traceback \(most recent call last\))")
+_NARRATION = re.compile(
+    r"^\s*(?:(?:now|next|then|first|finally|okay|ok|great|perfect)\b[,!.]?\s+)?"
+    r"(?:i(?:'|’)ll|i will|i(?:'|’)m going to|i am going to|let me|let(?:'|’)s|i(?:'|’)ve|i have|i(?:'|’)m now|i am now"
+    r"|i (?:added|updated|created|changed|fixed|removed|implemented|made|moved|renamed|set|wrote|ran|checked)"
+    r"|now (?:update|add|create|run|fix|remove|change|set|write|check|test|implement|move|rename|make|let)"
+    r"|here(?:'|’)s|here is|here are|all other|everything else)\b",
+    re.IGNORECASE,
+)
+
+
+def states_nothing(text: str) -> bool:
+    """Not a statement a person could disagree with: tool output, code, or narration."""
+    body = _LIST_MARK.sub("", text).strip()
+    return bool(
+        "\x1b[" in text or _LISTING.match(text) or _TRACEBACK.match(body) or _CODE_LINE.match(body) or _NARRATION.match(body) or is_code_or_data(body)
+    )
+
+
 def conflict_between(a_text: str, b_text: str) -> str | None:
     """Why two related texts may contradict each other (one line), or None. Kinds, in order:
     number, quoted, identifier, name, negation, antonym."""
-    if states_no_value(a_text) or states_no_value(b_text):
+    if states_no_value(a_text) or states_no_value(b_text) or states_nothing(a_text) or states_nothing(b_text):
         return None
     line_a, line_b = line_of(a_text), line_of(b_text)
     if "step" in (line_a.kind, line_b.kind) or (line_a.kind == line_b.kind == "item"):
@@ -224,6 +257,8 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
     ):
         found = _differ(left, right)
         if found is not None and _same_thing(a, b):
+            if kind == "identifier" and not _same_place(a_text, b_text, left - right, right - left):
+                continue  # two names in different places of their sentences: two things, not two values
             if kind == "identifier" and not (a.identifiers | b.identifiers) - (a.identifiers & b.identifiers):
                 kind = "name"
             return f"{kind}: {found[0]} ≠ {found[1]}"
@@ -238,6 +273,25 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
         if opposite is not None and opposite in b.words and opposite not in a.words and _jaccard(a.words - {word}, b.words - {opposite}) >= 0.5:
             return f"antonym: {word} ≠ {opposite}"
     return None
+
+
+_TOKEN = re.compile(r"[^\s\"'`“”‘’«»()\[\]{},;!?]+")
+
+
+def _same_place(a_text: str, b_text: str, only_a: frozenset[str], only_b: frozenset[str]) -> bool:
+    """Some name only one text states stands where the other text states one of its own: the two
+    sentences line up word by word and differ there ("Use Parquet for exports" / "Use CSV for
+    exports"), so they give two values to one thing."""
+    a_words = [_fold(t.rstrip(".:")) for t in _TOKEN.findall(a_text)]
+    b_words = [_fold(t.rstrip(".:")) for t in _TOKEN.findall(b_text)]
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, a_words, b_words, autojunk=False).get_opcodes():
+        if op == "replace" and _holds(a_words[i1:i2], only_a) and _holds(b_words[j1:j2], only_b):
+            return True
+    return False
+
+
+def _holds(words: list[str], values: frozenset[str]) -> bool:
+    return any(v == w or v in w for w in words for v in values)
 
 
 SAME_THING = 0.5  # overlap of the words around the values, for two texts to speak of one thing

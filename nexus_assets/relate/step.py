@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Topic
+from nexus_assets.extract.scope import TOOL_TYPES
 from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
         "SELECT brick_id, content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [involved]
     ).fetchall()) if involved else {}
     text_at = {position[b]: t for b, t in texts.items()}
+    tools = _tool_output(vault, involved)
     folded = {k: normalize(t) for k, t in text_at.items()}  # each text once, not once per pair
     lists = nearest_lists(rows, found, excluded=lambda i, j: folded[i] in folded[j] or folded[j] in folded[i])
     verdicts: dict[tuple[int, int], str | None] = {}
@@ -84,13 +86,27 @@ def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
     def conflict(i: int, j: int) -> str | None:
         a, b = (i, j) if ids[i] < ids[j] else (j, i)  # the reason reads the same from either side
         if (a, b) not in verdicts:
-            verdicts[(a, b)] = conflict_between(text_at[a], text_at[b])
+            # Tool output states nothing a person disagrees with, whatever topic asked for it.
+            tool = ids[a] in tools or ids[b] in tools
+            verdicts[(a, b)] = None if tool else conflict_between(text_at[a], text_at[b])
         return verdicts[(a, b)]
 
     records = {ids[i]: [(ids[j], s, conflict(i, j)) for j, s in partners] for i, partners in lists.items()}
     vault.relations.replace(topic_id, model, threshold, records, dropped, datetime.now(timezone.utc))
     pairs, conflicts = vault.relations.pair_counts(topic_id, model)
     return RelationReport(len(ids), len(rows), len(dropped), pairs, conflicts)
+
+
+def _tool_output(vault: Vault, brick_ids: list[str]) -> set[str]:
+    """The bricks whose every source is a tool call or tool output (DESIGN §3 node types)."""
+    if not brick_ids:
+        return set()
+    rows = vault.conn.execute(
+        "SELECT brick_id FROM brick_sources WHERE brick_id IN (SELECT unnest(?)) GROUP BY brick_id "
+        "HAVING bool_and(coalesce(node_type IN ('tool_call', 'tool_message'), false))",
+        [brick_ids],
+    ).fetchall()
+    return {r[0] for r in rows}
 
 
 def conflict_rows(vault: Vault, topic_id: str, model: str) -> list[dict]:
@@ -139,8 +155,13 @@ def _sides(vault: Vault, topic_id: str, pairs: list[dict]) -> list[dict]:
         sides.sort(key=lambda s: (s["said_at"] or "", s["order_index"] if s["order_index"] is not None else -1, s["brick_id"]))
         # The reason in the order shown (stored in brick id order); a pair recorded under earlier
         # rules that these rules do not flag is no conflict (a vault from an earlier release).
-        reason = conflict_between(sides[0]["content"], sides[1]["content"])
+        tool = any(_all_tool(bricks[p[k]].sources) for k in ("brick_a", "brick_b"))
+        reason = None if tool else conflict_between(sides[0]["content"], sides[1]["content"])
         if reason is None:
             continue
         out.append({"topic_id": topic_id, "similarity": p["similarity"], "conflict": reason, "bricks": sides})
     return out
+
+
+def _all_tool(sources) -> bool:
+    return bool(sources) and all(s.node_type in TOOL_TYPES for s in sources)

@@ -7,11 +7,15 @@ tool_result, image). One assistant reply is often spread over several lines, one
 Other lines (summary, system, queue-operation, file-history-snapshot, attachment, progress,
 last-prompt, ...) carry no conversation text.
 
-Nodes: a user's text is a `user_message`, the model's text an `assistant_message`, a tool_use's
-input strings `tool_call`, a tool_result's text `tool_message`. Thinking is the model's private
-reasoning: a Claude export drops it; here it is kept (it is in the file, and the issue asks for
-it) but hidden, so it is compiled only by a topic that sets `include_hidden: true`. So are lines
-Claude Code itself writes into the user's turn (`isMeta`, compaction summaries).
+Nodes, read as a person reads the session (DESIGN §3, `harness.py`): a user's text is a
+`user_message`, the model's text an `assistant_message`, a tool_use's input strings `tool_call`, a
+tool_result's text `tool_message`; but what the person says through a tool (the result of
+AskUserQuestion or ExitPlanMode, a refused tool use with their comment) is a `user_message`, the
+plan ExitPlanMode proposes is an `assistant_message`, and what Claude Code or the IDE writes into
+the user's turn (`isMeta` lines, compaction summaries, slash-command wrappers and output,
+reminders, IDE context, "[Request interrupted by user]") is a hidden `system_message`. Thinking is
+the model's private reasoning: a Claude export drops it; here it is kept (it is in the file) but
+hidden, so it is compiled only by a topic that sets `include_hidden: true`.
 
 Lines form a tree (`uuid`, `parentUuid`): a prompt edited or a reply retried forks it, and lines
 off the path to the last message are the `abandoned` branch, as in a ChatGPT export.
@@ -31,6 +35,7 @@ from typing import Any, Iterator
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
 from nexus_assets.ingest.formats import FormatError, document_version
+from nexus_assets.ingest.formats.harness import PERSON_TOOLS, PLAN_KEY, REFUSED, REJECTED_WITH_COMMENT, is_injected
 from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
@@ -123,17 +128,18 @@ def claude_code_header(lines: list[Any]) -> dict[str, Any]:
 
 
 def _prompt_text(message: Any) -> str | None:
+    """The first thing the person typed in a message: not a slash command, its output, IDE
+    context or another text the harness writes (`harness.is_injected`), which no one would
+    recognise as the session's title."""
     if not isinstance(message, dict):
         return None
     content = message.get("content")
-    text = first_text(content)
-    if text is None and isinstance(content, list):
-        text = next((b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))), None)
-    # Slash commands (`/init`, `/review 12`, or wrapped in <command-name> tags) and their output are
-    # not what the session is about: the title is the first prompt a person wrote.
-    if text is None or text.lstrip().startswith("<") or _SLASH_COMMAND.match(text):
-        return None
-    return text
+    texts = [content] if first_text(content) else [
+        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))
+    ] if isinstance(content, list) else []
+    # Harness text, and slash commands (`/init`, `/review 12`, or wrapped in <command-name> tags) with
+    # their output, are not what the session is about: the title is the first prompt a person wrote.
+    return next((t for t in texts if not is_injected(t) and not t.lstrip().startswith("<") and not _SLASH_COMMAND.match(t)), None)
 
 
 def claude_code_run(document: dict) -> Run:
@@ -145,6 +151,7 @@ def claude_code_run(document: dict) -> Run:
     unknown: Counter[str] = Counter()
     unknown_blocks: Counter[str] = Counter()
     current = _current_path(document["lines"])
+    tools = _tool_names(document["lines"])
     for i, line in enumerate(document["lines"]):
         if not isinstance(line, dict):
             continue  # a line that could not be read: named when the file was read
@@ -164,7 +171,7 @@ def claude_code_run(document: dict) -> Run:
         branch = "sidechain" if line.get("isSidechain") is True else "abandoned" if _off_path(line, current) else "current"
         stamp = normalize_timestamp(line.get("timestamp"))
         at: Steps = ("lines", i)
-        for below, typ, hide in _message_texts(message, node_type, unknown_blocks):
+        for below, typ, hide in _message_texts(message, node_type, unknown_blocks, tools):
             nodes.append(Node(at + ("message",) + below, typ, stamp, at, branch, hidden or hide))  # type: ignore[arg-type]
     if unknown:
         listed = ", ".join(f"{k} ({n})" for k, n in sorted(unknown.items()))
@@ -214,11 +221,43 @@ def _off_path(line: dict, current: set[str] | None) -> bool:
     return current is not None and isinstance(uuid, str) and uuid not in current
 
 
-def _message_texts(message: dict, sender: NodeType, unknown_blocks: Counter) -> Iterator[tuple[Steps, NodeType, bool]]:
+def _tool_names(lines: list[Any]) -> dict[str, str]:
+    """tool_use id -> tool name, over the whole session: a result names its call only by id."""
+    names: dict[str, str] = {}
+    for line in lines:
+        message = line.get("message") if isinstance(line, dict) and line.get("type") == "assistant" else None
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str) and isinstance(block.get("name"), str):
+                names[block["id"]] = block["name"]
+    return names
+
+
+def _said(sender: NodeType, text: str) -> tuple[NodeType, bool]:
+    """(node type, hidden) of a text in a message from `sender`: a user's string that is all
+    harness (a slash command's wrapper or output, a reminder, IDE context) is a hidden system text."""
+    if sender == "user_message" and is_injected(text):
+        return "system_message", True
+    return sender, False
+
+
+def _result_type(name: str | None, texts: list[str]) -> NodeType:
+    """A tool_result is the tool's output, unless the person spoke through it: the answer to
+    AskUserQuestion, the approval or refusal of a plan, a refused tool use with their comment."""
+    if any(REJECTED_WITH_COMMENT in t for t in texts):
+        return "user_message"
+    if name in PERSON_TOOLS and not any(t.lstrip().startswith(REFUSED) for t in texts):
+        return "user_message"
+    return "tool_message"
+
+
+def _message_texts(
+    message: dict, sender: NodeType, unknown_blocks: Counter, tools: dict[str, str] | None = None
+) -> Iterator[tuple[Steps, NodeType, bool]]:
     """(steps below `message`, node type, hidden) for every non-blank text of one message."""
     content = message.get("content")
     if first_text(content):
-        yield ("content",), sender, False
+        yield ("content",), *_said(sender, content)
         return
     if not isinstance(content, list):
         return
@@ -226,21 +265,29 @@ def _message_texts(message: dict, sender: NodeType, unknown_blocks: Counter) -> 
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
             if first_text(block.get("text")):
-                yield ("content", j, "text"), sender, False
+                yield ("content", j, "text"), *_said(sender, block["text"])
         elif kind == "thinking":
             if first_text(block.get("thinking")):
                 yield ("content", j, "thinking"), "assistant_message", True
         elif kind == "tool_use":
+            plan = block.get("name") == "ExitPlanMode"
             for steps in _strings(block.get("input"), ("content", j, "input")):
-                yield steps, "tool_call", False
+                # The plan the agent proposes for approval is what it says, not a tool's argument.
+                yield steps, "assistant_message" if plan and steps[3:] == (PLAN_KEY,) else "tool_call", False
         elif kind == "tool_result":
             result = block.get("content")
+            name = (tools or {}).get(block.get("tool_use_id"))
             if first_text(result):
-                yield ("content", j, "content"), "tool_message", False
+                yield ("content", j, "content"), _result_type(name, [result]), False
             elif isinstance(result, list):
-                for k, part in enumerate(result):
-                    if isinstance(part, dict) and part.get("type", "text") == "text" and first_text(part.get("text")):
-                        yield ("content", j, "content", k, "text"), "tool_message", False
+                parts = [
+                    (k, part["text"])
+                    for k, part in enumerate(result)
+                    if isinstance(part, dict) and part.get("type", "text") == "text" and first_text(part.get("text"))
+                ]
+                typ = _result_type(name, [t for _, t in parts])
+                for k, _ in parts:
+                    yield ("content", j, "content", k, "text"), typ, False
         elif kind not in SKIPPED_BLOCKS:
             # Counted, not one warning each: a new block kind recurs on every line of a session.
             unknown_blocks[kind if isinstance(kind, str) else "null" if block is None else "(no kind)"] += 1

@@ -8,10 +8,11 @@ line `{"id", "timestamp", "instructions"}`; both are read.
 
 Only response_item lines become nodes, since event_msg repeats them: a `message`'s text blocks
 (user → `user_message`, assistant → `assistant_message`, developer/system → `system_message`),
-a function or custom tool call's arguments (`tool_call`), its output (`tool_message`). What Codex
-itself puts in the user's turn (`<environment_context>`, AGENTS.md instructions) is a
-`system_message`. Reasoning summaries, like Claude's thinking, are kept hidden; encrypted
-reasoning has no text. A session is a run (its session_meta id), OPEN; a subagent's rollout is
+a function or custom tool call's arguments (`tool_call`), its output (`tool_message`), except the
+output of `request_user_input`, which holds the person's answers (`user_message`). What Codex
+itself puts in the user's turn (`<environment_context>`, AGENTS.md instructions) and developer
+messages are hidden `system_message`s (`harness.py`). Reasoning summaries, like Claude's thinking,
+are kept hidden; encrypted reasoning has no text. A session is a run (its session_meta id), OPEN; a subagent's rollout is
 the `sidechain` branch of its own run.
 """
 
@@ -23,6 +24,7 @@ from typing import Any, Iterator
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
 from nexus_assets.ingest.formats import FormatError, document_version
+from nexus_assets.ingest.formats.harness import CODEX_PERSON_TOOLS, is_injected
 from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
@@ -36,7 +38,7 @@ ROLE_TYPES: dict[str, NodeType] = {
 }
 # Item types with no text anyone wrote (a shell call's argv list is the tool's, shown by its output).
 QUIET_ITEMS = frozenset({"local_shell_call", "ghost_snapshot", "image_generation_call", "other"})
-# Context Codex writes into the user's turn, not the user.
+# Context Codex writes into the user's turn, not the user (a title is never one of these).
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions instructions>", "<user_shell_command>")
 _OLD_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "local_shell_call", "web_search_call"})
 
@@ -102,6 +104,7 @@ def codex_run(document: dict) -> Run:
     nodes: list[Node] = []
     warnings: list[str] = []
     unknown: Counter[str] = Counter()
+    asked = _person_calls(document["lines"])
     for i, line in enumerate(document["lines"]):
         if not isinstance(line, dict):
             continue
@@ -120,7 +123,7 @@ def codex_run(document: dict) -> Run:
                 unknown[str(kind)] += 1
             continue
         below = at + (("payload",) if item is not line else ())
-        found = list(_item_texts(item, below, f"line {i + 1}", warnings, unknown))
+        found = list(_item_texts(item, below, f"line {i + 1}", warnings, unknown, asked))
         nodes.extend(Node(steps, typ, stamp, at, branch, hidden) for steps, typ, hidden in found)  # type: ignore[arg-type]
     if unknown:
         listed = ", ".join(f"{k} ({n})" for k, n in sorted(unknown.items()))
@@ -137,20 +140,42 @@ def codex_run(document: dict) -> Run:
     )
 
 
-def _item_texts(item: dict, at: Steps, where: str, warnings: list[str], unknown: Counter) -> Iterator[tuple[Steps, NodeType, bool]]:
+def _person_calls(lines: list[Any]) -> set[str]:
+    """call_ids of the calls that ask the person (`request_user_input`): their output is an answer."""
+    calls = set()
+    for line in lines:
+        item = _item(line) if isinstance(line, dict) else None
+        if item is not None and item.get("type") in ("function_call", "custom_tool_call") and item.get("name") in CODEX_PERSON_TOOLS:
+            if isinstance(item.get("call_id"), str):
+                calls.add(item["call_id"])
+    return calls
+
+
+def _message_type(node_type: NodeType, text: str) -> tuple[NodeType, bool]:
+    """(node type, hidden): developer and system messages, and what Codex writes into the user's
+    turn, are Codex's own context, not said in the conversation."""
+    if node_type == "system_message":
+        return node_type, True
+    if node_type == "user_message" and is_injected(text):
+        return "system_message", True
+    return node_type, False
+
+
+def _item_texts(
+    item: dict, at: Steps, where: str, warnings: list[str], unknown: Counter, asked: set[str] = frozenset()  # type: ignore[assignment]
+) -> Iterator[tuple[Steps, NodeType, bool]]:
     kind = item.get("type")
     if kind == "message":
         role = item.get("role")
         node_type = ROLE_TYPES.get(role if isinstance(role, str) else "", "other")
         content = item.get("content")
         if first_text(content):
-            yield at + ("content",), node_type, False
+            yield at + ("content",), *_message_type(node_type, content)
             return
         for j, block in enumerate(content if isinstance(content, list) else ()):
             text = block.get("text") if isinstance(block, dict) else None
             if first_text(text):
-                injected = node_type == "user_message" and text.lstrip().startswith(_INJECTED)
-                yield at + ("content", j, "text"), "system_message" if injected else node_type, False
+                yield at + ("content", j, "text"), *_message_type(node_type, text)
     elif kind == "reasoning":
         for key in ("summary", "content"):
             for j, part in enumerate(item.get(key) if isinstance(item.get(key), list) else ()):
@@ -162,14 +187,16 @@ def _item_texts(item: dict, at: Steps, where: str, warnings: list[str], unknown:
             yield at + (key,), "tool_call", False
     elif kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
+        # The answers to request_user_input are the person's; any other output is the tool's.
+        typ: NodeType = "user_message" if item.get("call_id") in asked else "tool_message"
         if first_text(output):
-            yield at + ("output",), "tool_message", False
+            yield at + ("output",), typ, False
         elif isinstance(output, dict) and first_text(output.get("content")):
-            yield at + ("output", "content"), "tool_message", False
+            yield at + ("output", "content"), typ, False
         elif isinstance(output, list):
             for j, part in enumerate(output):
                 if isinstance(part, dict) and first_text(part.get("text")):
-                    yield at + ("output", j, "text"), "tool_message", False
+                    yield at + ("output", j, "text"), typ, False
     elif kind == "web_search_call":
         action = item.get("action")
         if isinstance(action, dict) and first_text(action.get("query")):
