@@ -105,6 +105,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
         help="compile up to N topics at once on a PostgreSQL vault (a DuckDB vault has one writer: one topic at a time)"
     )
     p.add_argument(
+        "--reselect", action="store_true",
+        help="move the topics to this release's selector: bricks it no longer selects leave the manifest (history kept; FINAL bricks stay)",
+    )
+    p.add_argument(
         "--open-after",
         default=basics.open_after,
         help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
@@ -204,6 +208,13 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do it; without this only the plan is printed and nothing changes")
     p.add_argument("--delete-file", action="store_true", help="also delete the file from the runs folder")
     _handler(p, "forget:cmd_forget")
+    for verdict, doc in (("keep", "a person's judgement: the brick's text joins its topic's examples to keep"),
+                         ("drop", "a person's judgement: the brick's text joins its topic's examples to drop")):
+        p = sub.add_parser(verdict, parents=[common], help=f"{doc} (the topic file is rewritten, comments kept); the next sync selects with it")
+        p.add_argument("brick_id", help="a brick id or unique prefix")
+        p.add_argument("--reason", help="why; recorded in the vault's audit trail")
+        p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
+        _handler(p, f"teach:cmd_{verdict}")
 
     p = sub.add_parser("search", parents=[common], help="ranked full-text search (BM25) over brick text, with highlights")
     p.add_argument("text", help='words, or "a phrase" in quotes')

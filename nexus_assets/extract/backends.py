@@ -86,8 +86,9 @@ class StoredVectors:
 
 
 class EmbeddedExtractor:
-    """The offline extractor (`embedded.py`): keyword statements, kept when relevant to the topic.
-    Without `vectors` relevance is not judged (every keyword statement is kept)."""
+    """The offline extractor (`embedded.py`): keyword statements, kept when relevant to the topic
+    or like one of its keep examples, never when like one of its drop examples. Without `vectors`
+    relevance is not judged (every keyword statement is kept) and only an exact example decides."""
 
     identity = EXTRACTOR_VERSION
     legacy_identities: tuple[str, ...] = ()
@@ -111,9 +112,43 @@ class EmbeddedExtractor:
         return {run_id: Extraction([p for p in found if id(p) in kept]) for run_id, found in candidates.items()}
 
 
+# The embedded selector versions this release runs, oldest first. The last is the newest: a topic
+# first synced is selected with it, and `nexus sync --reselect` moves a topic to it. A topic already
+# selected by an older one stays with that one until a person asks (DESIGN §5); each version's
+# decisions are stored under its own identity.
+SELECTOR_VERSIONS: tuple[str, ...] = (EXTRACTOR_VERSION,)
+
+
+def newest_selector() -> str:
+    """This release's embedded selector version."""
+    return SELECTOR_VERSIONS[-1]
+
+
+def embedded_extractor(version: str, vectors: StoredVectors | None = None) -> EmbeddedExtractor:
+    """The embedded extractor of one selector version; a version this release cannot run is one
+    clear error (the vault names a newer release's selector)."""
+    if version not in SELECTOR_VERSIONS:
+        raise ValueError(
+            f"selector {version!r} is not one this release runs ({', '.join(SELECTOR_VERSIONS)}); "
+            "upgrade nexus-sync, or move the topic with `nexus sync --reselect --topic T`"
+        )
+    return EmbeddedExtractor(vectors)
+
+
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:
     """Same extractor + same topic scope + same run content = same pointers; no need to ask again.
     `extractor`: an extractor, or one of its identities."""
+    identity = extractor if isinstance(extractor, str) else extractor.identity
+    return scoped_key(identity, extraction_scope(topic), version_id)
+
+
+def scoped_key(identity: str, scope: dict, version_id: str) -> str:
+    """`extraction_key` with the topic's `extraction_scope` made once (a topic has many run versions)."""
+    return sha256_hex(canonical_json([identity, scope, version_id]))
+
+
+def extraction_scope(topic: Topic) -> dict:
+    """What of a topic's definition an extractor's answer depends on."""
     scope = {"topic_id": topic.topic_id, "policy": topic.extraction_policy.model_dump(mode="json")}
     # Only a non-default node selection enters the key, so keys recorded before it existed still match.
     if topic.include_hidden:
@@ -122,8 +157,10 @@ def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) ->
         scope["branches"] = topic.branches
     if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
         scope["min_relevance"] = topic.min_relevance
-    identity = extractor if isinstance(extractor, str) else extractor.identity
-    return sha256_hex(canonical_json([identity, scope, version_id]))
+    # A person's examples are part of the definition: a new one selects again (DESIGN §5).
+    if topic.examples is not None and (topic.examples.keep or topic.examples.drop):
+        scope["examples"] = topic.examples.model_dump(mode="json")
+    return scope
 
 
 class OpenAIExtractor:

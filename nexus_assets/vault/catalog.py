@@ -144,8 +144,13 @@ class Catalog(Database):
     def topic_summaries(self) -> list[dict]:
         """topic_id, display_name, state and ordering_rule of every recorded topic, from their own
         columns: listing topics does not validate whole definitions."""
-        rows = self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall()
-        return [dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r)) for r in rows]
+        rows = self.conn.execute(
+            "SELECT topic_id, display_name, state, ordering_rule, definition_json FROM topics ORDER BY topic_id"
+        ).fetchall()
+        return [
+            {**dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r[:4])), "examples": _example_counts(r[4])}
+            for r in rows
+        ]
 
     def brick_counts(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {}
@@ -158,3 +163,14 @@ class Catalog(Database):
     def latest_manifest_hashes(self) -> dict[str, str]:
         """Each topic's newest manifest hash, without reading the manifests' brick lists."""
         return dict(self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall())
+
+
+def _example_counts(definition_json: str | None) -> dict[str, int]:
+    """How many keep and drop examples a person gave the topic (DESIGN §3 `examples`)."""
+    import json
+
+    try:
+        examples = (json.loads(definition_json or "{}") or {}).get("examples") or {}
+    except ValueError:
+        examples = {}
+    return {"keep": len(examples.get("keep") or ()), "drop": len(examples.get("drop") or ())}
