@@ -233,3 +233,27 @@ class Problem(_Open):
     title: str
     status: int
     detail: str | None = None
+
+
+class TeachBody(BaseModel):
+    """`POST /v1/bricks/{id}/keep|drop`: why (optional), recorded in the vault's audit trail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class Taught(BaseModel):
+    """A person's judgement taken (`nexus keep` / `nexus drop --json`): the brick's text joined its
+    topic file's examples; the next sync selects with them."""
+
+    topic_id: str
+    brick_id: str
+    verdict: Literal["keep", "drop"]
+    content: str
+    reason: str | None
+    actor: str
+    topic_file: str
+    file_changed: bool
+    examples: dict[str, int]
+    next: str

@@ -237,7 +237,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     _handler(p, "api:cmd_api")
     p = sub.add_parser("mcp", help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
     p.add_argument("--db", default=argparse.SUPPRESS, help="vault file")
-    p.add_argument("--allow-writes", action="store_true", help="add the sync and forget tools")
+    p.add_argument("--allow-writes", action="store_true", help="add the sync, forget, keep and drop tools")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_mcp")

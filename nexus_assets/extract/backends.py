@@ -112,27 +112,41 @@ class EmbeddedExtractor:
         return {run_id: Extraction([p for p in found if id(p) in kept]) for run_id, found in candidates.items()}
 
 
-# The embedded selector versions this release runs, oldest first. The last is the newest: a topic
-# first synced is selected with it, and `nexus sync --reselect` moves a topic to it. A topic already
-# selected by an older one stays with that one until a person asks (DESIGN §5); each version's
-# decisions are stored under its own identity.
-SELECTOR_VERSIONS: tuple[str, ...] = (EXTRACTOR_VERSION,)
+# The embedded selector versions this release runs, oldest first, each with what builds it from the
+# vault's stored vectors. The last registered is the newest: a topic first synced is selected with
+# it, and `nexus sync --reselect` moves a topic to it. A topic already selected by an older one stays
+# with that one until a person asks (DESIGN §5); each version's decisions are stored under its own
+# identity. A new selector is one `register_selector` call in its own module.
+_SELECTORS: dict[str, Callable[[StoredVectors | None], Extractor]] = {}
+
+
+def register_selector(version: str, build: Callable[[StoredVectors | None], Extractor]) -> None:
+    _SELECTORS[version] = build
+
+
+def selector_versions() -> tuple[str, ...]:
+    """The embedded selector versions this release runs, oldest first."""
+    return tuple(_SELECTORS)
 
 
 def newest_selector() -> str:
     """This release's embedded selector version."""
-    return SELECTOR_VERSIONS[-1]
+    return next(reversed(_SELECTORS))
 
 
-def embedded_extractor(version: str, vectors: StoredVectors | None = None) -> EmbeddedExtractor:
+def embedded_extractor(version: str, vectors: StoredVectors | None = None) -> Extractor:
     """The embedded extractor of one selector version; a version this release cannot run is one
     clear error (the vault names a newer release's selector)."""
-    if version not in SELECTOR_VERSIONS:
+    build = _SELECTORS.get(version)
+    if build is None:
         raise ValueError(
-            f"selector {version!r} is not one this release runs ({', '.join(SELECTOR_VERSIONS)}); "
+            f"selector {version!r} is not one this release runs ({', '.join(_SELECTORS)}); "
             "upgrade nexus-sync, or move the topic with `nexus sync --reselect --topic T`"
         )
-    return EmbeddedExtractor(vectors)
+    return build(vectors)
+
+
+register_selector(EXTRACTOR_VERSION, EmbeddedExtractor)
 
 
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from nexus_assets.core.fingerprint import fingerprint
 from nexus_assets.core.models import Topic
-from nexus_assets.extract.backends import SELECTOR_VERSIONS, extraction_scope, newest_selector, scoped_key
+from nexus_assets.extract.backends import extraction_scope, newest_selector, scoped_key, selector_versions
 from nexus_assets.extract.records import ExtractionRecords
 from nexus_assets.gate.records import OccurrenceRecords
 
@@ -30,9 +30,10 @@ def answers_in_force(vault: SelectionStores, topic: Topic, selector: str) -> tup
     """The keys of the topic's stored answers (in force, outdated): outdated is made under another
     definition, or by an embedded selector version other than `selector`."""
     scope = extraction_scope(topic)
+    versions = selector_versions()
     current, outdated = [], []
     for key, identity, version_id in vault.extractions.answers(topic.topic_id):
-        stale = (identity in SELECTOR_VERSIONS and identity != selector) or key != scoped_key(identity, scope, version_id)
+        stale = (identity in versions and identity != selector) or key != scoped_key(identity, scope, version_id)
         (outdated if stale else current).append(key)
     return current, outdated
 
@@ -62,7 +63,7 @@ def topic_selector(vault: SelectionStores, topic_id: str, *, reselect: bool = Fa
         vault.teaching.record_selector(topic_id, newest, f"nexus sync --reselect (from {pinned})")
         return newest
     answered = set(vault.extractions.extractor_identities(topic_id))
-    before = [v for v in SELECTOR_VERSIONS if v in answered]
+    before = [v for v in selector_versions() if v in answered]
     chosen = newest if reselect or not before else before[-1]
     vault.teaching.record_selector(topic_id, chosen, "first sync" if not before else "selected before versions were recorded")
     return chosen

@@ -80,7 +80,8 @@ def add_example(path: Path, verdict: str, text: str) -> bool:
         shutil.copymode(path, tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        if tmp.is_file():
+            tmp.unlink()
         raise TopicFileUnwritable(f"topic file {path}: cannot be written ({exc.strerror or exc})") from None
     return True
 
