@@ -265,3 +265,114 @@ def test_final_bricks_never_leave(garden, capsys):
     (garden / "topics" / "garden.yaml").write_text(TOPIC_FILE.replace("[garden, beds, watering, soil]", "[soil]"), encoding="utf-8")
     sync(capsys, garden)
     assert len(bricks(capsys, db)) == 5 and {b["state"] for b in bricks(capsys, db)} == {"FINAL"}
+
+
+# The other shells: the HTTP API, MCP and the viewer call the same service
+
+
+def test_the_api_keeps_and_drops_and_refuses_with_a_problem(garden, capsys):
+    from types import SimpleNamespace
+
+    from nexus_assets_tests.api_helpers import api_server
+
+    db = garden / "v.duckdb"
+    sync(capsys, garden)
+    listing = bricks(capsys, db)
+    novel, compost = brick_of(listing, NOVEL), brick_of(listing, COMPOST)
+    project = SimpleNamespace(db=db, runs=garden / "runs", topics=garden / "topics")
+    with api_server(project) as api:
+        status, _, body = api.post(f"/v1/bricks/{novel['brick_id']}/drop", {"reason": "a novel"})
+        assert status == 200, body
+        assert body["verdict"] == "drop" and body["actor"] == "api" and body["examples"] == {"keep": 0, "drop": 1}
+        status, _, body = api.post(f"/v1/bricks/{compost['brick_id'][:12]}/keep")
+        assert status == 200 and body["examples"] == {"keep": 1, "drop": 1}, body
+        status, headers, body = api.post("/v1/bricks/" + "0" * 64 + "/keep", {})
+        assert status == 404 and headers["content-type"].startswith("application/problem+json") and "no brick" in body["detail"]
+        status, _, body = api.post(f"/v1/bricks/{novel['brick_id']}/drop", {"reason": "x", "extra": 1})
+        assert status == 422
+        (row,) = api.get("/v1/topics")[2]
+        assert row["examples"] == {"keep": 1, "drop": 1}
+        status, _, page = api.get("/topics/garden")
+        assert status == 200 and 'class="teach teach-keep"' in page and "examples: keep 1, drop 1" in page
+        blocker = garden / "topics" / ".garden.yaml.nexus-tmp"
+        blocker.mkdir()
+        status, _, body = api.post(f"/v1/bricks/{novel['brick_id']}/keep", {})
+        blocker.rmdir()
+        assert status == 409 and "cannot be written" in body["detail"]
+    assert f"  - {COMPOST}\n" in (garden / "topics" / "garden.yaml").read_text(encoding="utf-8")
+
+
+def test_the_read_only_viewer_shows_no_buttons_and_says_how_to_teach(garden, capsys):
+    from nexus_assets.web.server import Viewer
+
+    db = garden / "v.duckdb"
+    sync(capsys, garden)
+    page = Viewer(db).handle("GET", "/topics/garden", "", "127.0.0.1").body.decode()
+    assert "nexus keep BRICK_ID" in page and 'class="teach teach-keep"' not in page
+    assert Viewer(db).handle("POST", f"/v1/bricks/{'0' * 64}/keep", "", "127.0.0.1").status == 405
+
+
+def test_mcp_keep_and_drop_only_with_allow_writes(garden):
+    import os
+    import sys
+
+    import anyio
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from nexus_assets_tests.project import REPO
+
+    from nexus_assets_tests.cli_helpers import run_nexus
+
+    db = garden / "v.duckdb"
+    # In a child process: the stdio client hands the server this process's stderr, which capsys would replace.
+    done = run_nexus("--db", str(db), "sync", "--runs-dir", str(garden / "runs"), "--topics-dir", str(garden / "topics"), "--no-recall")
+    assert done.returncode == 0, done.stderr
+    novel = brick_of(json.loads(run_nexus("--db", str(db), "bricks", "garden", "--json").stdout), NOVEL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+    def client(*flags: str) -> Client:
+        return Client(StdioServerParameters(
+            command=sys.executable, env=env,
+            args=["-m", "nexus_assets.cli", "--db", str(db), "mcp", "--runs-dir", str(garden / "runs"),
+                  "--topics-dir", str(garden / "topics"), *flags],
+        ))
+
+    async def run():
+        async with client() as read_only:
+            plain = {t.name for t in (await read_only.list_tools()).tools}
+        async with client("--allow-writes") as writer:
+            names = {t.name for t in (await writer.list_tools()).tools}
+            dropped = await writer.call_tool("drop", {"brick_id": novel["brick_id"], "reason": "a novel"})
+            unknown = await writer.call_tool("keep", {"brick_id": "0" * 64})
+        return plain, names, dropped, unknown
+
+    plain, names, dropped, unknown = anyio.run(run)
+    assert not {"keep", "drop"} & plain and {"keep", "drop"} <= names
+    assert not dropped.is_error and dropped.structured_content["verdict"] == "drop"
+    assert dropped.structured_content["actor"].startswith("mcp")
+    assert unknown.is_error and "brick_id: no brick" in unknown.content[0].text
+
+
+def test_an_old_vault_opens_with_the_teaching_tables_and_a_sync_takes_no_brick_away(tmp_path, capsys):
+    """Migration 24 only adds tables; the selector that answered before is what the topic keeps
+    (its answers stay in force), so a sync after the upgrade takes no visible brick away."""
+    from nexus_assets.vault.migrations import LATEST
+    from nexus_assets_tests.test_vault_migrations import release_vault, snapshot
+
+    db = release_vault(tmp_path / "project")
+    before = snapshot(db)
+    with Vault.open(db) as v:
+        assert v.conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == LATEST >= 24
+        assert v.teaching.teachings() == [] and v.teaching.selectors() == {}
+    assert snapshot(db) == before
+    visible = {r[0] for r in before["bricks"] if r[4] != "SUPERSEDED" and r[1] in ("nexus-server-sync", "storage-decisions")}
+    root = tmp_path / "project"
+    code, _, err = run_cli(capsys, "--db", str(db), "sync", "--runs-dir", str(root / "runs"), "--topics-dir", str(root / "topics"),
+                           "--no-recall", "--topic", "nexus-server-sync", "--topic", "storage-decisions")
+    assert code == 0, err
+    after = {b["brick_id"] for t in ("nexus-server-sync", "storage-decisions")
+             for b in run_json(capsys, "--db", str(db), "bricks", t)}
+    assert visible <= after
+    with Vault.open(db, read_only=True) as v:
+        assert v.teaching.selectors() == {"nexus-server-sync": "embedded-v3", "storage-decisions": "embedded-v3"}

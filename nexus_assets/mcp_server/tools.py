@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from nexus_assets import queries
-from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, TopicSummary
+from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
 VERBATIM = (
     "Every brick is text copied verbatim from a conversation, never paraphrased, and citable by its "
@@ -172,7 +172,6 @@ def _write_tools(server: MCPServer, config) -> None:
 
         return await anyio.to_thread.run_sync(work)
 
-    from nexus_assets.schemas import Taught
 
     async def _teach(ctx: Context | None, brick_id: str, verdict: str, reason: str | None) -> Taught:
         from nexus_assets.teaching.service import TeachingRefused, teach_in
