@@ -90,14 +90,17 @@ def topics(db: str | Path) -> list:
 # Bricks
 
 
-def named_bricks(vault, bricks) -> list:
-    """Bricks as BrickOut: each source with its conversation's title and start date."""
+def named_bricks(vault, bricks, left: Mapping[str, str] | None = None) -> list:
+    """Bricks as BrickOut: each source with its conversation's title and start date; `left`: why
+    a brick left the manifest, by brick id (`teaching.service.left_because`)."""
     from nexus_assets.schemas import BrickOut
 
     names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
     out = []
     for b in bricks:
         data = b.model_dump(mode="json")
+        if left and b.brick_id in left:
+            data["left_because"] = left[b.brick_id]
         for source in data["sources"]:
             name = names.get(source["run_id"])
             source.update(name.as_json() if name else {"run_title": None, "run_date": None})
@@ -127,7 +130,12 @@ def bricks(
             # A superseded brick stays listed when asked for: it is off the ladder, not below it.
             selected = [b for b in selected if b.state == "SUPERSEDED" or STATE_RANK[b.state] >= floor]
         selected = selected[offset : None if limit is None else offset + limit]
-        return named_bricks(vault, selected)
+        left = None
+        if include_superseded:
+            from nexus_assets.teaching.service import left_because
+
+            left = left_because(vault, topic_id, selected)
+        return named_bricks(vault, selected, left)
 
 
 def brick(db: str | Path, brick_id: str):

@@ -43,6 +43,9 @@ class BrickOut(BaseModel):
     stale: bool = False
     sources: list[NamedSource]
     abandoned: bool = False  # every source is on an abandoned branch
+    # Why a brick left the manifest (superseded with no superseding brick): a person dropped it, or
+    # the topic's definition or selector no longer selects it (DESIGN §5). None for every other brick.
+    left_because: str | None = None
 
 
 class TopicSummary(BaseModel):
@@ -53,6 +56,8 @@ class TopicSummary(BaseModel):
     bricks: dict[str, int]  # by state
     visible_bricks: int
     manifest_hash: str | None
+    # How many keep and drop examples a person gave it (`nexus keep` / `nexus drop`, DESIGN §3).
+    examples: dict[str, int] = Field(default_factory=lambda: {"keep": 0, "drop": 0})
 
 
 class ManifestOut(BaseModel):
@@ -228,3 +233,27 @@ class Problem(_Open):
     title: str
     status: int
     detail: str | None = None
+
+
+class TeachBody(BaseModel):
+    """`POST /v1/bricks/{id}/keep|drop`: why (optional), recorded in the vault's audit trail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class Taught(BaseModel):
+    """A person's judgement taken (`nexus keep` / `nexus drop --json`): the brick's text joined its
+    topic file's examples; the next sync selects with them."""
+
+    topic_id: str
+    brick_id: str
+    verdict: Literal["keep", "drop"]
+    content: str
+    reason: str | None
+    actor: str
+    topic_file: str
+    file_changed: bool
+    examples: dict[str, int]
+    next: str

@@ -25,6 +25,7 @@ from nexus_assets.publish.records import BrickRecords
 from nexus_assets.recall.records import RecallRecords
 from nexus_assets.relate.records import RelationRecords
 from nexus_assets.resolve.records import StageRecords
+from nexus_assets.teaching.records import TeachingRecords
 from nexus_assets.topics.records import TopicRecords
 from nexus_assets.upgrades import BACKFILLS
 from nexus_assets.vault.catalog import Catalog
@@ -51,6 +52,7 @@ class Vault(Catalog):
         self.forgetting = ForgettingRecords(self)  # lineage, erasure, tombstones
         self.recall = RecallRecords(self)  # embeddings and the answer audit trail
         self.relations = RelationRecords(self)  # related bricks and their conflicts (derived from embeddings)
+        self.teaching = TeachingRecords(self)  # a person's keep/drop verdicts; each topic's selector version
 
     @cached_property
     def llm_calls(self):

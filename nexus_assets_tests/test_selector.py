@@ -15,7 +15,7 @@ import yaml
 
 from nexus_assets.core.models import Topic
 from nexus_assets.extract.backends import (
-    NEWEST_EMBEDDED,
+    newest_selector,
     EmbeddedExtractor,
     SelectorExtractor,
     StoredVectors,
@@ -81,7 +81,7 @@ def test_cheap_form_rules_decide_before_anything_is_embedded(text, kind, reason)
 
 
 def test_the_extractor_of_each_version_is_given_by_name():
-    assert NEWEST_EMBEDDED == "embedded-v4"
+    assert newest_selector() == "embedded-v4"
     assert isinstance(embedded_extractor("embedded-v3"), EmbeddedExtractor)
     assert embedded_extractor("embedded-v3").identity == "embedded-v3"
     v4 = embedded_extractor()

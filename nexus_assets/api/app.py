@@ -88,7 +88,7 @@ def create_app(config: ApiConfig) -> FastAPI:
     from nexus_assets.api.config import is_loopback
     from nexus_assets.web.server import Viewer, add_pages
 
-    add_pages(app, Viewer(config.db, loopback_only=is_loopback(config.host)))
+    add_pages(app, Viewer(config.db, loopback_only=is_loopback(config.host), teach=True))
     problems.install(app)
     app.add_middleware(Guard, config=config)
     if config.cors_origins:

@@ -53,6 +53,12 @@ def install(app: FastAPI) -> None:
     async def bad_sync(request: Request, exc: SyncInputError):
         return problem(422, str(exc))
 
+    from nexus_assets.teaching.service import TeachingRefused
+
+    @app.exception_handler(TeachingRefused)
+    async def refused_teaching(request: Request, exc: TeachingRefused):
+        return problem(409, str(exc))
+
     @app.exception_handler(PushError)
     async def refused_push(request: Request, exc: PushError):
         status = 409 if isinstance(exc, (RunClosed, MessageConflict)) else 413 if isinstance(exc, RunTooLarge) else 404 if isinstance(exc, RunNotFound) else 422

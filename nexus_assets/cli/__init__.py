@@ -123,6 +123,10 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
         help="compile up to N topics at once on a PostgreSQL vault (a DuckDB vault has one writer: one topic at a time)"
     )
     p.add_argument(
+        "--reselect", action="store_true",
+        help="move the topics to this release's selector: bricks it no longer selects leave the manifest (history kept; FINAL bricks stay)",
+    )
+    p.add_argument(
         "--open-after",
         default=basics.open_after,
         help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
@@ -228,6 +232,13 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do it; without this only the plan is printed and nothing changes")
     p.add_argument("--delete-file", action="store_true", help="also delete the file from the runs folder")
     _handler(p, "forget:cmd_forget")
+    for verdict, doc in (("keep", "a person's judgement: the brick's text joins its topic's examples to keep"),
+                         ("drop", "a person's judgement: the brick's text joins its topic's examples to drop")):
+        p = sub.add_parser(verdict, parents=[common], help=f"{doc} (the topic file is rewritten, comments kept); the next sync selects with it")
+        p.add_argument("brick_id", help="a brick id or unique prefix")
+        p.add_argument("--reason", help="why; recorded in the vault's audit trail")
+        p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
+        _handler(p, f"teach:cmd_{verdict}")
 
     p = sub.add_parser("search", parents=[common], help="ranked full-text search (BM25) over brick text, with highlights")
     p.add_argument("text", help='words, or "a phrase" in quotes')
@@ -253,7 +264,7 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     _handler(p, "api:cmd_api")
     p = sub.add_parser("mcp", help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
     p.add_argument("--db", default=argparse.SUPPRESS, type=parse_address, help="vault file")
-    p.add_argument("--allow-writes", action="store_true", help="add the sync and forget tools")
+    p.add_argument("--allow-writes", action="store_true", help="add the sync, forget, keep and drop tools")
     p.add_argument("--runs-dir", default=runs_default, help=RUNS_HELP)
     p.add_argument("--topics-dir", default=topics_default, help=TOPICS_HELP)
     _handler(p, "api:cmd_mcp")

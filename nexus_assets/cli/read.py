@@ -28,10 +28,15 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         if not args.all:
             bricks = [b for b in bricks if b.state != "SUPERSEDED"]
         names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
+        left = {}
+        if args.all:
+            from nexus_assets.teaching.service import left_because  # why a brick left the manifest (DESIGN §5)
+
+            left = left_because(vault, args.topic, bricks)
         if args.json:
             from nexus_assets.queries import named_bricks  # the models the API and the MCP tools answer with
 
-            emit(args, [b.model_dump(mode="json") for b in named_bricks(vault, bricks)])
+            emit(args, [b.model_dump(mode="json") for b in named_bricks(vault, bricks, left)])
             return 0
     if args.full:
         text = "\n\n".join(_brick_whole(b, names) for b in bricks)
@@ -42,6 +47,7 @@ def cmd_bricks(args: argparse.Namespace) -> int:
             f"{' (' + str(len(b.sources)) + ' sources)' if len(b.sources) > 1 else ''}"
             f"{' superseded by ' + b.superseded_by[:12] if b.superseded_by else ''}  {one_line(b.content, 90)}"
             f"{'  — ' + names[b.sources[0].run_id].label if b.sources else ''}"
+            f"{'  (left: ' + left[b.brick_id] + ')' if b.brick_id in left else ''}"
             for b in bricks
         )
     emit(args, None, text or f"no bricks in {args.topic}")

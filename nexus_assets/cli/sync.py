@@ -27,6 +27,7 @@ def request_from_args(args: argparse.Namespace) -> SyncRequest:
         max_cost=args.max_cost,
         parallel=args.parallel,
         progress=not args.json,
+        reselect=getattr(args, "reselect", False),
     )
 
 
@@ -44,6 +45,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if outcome.interrupted:
         return _report_interrupted(outcome)
+    for line in outcome.selector_notes:
+        print(f"nexus: {line}", file=sys.stderr, flush=True)
     if outcome.unchanged:
         taken.say()
         return _report_broken(checked.selection.problems, _report_unchanged(args, outcome))

@@ -19,7 +19,14 @@ def cmd_topics(args: argparse.Namespace) -> int:
     text = "\n".join(
         f"{r['topic_id']:<28} {r['state']:<8} {r['visible_bricks']:>5} bricks  "
         + (", ".join(f"{k} {v}" for k, v in sorted(r["bricks"].items())) or "-")
+        + _examples(r)
         for r in rows
     ) or "no topics yet; run `nexus sync`"
     emit(args, rows, text)
     return 0
+
+
+def _examples(row: dict) -> str:
+    """A person's examples, when the topic has any (`nexus keep` / `nexus drop`)."""
+    n = row.get("examples") or {}
+    return f"; examples: keep {n.get('keep', 0)}, drop {n.get('drop', 0)}" if n.get("keep") or n.get("drop") else ""

@@ -171,7 +171,7 @@ def pointer_extractions(
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
             return dg.MaterializeResult(metadata={"topic_id": topic.topic_id, "skipped": "topic is LOCKED"})
-        backend = extractor.build(v, progress=LLMProgress(context, topic_id=topic.topic_id, echo=settings.progress))
+        backend = extractor.build(v, progress=LLMProgress(context, topic_id=topic.topic_id, echo=settings.progress), topic_id=topic.topic_id)
         try:
             report = extract_phase(v, topic, backend, progress=lambda m: settings.say(context, m))
         except (LLMFatalError, CacheMiss) as exc:

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
-from nexus_assets.extract.backends import NEWEST_EMBEDDED, Extractor, OpenAIExtractor, StoredVectors, embedded_extractor
+from nexus_assets.extract.backends import Extractor, OpenAIExtractor, StoredVectors, embedded_extractor, newest_selector
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
@@ -71,6 +71,9 @@ class ExtractorResource(dg.ConfigurableResource):
         default=None, ge=0, description="Stop sending before the estimated spend of this run passes it (NEXUS_LLM_MAX_COST)."
     )
     batch: bool = Field(default=False, description="Send through the OpenAI Batch API (half price, answered within a day).")
+    reselect: bool = Field(
+        default=False, description="Move each topic to this release's selector (`nexus sync --reselect`, DESIGN §5)."
+    )
     cost_since: str | None = Field(
         default=None,
         description="ISO time the spend counted against max_cost_usd starts (a CLI sync sets its start; default: this step's).",
@@ -104,9 +107,16 @@ class ExtractorResource(dg.ConfigurableResource):
             model=self.model, base_url=self.base_url, concurrency=self.concurrency,
         )
 
-    def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None) -> Extractor:
+    def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None, topic_id: str | None = None) -> Extractor:
         if self.backend == "embedded":
-            return embedded_extractor(NEWEST_EMBEDDED, StoredVectors(vault.recall), vault.runs.run_names)
+            # Each topic keeps the selector version that selected it (DESIGN §5) unless moved.
+            from nexus_assets.extract.selection import topic_selector
+
+            version = topic_selector(vault, topic_id, reselect=self.reselect) if topic_id else newest_selector()
+            try:
+                return embedded_extractor(version, StoredVectors(vault.recall), vault.runs.run_names)
+            except ValueError as exc:
+                raise dg.Failure(f"{topic_id}: {exc}") from None
         try:
             budget = token_budget_from_env(settings.load().as_env()) if self.token_budget is None else self.token_budget
         except ValueError as exc:

@@ -89,8 +89,9 @@ class StoredVectors:
 
 class EmbeddedExtractor:
     """embedded-v3, the offline extractor before the trained selector (`embedded.py`): keyword
-    statements, kept when relevant to the topic. Without `vectors` relevance is not judged (every
-    keyword statement is kept). Kept unchanged so a vault it compiled replays and compares as it was."""
+    statements, kept when relevant to the topic or like one of its keep examples, never when like one
+    of its drop examples. Without `vectors` relevance is not judged (every keyword statement is kept)
+    and only an exact example decides. Kept so a vault it compiled replays and compares as it was."""
 
     identity = EXTRACTOR_VERSION
     legacy_identities: tuple[str, ...] = ()
@@ -128,9 +129,9 @@ class SelectorExtractor:
     (`RunRecords.run_names`), the conversation titles the conversation scope reads."""
 
     identity = SELECTOR_VERSION
-    # Answers embedded-v3 stored are replayed, not asked again: an upgrade does not re-select a
-    # vault by itself (DESIGN §5); `nexus sync --reselect` moves a topic to this selector.
-    legacy_identities: tuple[str, ...] = (EXTRACTOR_VERSION,)
+    # A topic embedded-v3 selected stays with it (each topic's version is recorded, `extract/selection.py`),
+    # so no older answer stands in for this selector's: `nexus sync --reselect` really selects again.
+    legacy_identities: tuple[str, ...] = ()
     shares_requests = False
 
     def __init__(self, vectors: Vectors | None = None, names: Names | None = None, weights: str | None = None) -> None:
@@ -177,29 +178,61 @@ class SelectorExtractor:
         return out
 
 
-# The embedded extractors by version; a new vault and a new topic get the newest.
-NEWEST_EMBEDDED = SELECTOR_VERSION
-EMBEDDED_VERSIONS = (EXTRACTOR_VERSION, SELECTOR_VERSION)
+# The embedded selector versions this release runs, oldest first, each with what builds it from the
+# vault's stored vectors. The last registered is the newest: a topic first synced is selected with
+# it, and `nexus sync --reselect` moves a topic to it. A topic already selected by an older one stays
+# with that one until a person asks (DESIGN §5); each version's decisions are stored under its own
+# identity. A new selector is one `register_selector` call in its own module.
+_SELECTORS: dict[str, Callable[[StoredVectors | None, Names | None], Extractor]] = {}
 
 
-def embedded_extractor(
-    version: str = NEWEST_EMBEDDED, vectors: StoredVectors | None = None, names: Names | None = None
-) -> EmbeddedExtractor | SelectorExtractor:
-    """The offline extractor of one version: "embedded-v3" (keyword statements kept by relevance,
-    what vaults made before embedded-v4 hold) or "embedded-v4" (the trained selector, the default).
-    Each is an `Extractor` whose `identity` is its version. `vectors`: the vault's `StoredVectors`
-    (None: embed without storing); `names`: `RunRecords.run_names`, for v4's conversation titles.
-    An unknown version is a ValueError naming the known ones."""
-    if version == EXTRACTOR_VERSION:
-        return EmbeddedExtractor(vectors)
-    if version == SELECTOR_VERSION:
-        return SelectorExtractor(vectors, names)
-    raise ValueError(f"unknown embedded extractor {version!r}: known are {', '.join(EMBEDDED_VERSIONS)}")
+def register_selector(version: str, build: Callable[[StoredVectors | None, Names | None], Extractor]) -> None:
+    _SELECTORS[version] = build
+
+
+def selector_versions() -> tuple[str, ...]:
+    """The embedded selector versions this release runs, oldest first."""
+    return tuple(_SELECTORS)
+
+
+def newest_selector() -> str:
+    """This release's embedded selector version."""
+    return next(reversed(_SELECTORS))
+
+
+def embedded_extractor(version: str, vectors: StoredVectors | None = None, names: Names | None = None) -> Extractor:
+    """The embedded extractor of one selector version: "embedded-v3" (keyword statements kept by
+    relevance, what vaults made before embedded-v4 hold) or "embedded-v4" (the trained selector).
+    `vectors`: the vault's `StoredVectors` (None: embed without storing); `names`:
+    `RunRecords.run_names`, for v4's conversation titles. A version this release cannot run is one
+    clear error (the vault names a newer release's selector)."""
+    build = _SELECTORS.get(version)
+    if build is None:
+        raise ValueError(
+            f"selector {version!r} is not one this release runs ({', '.join(_SELECTORS)}); "
+            "upgrade nexus-sync, or move the topic with `nexus sync --reselect --topic T`"
+        )
+    return build(vectors, names)
+
+
+register_selector(EXTRACTOR_VERSION, lambda vectors, names: EmbeddedExtractor(vectors))
+register_selector(SELECTOR_VERSION, SelectorExtractor)
 
 
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:
     """Same extractor + same topic scope + same run content = same pointers; no need to ask again.
     `extractor`: an extractor, or one of its identities."""
+    identity = extractor if isinstance(extractor, str) else extractor.identity
+    return scoped_key(identity, extraction_scope(topic), version_id)
+
+
+def scoped_key(identity: str, scope: dict, version_id: str) -> str:
+    """`extraction_key` with the topic's `extraction_scope` made once (a topic has many run versions)."""
+    return sha256_hex(canonical_json([identity, scope, version_id]))
+
+
+def extraction_scope(topic: Topic) -> dict:
+    """What of a topic's definition an extractor's answer depends on."""
     scope = {"topic_id": topic.topic_id, "policy": topic.extraction_policy.model_dump(mode="json")}
     # Only a non-default node selection enters the key, so keys recorded before it existed still match.
     if topic.include_hidden:
@@ -208,11 +241,10 @@ def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) ->
         scope["branches"] = topic.branches
     if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
         scope["min_relevance"] = topic.min_relevance
-    # A person's examples are part of what the topic selects (DESIGN §5): new examples, new answers.
+    # A person's examples are part of the definition: a new one selects again (DESIGN §5).
     if topic.examples is not None and (topic.examples.keep or topic.examples.drop):
         scope["examples"] = topic.examples.model_dump(mode="json")
-    identity = extractor if isinstance(extractor, str) else extractor.identity
-    return sha256_hex(canonical_json([identity, scope, version_id]))
+    return scope
 
 
 class OpenAIExtractor:

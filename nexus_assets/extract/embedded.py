@@ -19,6 +19,7 @@ import re
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.wording import is_title_case
+from nexus_assets.extract.examples import example_verdicts, has_examples
 from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line, keyword_pattern, tool_line_units
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
@@ -100,10 +101,19 @@ def extract_embedded(topic: Topic, run: Run, vectors: Vectors | None = None) -> 
 
 
 def keep_relevant(topic: Topic, pointers: list[dict], vectors: Vectors | None) -> list[dict]:
-    if vectors is None or not pointers or topic.min_relevance <= 0:
+    """The pointers to keep: what the topic's examples decide (`examples.py`: like a drop example,
+    not kept; like a keep example, kept even below `min_relevance`), else relevance."""
+    if not pointers:
         return pointers
-    keep = relevant([p["verbatim_quote"] for p in pointers], topic, vectors)
-    return [p for p, k in zip(pointers, keep) if k]
+    texts = [p["verbatim_quote"] for p in pointers]
+    verdicts = example_verdicts(texts, topic.examples, vectors) if has_examples(topic.examples) else [None] * len(texts)
+    if vectors is None or topic.min_relevance <= 0:
+        keep = [True] * len(texts)
+    else:
+        undecided = [t for t, v in zip(texts, verdicts) if v is None]
+        judged = iter(relevant(undecided, topic, vectors))
+        keep = [next(judged) if v is None else True for v in verdicts]
+    return [p for p, k, v in zip(pointers, keep, verdicts) if v != "drop" and (k or v == "keep")]
 
 
 def is_statement(sentence: str, kind: str = PROSE) -> bool:

@@ -49,6 +49,25 @@ class ExtractionRecords(Records):
         ).fetchall()
         return [(k, RunVersion(r, v), json.loads(p)) for k, r, v, p in rows]
 
+    def answers(self, topic_id: str) -> list[tuple[str, str, str]]:
+        """(extraction_key, extractor, version_id) of every answer stored for the topic."""
+        return self.conn.execute(
+            "SELECT extraction_key, extractor, version_id FROM extractions WHERE topic_id = ?", [topic_id]
+        ).fetchall()
+
+    def quotes_of(self, keys: Sequence[str]):
+        """The verbatim quotes these answers pointed at, streamed a batch of answers at a time."""
+        keys = list(keys)
+        for start in range(0, len(keys), 2_000):
+            rows = self.conn.execute(
+                "SELECT pointers_json FROM extractions WHERE extraction_key IN (SELECT unnest(?))", [keys[start : start + 2_000]]
+            ).fetchall()
+            for (raw,) in rows:
+                for p in json.loads(raw) or ():
+                    quote = p.get("verbatim_quote") if isinstance(p, dict) else None
+                    if isinstance(quote, str):
+                        yield quote
+
     def extractor_identities(self, topic_id: str) -> list[str]:
         rows = self.conn.execute(
             "SELECT DISTINCT extractor FROM extractions WHERE topic_id = ? ORDER BY extractor", [topic_id]

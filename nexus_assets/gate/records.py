@@ -103,6 +103,11 @@ class OccurrenceRecords(Records):
                 )
                 yield occurrence, held(r[9])
 
+    def fingerprints(self, topic_id: str) -> set[str]:
+        """Every text's fingerprint the topic's occurrences hold."""
+        rows = self.conn.execute("SELECT DISTINCT fingerprint FROM occurrences WHERE topic_id = ?", [topic_id]).fetchall()
+        return {r[0] for r in rows}
+
     def occurrence_count(self, topic_id: str, runs: Iterable[str] | None = None) -> int:
         only, params = _of_runs("run_id", runs)
         return self.conn.execute(f"SELECT count(*) FROM occurrences WHERE topic_id = ? {only}", [topic_id, *params]).fetchone()[0]

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 from nexus_assets import queries
 from nexus_assets.core import bounds
 from nexus_assets.ingest.push import RUN_ID_RULE
-from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, TopicSummary
+from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
 VERBATIM = "Every brick is verbatim text from a conversation, never paraphrased, citable by its brick_id."
 INSTRUCTIONS = (
@@ -302,3 +302,27 @@ def _write_tools(server: MCPServer, config) -> None:
             return {"report": outcome.last_report, "finished_first": outcome.finished if outcome.report else [], "changed": True}
 
         return await anyio.to_thread.run_sync(work)
+
+
+    async def _teach(ctx: Context | None, brick_id: str, verdict: str, reason: str | None) -> Taught:
+        from nexus_assets.teaching.service import TeachingRefused, teach_in
+
+        try:
+            done = await _call("brick_id", teach_in, config.db, config.topics_dir, brick_id, verdict,
+                               reason=reason, actor=client_name(ctx))
+        except TeachingRefused as exc:
+            raise ToolError(f"brick_id: {exc}") from None
+        return Taught(**done.as_json())
+
+    @server.tool(description="Keep: the brick's verbatim text joins its topic's examples to keep (the topic file is "
+                 "rewritten, comments kept); the next `sync` keeps sentences like it. Refused on a sealed topic.")
+    async def keep(brick_id: Annotated[str, Field(min_length=6, max_length=64)], ctx: Context,
+                   reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
+        return await _teach(ctx, brick_id, "keep", reason)
+
+    @server.tool(description="Drop: the brick's verbatim text joins its topic's examples to drop (the topic file is "
+                 "rewritten, comments kept); the next `sync` leaves it and sentences like it out of the manifest "
+                 "(history kept). Refused on a sealed topic.")
+    async def drop(brick_id: Annotated[str, Field(min_length=6, max_length=64)], ctx: Context,
+                   reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
+        return await _teach(ctx, brick_id, "drop", reason)

@@ -37,6 +37,7 @@ from nexus_assets.resolve.rules import (
     _Text,
     brick_state,
     group_keys,
+    retire_deselected,
 )
 
 
@@ -90,6 +91,7 @@ def resolve_changes(
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     withdrawn: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     ingestion_seq: Mapping[str, int] | None = None,
+    deselected: frozenset[str] | set[str] = frozenset(),
 ) -> Changes | Wider:
     """Resolve the touched fingerprints' groups (`occurrences`: every occurrence of each of them).
 
@@ -105,6 +107,7 @@ def resolve_changes(
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
     groups = [_Group(topic_id, occs, withdrawn) for occs in by_fp.values()]
+    retire_deselected(groups, deselected)
     touched = {g.brick_id for g in groups}
 
     states: dict[str, BrickState] = {}

@@ -41,6 +41,11 @@ class StageRecords(Records):
             "SELECT ? || coalesce((SELECT definition_json || '|' || state FROM topics WHERE topic_id = ?), '')",
             [RESOLUTION_RULES, topic_id],
         ).fetchone()[0]
+        # The selector version the topic is selected with (migration 24): moving it (`--reselect`)
+        # changes what is selected, so it resolves the topic whole again.
+        selector = self.vault.teaching.selector(topic_id)
+        if selector is not None:
+            prefix += "|selector:" + selector
         # Each backend hashes the addresses its own way: the lines are compared within one vault only.
         address_hash = (
             "hashtextextended(json_path || ':' || start_offset || ':' || end_offset || ':' || node_checksum, 0)"

@@ -77,6 +77,15 @@ class _Group:
         self.sources = tuple(seen)
 
 
+def retire_deselected(groups: Iterable[_Group], deselected: frozenset[str] | set[str]) -> None:
+    """A text the topic's current definition no longer selects (`extract/selection.py`) is history,
+    as an undone edit's is: superseded with `superseded_by` None, kept, back if selected again."""
+    if deselected:
+        for g in groups:
+            if g.canonical.fingerprint in deselected:
+                g.withdrawn = True
+
+
 def resolve_topic(topic_id: str, occurrences: Iterable[Occurrence], **options: Any) -> list[Brick]:
     """All of a topic's bricks: the visible ones in manifest order, then the superseded ones.
     `options` as for `resolve_lazily`, which makes them.
@@ -85,7 +94,8 @@ def resolve_topic(topic_id: str, occurrences: Iterable[Occurrence], **options: A
     history count: FINAL bricks never change and SUPERSEDED never comes back.
 
     `withdrawn` are addresses whose node now reads other text that the vault knew before them (an
-    edit that was undone). A brick with no other source is superseded history (`superseded_by`
+    edit that was undone); `deselected` fingerprints of texts the topic's definition no longer
+    selects are history the same way. A brick with no other source is superseded history (`superseded_by`
     None): hidden, kept, and visible again if its text comes back; it supersedes nothing. FINAL
     bricks are kept as they are (invariant 7).
     """
@@ -120,6 +130,7 @@ def resolve_keyed(
     stale_addresses: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     withdrawn: frozenset[SourceAddress] | set[SourceAddress] = frozenset(),
     ingestion_seq: Mapping[str, int] | None = None,
+    deselected: frozenset[str] | set[str] = frozenset(),
 ) -> Iterator[Keyed]:
     """`resolve_topic`'s bricks in the same order, with their keys, made one at a time as they are asked for.
 
@@ -135,7 +146,8 @@ def resolve_keyed(
             raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
         by_fp[occ.fingerprint].append(occ)
     groups = sorted((_Group(topic_id, occs, withdrawn) for occs in by_fp.values()), key=lambda g: occurrence_key(g.first))
-    del by_fp  # a group keeps its canonical occurrence and its addresses; the other copies can go
+    del by_fp
+    retire_deselected(groups, deselected)  # a group keeps its canonical occurrence and its addresses; the other copies can go
 
     states: dict[str, BrickState] = {}
     retired: set[str] = set()

@@ -12,6 +12,7 @@ from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.models import Brick, Occurrence, Topic
 from nexus_assets.drift.records import DriftRecords
 from nexus_assets.drift.step import withdrawn_addresses
+from nexus_assets.extract.selection import deselected_fingerprints
 from nexus_assets.gate.records import OccurrenceRecords
 from nexus_assets.ingest.records import RunRecords
 from nexus_assets.publish.records import BrickRecords
@@ -58,6 +59,7 @@ def _options(vault: ResolveStores, topic: Topic, *, withdrawn: set | None = None
         "stale_addresses": set(vault.drift.drifted_addresses(topic.topic_id)),
         "withdrawn": withdrawn if withdrawn is not None else withdrawn_addresses(vault, topic.topic_id),
         "ingestion_seq": vault.runs.ingestion_seq(),
+        "deselected": deselected_fingerprints(vault, topic),
     }
 
 
@@ -160,6 +162,7 @@ def resolved_changes(vault: ResolveStores, topic: Topic, inputs: tuple[str, dict
     total = vault.history.brick_count(topic_id)
     run_status, ingestion_seq = vault.runs.run_status(), vault.runs.ingestion_seq()
     stale_addresses = set(vault.drift.drifted_addresses(topic_id))
+    deselected = deselected_fingerprints(vault, topic)
     final_ids: set[str] = set()
     while True:
         if len(touched) > max(1_000, INCREMENTAL_SHARE * total):
@@ -181,6 +184,7 @@ def resolved_changes(vault: ResolveStores, topic: Topic, inputs: tuple[str, dict
             stale_addresses=stale_addresses,
             withdrawn=withdrawn,
             ingestion_seq=ingestion_seq,
+            deselected=deselected,
         )
         if isinstance(result, Wider):
             touched |= result.fingerprints

@@ -47,6 +47,7 @@ class SyncRequest:
     max_cost: float | None = None
     parallel: int | None = None  # topics compiled at once (PostgreSQL; a DuckDB vault compiles one at a time)
     force: bool = False  # compile even when nothing changed since the last clean sync
+    reselect: bool = False  # move the topics to this release's selector (DESIGN §5); always compiles
     progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
     tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
 
@@ -94,6 +95,8 @@ class SyncOutcome:
     cost_stop: bool = False
     ingestion_errors_total: int = 0
     dagster_run_ids: list[str] = field(default_factory=list)
+    # One line per topic an older selector version selects, and what `--reselect` would do (DESIGN §5).
+    selector_notes: list[str] = field(default_factory=list)
 
 
 # Checking
@@ -166,12 +169,34 @@ def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = 
     (`dagster_instance`), disposed afterwards. Vault and storage errors propagate."""
     tell = on_event or (lambda event: None)
     inputs, unchanged = _record_inputs(checked)
-    if unchanged and not checked.request.force:
-        return _unchanged(checked)
-    outcome = _run_jobs(checked, tell, instance)
+    if unchanged and not (checked.request.force or checked.request.reselect):
+        outcome = _unchanged(checked)
+    else:
+        outcome = _run_jobs(checked, tell, instance)
+        if not outcome.interrupted:
+            _finish(checked, outcome, inputs)
     if not outcome.interrupted:
-        _finish(checked, outcome, inputs)
+        outcome.selector_notes = selector_notes(checked)
     return outcome
+
+
+def selector_notes(checked: CheckedSync) -> list[str]:
+    """A new release's selector never moves a topic by itself: say which topics an older one selects
+    and what `nexus sync --reselect` would do (nothing to say with the openai extractor)."""
+    if checked.request.extractor != "embedded":
+        return []
+    from nexus_assets.extract.backends import newest_selector
+    from nexus_assets.extract.selection import outdated_selectors
+
+    with _open(checked) as vault:
+        older = outdated_selectors(vault, checked.selected)
+    newest = newest_selector()
+    return [
+        f"{topic_id}: selected by {version}, an older selector than this release's {newest}; "
+        f"`nexus sync --reselect --topic {topic_id}` selects it again with {newest}: bricks {newest} does not "
+        "select leave the manifest (kept in history with the reason), FINAL bricks stay"
+        for topic_id, version in sorted(older.items())
+    ]
 
 
 def _open(checked: CheckedSync):
@@ -386,7 +411,7 @@ def _defs(checked: CheckedSync):
         replay_only=request.replay_only,
         open_after=request.open_after,
         progress=request.progress,
-        llm=checked.llm,
+        llm={**checked.llm, **({"reselect": True} if request.reselect else {})},
     )
 
 

@@ -159,9 +159,14 @@ class Catalog(Database):
         columns: listing topics does not validate whole definitions."""
         rows = self.remembered(
             "topic_summaries",
-            lambda: self.conn.execute("SELECT topic_id, display_name, state, ordering_rule FROM topics ORDER BY topic_id").fetchall(),
+            lambda: self.conn.execute(
+                "SELECT topic_id, display_name, state, ordering_rule, definition_json FROM topics ORDER BY topic_id"
+            ).fetchall(),
         )
-        return [dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r)) for r in rows]
+        return [
+            {**dict(zip(("topic_id", "display_name", "state", "ordering_rule"), r[:4])), "examples": _example_counts(r[4])}
+            for r in rows
+        ]
 
     def brick_counts(self) -> dict[str, dict[str, int]]:
         rows = self.remembered(
@@ -183,3 +188,14 @@ class Catalog(Database):
                 lambda: self.conn.execute("SELECT topic_id, arg_max(manifest_hash, seq) FROM manifests GROUP BY topic_id").fetchall(),
             )
         )
+
+
+def _example_counts(definition_json: str | None) -> dict[str, int]:
+    """How many keep and drop examples a person gave the topic (DESIGN §3 `examples`)."""
+    import json
+
+    try:
+        examples = (json.loads(definition_json or "{}") or {}).get("examples") or {}
+    except ValueError:
+        examples = {}
+    return {"keep": len(examples.get("keep") or ()), "drop": len(examples.get("drop") or ())}

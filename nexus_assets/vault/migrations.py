@@ -601,6 +601,29 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        24,
+        "a person's teaching (`nexus keep` / `nexus drop`: which brick, which verdict, who and why), and which "
+        "selector version selects each topic (an upgrade never moves a topic by itself: `nexus sync --reselect`)",
+        """
+        CREATE TABLE IF NOT EXISTS teachings (
+            topic_id TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            content TEXT NOT NULL,
+            reason TEXT,
+            actor TEXT NOT NULL,
+            topic_file TEXT NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS topic_selectors (
+            topic_id TEXT NOT NULL,
+            selector TEXT NOT NULL,
+            why TEXT NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

@@ -122,11 +122,14 @@ def api(status: HTTPStatus, data: object) -> Response:
 class Viewer:
     """The viewer's pages over one vault, independent of the server that carries them."""
 
-    def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0) -> None:
+    def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0, teach: bool = False) -> None:
         self.address = str(db_path)
         self.db_path = Path(db_path)
         self.loopback_only = loopback_only
         self.busy_wait_s = busy_wait_s
+        # Keep/drop buttons: only where `POST /v1/bricks/{id}/keep|drop` answers (the viewer served by
+        # `nexus api`); `nexus serve` stays read-only and says how to teach from the command line.
+        self.teach = teach
 
     @contextmanager
     def vault(self) -> Iterator[Vault]:
@@ -205,7 +208,7 @@ class Viewer:
                 page = views.topic_page(v, m.group(1), query, db_path=self.db_path)
                 if page is None:
                     return self._not_found(f"No topic {m.group(1)!r} in this vault.")
-                return html(HTTPStatus.OK, "topic.html", page=page)
+                return html(HTTPStatus.OK, "topic.html", page=page, teach=self.teach)
         if m := CONFLICTS_ROUTE.fullmatch(path):
             with self.vault() as v:
                 conflicts = views.conflict_page(v, m.group(1))

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Path, Query
 from nexus_assets import queries
 from nexus_assets.api.deps import ConfigDep
 from nexus_assets.core import bounds
-from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit
+from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit, Taught, TeachBody
 
 router = APIRouter(tags=["bricks"])
 BrickId = Annotated[str, Path(pattern=r"^[0-9a-f]{6,64}$", description="a brick id, or a unique prefix of at least 6 characters")]
@@ -24,6 +24,29 @@ def brick(config: ConfigDep, brick_id: BrickId) -> BrickOut:
 def lineage(config: ConfigDep, brick_id: BrickId) -> Lineage:
     """As `nexus lineage BRICK_ID --json`: file → run version → extraction → occurrence → brick → manifests."""
     return queries.lineage(config.db, brick_id)
+
+
+TEACH_REFUSED = {404: {"model": Problem}, 409: {"model": Problem, "description": "a sealed topic, or a topic file that cannot be written"},
+                 422: {"model": Problem}}
+
+
+def _teach(config, brick_id: str, verdict: str, body: TeachBody | None) -> Taught:
+    from nexus_assets.teaching.service import teach_in
+
+    done = teach_in(config.db, config.topics_dir, brick_id, verdict, reason=body.reason if body else None, actor="api")
+    return Taught(**done.as_json())
+
+
+@router.post("/v1/bricks/{brick_id}/keep", response_model=Taught, responses=TEACH_REFUSED)
+def keep(config: ConfigDep, brick_id: BrickId, body: TeachBody | None = None) -> Taught:
+    """As `nexus keep`: the brick's text joins its topic file's `examples.keep`; the next sync selects with it."""
+    return _teach(config, brick_id, "keep", body)
+
+
+@router.post("/v1/bricks/{brick_id}/drop", response_model=Taught, responses=TEACH_REFUSED)
+def drop(config: ConfigDep, brick_id: BrickId, body: TeachBody | None = None) -> Taught:
+    """As `nexus drop`: the brick's text joins its topic file's `examples.drop`; the next sync leaves it out."""
+    return _teach(config, brick_id, "drop", body)
 
 
 @router.get("/v1/search", response_model=list[SearchHit], responses=NOT_FOUND)

@@ -26,6 +26,31 @@ def _schema() -> str:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the vault's tables as DuckDB's migration 22 left them, text collated bytewise", ""),
+    # DuckDB's migration 24 (teaching and selector versions). Version 2 is left to DuckDB's 23.
+    Migration(
+        3,
+        "a person's teaching (`nexus keep` / `nexus drop`) and which selector version selects each topic",
+        """
+        CREATE TABLE IF NOT EXISTS teachings (
+            topic_id text COLLATE "C" NOT NULL,
+            brick_id text COLLATE "C" NOT NULL,
+            verdict text COLLATE "C" NOT NULL,
+            content text COLLATE "C" NOT NULL,
+            reason text COLLATE "C",
+            actor text COLLATE "C" NOT NULL,
+            topic_file text COLLATE "C" NOT NULL,
+            recorded_at timestamptz NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS topic_selectors (
+            topic_id text COLLATE "C" NOT NULL,
+            selector text COLLATE "C" NOT NULL,
+            why text COLLATE "C" NOT NULL,
+            recorded_at timestamptz NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS teachings_topic ON teachings (topic_id);
+        CREATE INDEX IF NOT EXISTS topic_selectors_topic ON topic_selectors (topic_id);
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

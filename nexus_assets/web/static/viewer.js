@@ -165,6 +165,40 @@
     if (event.key === "Escape" && !panel.hidden) closePanel();
   });
 
+  // Keep / drop (served by `nexus api`): the brick's text joins its topic's examples; the next sync selects with it.
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.teach");
+    if (!button) return;
+    const verdict = button.dataset.verdict;
+    const note = button.parentElement.querySelector(".teach-note");
+    let reason = null;
+    if (verdict === "drop") {
+      reason = window.prompt("Why drop it? (optional, kept in the audit trail)", "");
+      if (reason === null) return;
+    }
+    button.disabled = true;
+    try {
+      const response = await fetch(`/v1/bricks/${encodeURIComponent(button.dataset.brickId)}/${verdict}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(reason ? { reason } : {}),
+      });
+      const data = await response.json();
+      if (!response.ok) {
+        note.textContent = data.detail || `refused (${response.status})`;
+        button.disabled = false;
+        return;
+      }
+      note.textContent = verdict === "keep" ? "kept: the next sync keeps sentences like it" : "dropped: it leaves at the next sync";
+      button.closest("li.brick").classList.add(`taught-${verdict}`);
+      const examples = document.getElementById("examples");
+      if (examples) examples.textContent = `examples: keep ${data.examples.keep}, drop ${data.examples.drop}`;
+    } catch (err) {
+      note.textContent = "could not reach the API";
+      button.disabled = false;
+    }
+  });
+
   const wanted = /^#brick=([0-9a-f]{64})$/.exec(location.hash);
   if (wanted) openBrick(wanted[1]);
 })();
