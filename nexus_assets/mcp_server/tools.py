@@ -36,6 +36,9 @@ def client_name(ctx: Context | None) -> str:
     return f"mcp:{name}" if name else "mcp"
 
 
+DAY = r"^\d{4}-\d{2}-\d{2}$"  # since/until: a day, YYYY-MM-DD, inclusive
+
+
 async def _call(argument: str, fn, *args, **kwargs):
     """Run a blocking service call off the event loop; a fixable failure names `argument`."""
     from nexus_assets.sync.selection import SyncInputError
@@ -77,16 +80,25 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
         query: Annotated[str, Field(min_length=1, max_length=2000)],
         topics: Annotated[list[str] | None, Field(max_length=50)] = None,
         k: Annotated[int, Field(ge=1, le=100)] = 5,
+        speaker: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+        since: Annotated[str | None, Field(pattern=DAY)] = None,
+        until: Annotated[str | None, Field(pattern=DAY)] = None,
     ) -> RecallOut:
-        return await _call("query", queries.recall, db, query, topics, k=k, env=config.env)
+        return await _call("query", queries.recall, db, query, topics, k=k, env=config.env, speaker=speaker, since=since, until=until)
 
     @server.tool(description="A grounded answer in which every sentence cites bricks, or a refusal; audited with this client as the agent. " + VERBATIM)
     async def ask(
         question: Annotated[str, Field(min_length=1, max_length=2000)],
         ctx: Context,
         topics: Annotated[list[str] | None, Field(max_length=50)] = None,
+        speaker: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+        since: Annotated[str | None, Field(pattern=DAY)] = None,
+        until: Annotated[str | None, Field(pattern=DAY)] = None,
     ) -> AnswerOut:
-        return await _call("question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env)
+        return await _call(
+            "question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env,
+            speaker=speaker, since=since, until=until,
+        )
 
     @server.tool(description="Full-text search (BM25) over brick text, with highlights (as `nexus search --json`). " + VERBATIM)
     async def search(

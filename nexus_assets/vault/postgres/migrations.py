@@ -26,6 +26,17 @@ def _schema() -> str:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the vault's tables as DuckDB's migration 22 left them, text collated bytewise", ""),
+    # Numbered as DuckDB's migration 25 less 21 (2 and 3 are the same release's 23 and 24). A
+    # PostgreSQL vault is only ever filled by this release or a copy, so nothing is read again here:
+    # `nexus vault copy` carries the speakers a DuckDB vault holds.
+    Migration(
+        4,
+        "every text node and brick source says who said it (DuckDB's migration 25)",
+        """
+        ALTER TABLE nodes ADD COLUMN IF NOT EXISTS speaker text COLLATE "C";
+        ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS speaker text COLLATE "C";
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 
