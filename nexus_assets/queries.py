@@ -278,15 +278,34 @@ def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | No
     return topic_ids or None
 
 
-def recall(db: str | Path, query: str, topic_ids: list[str] | None = None, k: int = 5, env: Mapping[str, str] | None = None):
+def _who_and_when(speaker: str | None, since: str | None, until: str | None) -> dict:
+    """The speaker and date filters of recall and ask (DESIGN §7), checked: BadQuery names the bad one."""
+    from nexus_assets.recall.service import parse_day
+
+    if speaker is not None:
+        require_text(speaker, "speaker")
+    try:
+        first, last = parse_day(since, "since"), parse_day(until, "until")
+    except ValueError as exc:
+        raise BadQuery(str(exc)) from None
+    if first and last and first > last:
+        raise BadQuery(f"since ({first}) is after until ({last})")
+    return {"speaker": speaker, "since": first, "until": last}
+
+
+def recall(
+    db: str | Path, query: str, topic_ids: list[str] | None = None, k: int = 5, env: Mapping[str, str] | None = None, *,
+    speaker: str | None = None, since: str | None = None, until: str | None = None,
+):
     from nexus_assets.recall import service
     from nexus_assets.schemas import RecallOut
 
     require_text(query, "query")
     if k < 1:
         raise BadQuery("k must be at least 1")
+    filters = _who_and_when(speaker, since, until)
     try:
-        out = service.recall(db, query, _check_topics(db, topic_ids), k=k, env=dict(env or {}))
+        out = service.recall(db, query, _check_topics(db, topic_ids), k=k, env=dict(env or {}), **filters)
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
     return RecallOut.model_validate(out)
@@ -294,23 +313,29 @@ def recall(db: str | Path, query: str, topic_ids: list[str] | None = None, k: in
 
 def ask(
     db: str | Path, question: str, topic_ids: list[str] | None = None, *, user: str, agent: str,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, speaker: str | None = None, since: str | None = None, until: str | None = None,
 ):
     from nexus_assets.recall import service
     from nexus_assets.schemas import AnswerOut
 
     require_text(question, "question")
+    filters = _who_and_when(speaker, since, until)
     try:
-        out = service.ask(db, question, _check_topics(db, topic_ids), user=user, agent=agent, env=dict(env or {}))
+        out = service.ask(db, question, _check_topics(db, topic_ids), user=user, agent=agent, env=dict(env or {}), **filters)
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
     return AnswerOut.model_validate({"outcome": "refused" if out["refused"] else "answered", **out})
 
 
-def ask_preview(db: str | Path, question: str, topic_ids: list[str] | None = None, env: Mapping[str, str] | None = None):
-    """The bricks `ask` would rest on (its recall, k as ask uses it); reads only, audits nothing."""
-    from nexus_assets.recall.service import ASK_K
+def ask_preview(
+    db: str | Path, question: str, topic_ids: list[str] | None = None, env: Mapping[str, str] | None = None, *,
+    speaker: str | None = None, since: str | None = None, until: str | None = None,
+):
+    """The bricks `ask` would rest on (its recall, k as ask uses it, those relevant enough); reads
+    only, audits nothing."""
+    from nexus_assets.recall.service import ANSWER_MIN_SIMILARITY, ASK_K
     from nexus_assets.schemas import AskPreview
 
-    recalled = recall(db, question, topic_ids, k=ASK_K, env=env)
-    return AskPreview(question=question, topics=recalled.topics, bricks=recalled.results)
+    recalled = recall(db, question, topic_ids, k=ASK_K, env=env, speaker=speaker, since=since, until=until)
+    relevant = [r for r in recalled.results if (r.model_extra or {}).get("similarity", 0.0) >= ANSWER_MIN_SIMILARITY]
+    return AskPreview(question=question, topics=recalled.topics, bricks=relevant)

@@ -207,6 +207,8 @@ class RunMessage(BaseModel):
     id: str = Field(min_length=1, max_length=256)
     role: str = Field(min_length=1, max_length=64)
     content: str
+    # Who said it (DESIGN §3), as in OpenAI chat messages: every brick from it names this speaker.
+    name: str | None = Field(default=None, min_length=1, max_length=200)
     timestamp: str | None = None
 
 

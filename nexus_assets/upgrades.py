@@ -25,8 +25,11 @@ def backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
                JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
             [[k[0] for k in chunk], [k[1] for k in chunk]],
         ).fetchall()
+        # Without the speaker: that column arrives with migration 25, which fills it.
         records = [
-            asdict(r) for version_id, raw in rows for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
+            {k: v for k, v in asdict(r).items() if k != "speaker"}
+            for version_id, raw in rows
+            for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
         ]
         if records:
             conn.register("_nodes", pd.DataFrame(records))
@@ -36,4 +39,52 @@ def backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
                 conn.unregister("_nodes")
 
 
-BACKFILLS = {"nodes": backfill_nodes}
+def backfill_speakers(conn: duckdb.DuckDBPyConnection) -> None:
+    """Migration 25: each stored node's speaker, read from its run version's raw JSON this one time,
+    then each brick source's from the node it points at. Ids, texts and hashes are not touched."""
+    import pandas as pd
+
+    from nexus_assets.ingest.formats.dispatch import parse_document
+    from nexus_assets.ingest.nodes import speaker_of
+
+    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
+    for start in range(0, len(keys), 200):
+        chunk = keys[start : start + 200]
+        rows = conn.execute(
+            """SELECT r.run_id, r.version_id, r.raw_json FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            [[k[0] for k in chunk], [k[1] for k in chunk]],
+        ).fetchall()
+        found = []
+        for run_id, version_id, raw in rows:
+            try:
+                run = parse_document(json.loads(raw))
+            except Exception:  # noqa: BLE001 (a version this reader no longer parses keeps a null speaker)
+                continue
+            found += [
+                {"run_id": run_id, "version_id": version_id, "json_path": n.path, "speaker": speaker_of(n)}
+                for n in run.nodes if speaker_of(n) is not None
+            ]
+        if found:
+            conn.register("_speakers", pd.DataFrame(found))
+            try:
+                conn.execute(
+                    """UPDATE nodes SET speaker = s.speaker FROM _speakers s
+                       WHERE nodes.run_id = s.run_id AND nodes.version_id = s.version_id AND nodes.json_path = s.json_path"""
+                )
+            finally:
+                conn.unregister("_speakers")
+    conn.execute(SOURCE_SPEAKERS.format(where="true"))
+
+
+# A brick source's speaker, from the stored node it points at (any version holding that text).
+SOURCE_SPEAKERS = """
+UPDATE brick_sources SET speaker = n.speaker
+FROM (SELECT run_id, json_path, checksum, max(speaker) AS speaker FROM nodes
+      WHERE speaker IS NOT NULL GROUP BY run_id, json_path, checksum) n
+WHERE brick_sources.run_id = n.run_id AND brick_sources.json_path = n.json_path
+  AND brick_sources.node_checksum = n.checksum AND brick_sources.speaker IS NULL AND {where}
+"""
+
+
+BACKFILLS = {"nodes": backfill_nodes, "speakers": backfill_speakers}

@@ -81,6 +81,11 @@ def _handler(p: argparse.ArgumentParser, target: str) -> None:
     p.set_defaults(handler=target)
 
 
+def _who_and_when(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--speaker", help="only bricks said by this speaker (a name, or a role such as user)")
+    p.add_argument("--since", help="only bricks said on or after this day (YYYY-MM-DD)")
+    p.add_argument("--until", help="only bricks said on or before this day (YYYY-MM-DD)")
+
 def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     """The parser, its defaults from `basics` (default: the environment now)."""
     basics = Basics.from_env() if basics is None else basics
@@ -211,10 +216,12 @@ def build_parser(basics: Basics | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--k", type=bounded(*bounds.RECALL_K), default=5, help=f"results, {bounds.RECALL_K[0]} to {bounds.RECALL_K[1]} (default 5)")
+    _who_and_when(p)
     _handler(p, "recall:cmd_recall")
     p = sub.add_parser("ask", parents=[common], help="a grounded answer citing bricks; exit 1 when refused")
     p.add_argument("question")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    _who_and_when(p)
     p.add_argument("--user", help="who asks (default $USER)")
     p.add_argument("--agent", default="nexus-cli", help="through what (default nexus-cli)")
     _handler(p, "recall:cmd_ask")

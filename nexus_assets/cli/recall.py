@@ -62,7 +62,7 @@ def _repl(args: argparse.Namespace) -> int:
 def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None, env: dict) -> tuple[dict, str]:
     from nexus_assets.queries import recall
 
-    out = recall(args.db, query, topics, k=args.k, env=env).model_dump(mode="json")
+    out = recall(args.db, query, topics, k=args.k, env=env, **_filters(args)).model_dump(mode="json")
     if out["not_embedded"]:
         print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
               "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
@@ -81,6 +81,10 @@ def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None,
     return out, "\n".join(lines)
 
 
+def _filters(args: argparse.Namespace) -> dict:
+    return {"speaker": args.speaker, "since": args.since, "until": args.until}
+
+
 def _conversation(item: dict) -> str:
     """A result's or grounding source's conversation, as a person names it."""
     source = item["sources"][0] if item.get("sources") else item
@@ -96,7 +100,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError("give a question")
     config = settings.load()
     user = args.user or config.current_user()
-    out = ask(args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env()).model_dump(mode="json")
+    out = ask(
+        args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env(), **_filters(args)
+    ).model_dump(mode="json")
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
     else:

@@ -224,6 +224,9 @@ class SourceAddress(BaseModel):
     branch: Branch = "current"
     # As the files stand now (invariant 14); kept by the vault, never part of the address.
     stale: bool = False
+    # Who said it (DESIGN §3): the speaker's name where the format carries one, else the role;
+    # None where the format has neither. Descriptive, like node_type.
+    speaker: str | None = None
 
     def _identity(self) -> tuple[str, str, int, int, str]:
         return (self.run_id, self.json_path, self.start, self.end, self.node_checksum)
@@ -383,6 +386,9 @@ class Node:
     text: str | None = None
     position: int = -1
     checksum: str | None = None
+    # Who said it, as the format names them (the Nexus format's `name`, ChatGPT's `author.name`);
+    # None: the role stands for the speaker (`speaker_of`).
+    speaker: str | None = None
 
     @property
     def path(self) -> str:

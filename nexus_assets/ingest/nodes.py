@@ -25,6 +25,24 @@ class NodeRecord:
     checksum: str
     branch: str = "current"
     hidden: bool = False
+    # Last: a row of the nodes table is read positionally in this order (NODE_COLUMNS).
+    speaker: str | None = None
+
+
+# Who speaks when the format names nobody: the role, as the node's kind says it.
+ROLE_SPEAKERS = {
+    "user_message": "user",
+    "assistant_message": "assistant",
+    "tool_call": "assistant",
+    "tool_message": "tool",
+    "system_message": "system",
+}
+
+
+def speaker_of(node: Node) -> str | None:
+    """A node's speaker (DESIGN §3): the name the format gives (a Nexus run's `name`, ChatGPT's
+    `author.name`), else its role; None for a node of no known role."""
+    return node.speaker or ROLE_SPEAKERS.get(node.node_type)
 
 
 def node_records(run: Run) -> Iterator[NodeRecord]:
@@ -49,6 +67,7 @@ def node_records(run: Run) -> Iterator[NodeRecord]:
             checksum=node_checksum(text),
             branch=node.branch,
             hidden=node.hidden,
+            speaker=speaker_of(node),
         )
 
 
@@ -104,6 +123,7 @@ def node_from_record(r: NodeRecord, cache: StepsCache | None = None) -> Node:
         checksum=r.checksum,
         branch=r.branch,
         hidden=r.hidden,
+        speaker=r.speaker,
     )
 
 

@@ -115,7 +115,8 @@ def put_run(runs_dir: Path, run_id: str, document: Any, *, max_bytes: int | None
 
 def append_messages(runs_dir: Path, run_id: str, messages: Any, *, max_bytes: int | None = None) -> PushResult:
     """Append messages to an OPEN run (created OPEN if it does not exist yet). Each message is
-    `{id, role, content, timestamp?}`; one whose id the run holds already adds nothing."""
+    `{id, role, content, name?, timestamp?}` (`name`: who said it); one whose id the run holds
+    already adds nothing."""
     path = run_path(runs_dir, run_id)
     new = _checked_messages(messages)
     with _locked(runs_dir):
@@ -198,6 +199,8 @@ def _checked_messages(messages: Any) -> list[dict]:
             raise BadPush(f"messages[{i}] needs an 'id' string (1 to {_MAX_ID} characters): it is what makes a retry add nothing")
         if not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
             raise BadPush(f"messages[{i}] needs 'role' and 'content' strings")
+        if m.get("name") is not None and (not isinstance(m["name"], str) or not m["name"].strip()):
+            raise BadPush(f"messages[{i}] 'name' (who said it) must be a non-empty string")
         out.append(dict(m))
     return out
 

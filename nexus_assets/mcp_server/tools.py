@@ -115,6 +115,9 @@ def client_name(ctx: Context | None) -> str:
     return f"mcp:{name}" if name else "mcp"
 
 
+DAY = r"^\d{4}-\d{2}-\d{2}$"  # since/until: a day, YYYY-MM-DD, inclusive
+
+
 async def _call(argument: str, fn, *args, **kwargs):
     """Run a blocking service call off the event loop; a fixable failure names `argument`."""
     from nexus_assets.sync.selection import SyncInputError
@@ -181,8 +184,11 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
         query: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="what to recall")],
         topics: Topics = None,
         k: Annotated[int, Field(ge=bounds.RECALL_K[0], le=bounds.RECALL_K[1], description="how many bricks")] = 5,
+        speaker: Annotated[str | None, Field(min_length=1, max_length=200, description="only what this person said")] = None,
+        since: Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")] = None,
+        until: Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")] = None,
     ) -> RecallOut:
-        return await _call("query", queries.recall, db, query, topics, k=k, env=config.env)
+        return await _call("query", queries.recall, db, query, topics, k=k, env=config.env, speaker=speaker, since=since, until=until)
 
     @server.tool(description=(
         "Get a written answer to `question` in which every sentence cites the bricks it rests on (their brick_ids), "
@@ -194,8 +200,14 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
         question: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="the question")],
         ctx: Context,
         topics: Topics = None,
+        speaker: Annotated[str | None, Field(min_length=1, max_length=200, description="only what this person said")] = None,
+        since: Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")] = None,
+        until: Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")] = None,
     ) -> AnswerOut:
-        return await _call("question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env)
+        return await _call(
+            "question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env,
+            speaker=speaker, since=since, until=until,
+        )
 
     @server.tool(description=(
         "Find bricks by their words: full-text (BM25) search for `query`, words or \"a phrase in quotes\", ranked, "

@@ -220,12 +220,14 @@ class BrickRecords(Records):
         if self.vault.on_postgres:
             return """json_agg(json_build_object('run_id', s.run_id, 'json_path', s.json_path, 'start', s.start_offset,
                                       'end', s.end_offset, 'node_checksum', s.node_checksum, 'node_type', s.node_type,
-                                      'branch', s.branch, 'stale', coalesce(st.drifted, false)) ORDER BY s.seq)"""
+                                      'branch', s.branch, 'stale', coalesce(st.drifted, false), 'speaker', s.speaker)
+                            ORDER BY s.seq)"""
         return """list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
                                         "end" := s.end_offset, node_checksum := s.node_checksum,
                                         node_type := s.node_type,
                                         branch := s.branch,
-                                        stale := coalesce(st.drifted, false)) ORDER BY s.seq)"""
+                                        stale := coalesce(st.drifted, false),
+                                        speaker := s.speaker) ORDER BY s.seq)"""
 
     def listing(self, topic_id: str) -> Listing | None:
         """The published visible bricks in manifest order as their hash reads them (canonical JSON
@@ -419,6 +421,19 @@ class BrickRecords(Records):
                         (SELECT brick_id, seq, {address} FROM brick_sources WHERE brick_id IN (SELECT brick_id FROM {staged_bricks} sb)
                          EXCEPT SELECT brick_id, seq, {address} FROM {staged_sources} ss)) AS changed)
                 ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
+            {"topic": topic_id},
+        )
+        # Who said each source (DESIGN §3), from the node it points at; only the nodes of the
+        # staged runs are looked at. Descriptive: no id, fingerprint or hash reads it.
+        self.conn.execute(
+            """UPDATE brick_sources SET speaker = n.speaker
+               FROM (SELECT run_id, json_path, checksum, max(speaker) AS speaker FROM nodes
+                     WHERE speaker IS NOT NULL
+                       AND run_id IN (SELECT run_id FROM staged_brick_sources WHERE topic_id = $topic)
+                     GROUP BY run_id, json_path, checksum) n
+               WHERE brick_sources.run_id = n.run_id AND brick_sources.json_path = n.json_path
+                 AND brick_sources.node_checksum = n.checksum AND brick_sources.speaker IS NULL
+                 AND brick_sources.brick_id IN (SELECT brick_id FROM staged_bricks WHERE topic_id = $topic)""",
             {"topic": topic_id},
         )
 

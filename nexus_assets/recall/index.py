@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL
@@ -38,6 +39,11 @@ class TopicIndex:
     index: object  # faiss.IndexFlatIP
     brick_ids: list[str]
     manifest_hash: str | None
+
+    @cached_property
+    def rows(self) -> dict[str, int]:
+        """Brick id -> its row, to read the vector of a brick the full-text ranking found."""
+        return {b: i for i, b in enumerate(self.brick_ids)}
 
 
 def _write(path: Path, index, brick_ids: list[str], manifest_hash: str | None) -> None:

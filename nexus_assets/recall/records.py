@@ -171,6 +171,41 @@ class RecallRecords(Records):
             out.append(d)
         return out
 
+    def source_facts(self, *, brick_ids: Iterable[str] | None = None, topic_ids: Iterable[str] | None = None) -> dict[str, list[tuple]]:
+        """Per visible brick (of these ids, or of these topics), each source's (speaker, date): who
+        said it and the day it was said (the message's timestamp, else its run's start; None when
+        neither is known), for recall's speaker and date filters (DESIGN §8)."""
+        if brick_ids is not None:
+            scope, param = "s.brick_id IN (SELECT unnest(?))", sorted(set(brick_ids))
+        else:
+            scope = "s.brick_id IN (SELECT brick_id FROM bricks WHERE topic_id IN (SELECT unnest(?)) AND state <> 'SUPERSEDED')"
+            param = sorted(set(topic_ids or ()))
+        rows = self.conn.execute(
+            f"""SELECT s.brick_id, s.speaker, coalesce(min(n.timestamp), min(r.started_at))
+                FROM brick_sources s
+                LEFT JOIN nodes n ON n.run_id = s.run_id AND n.json_path = s.json_path AND n.checksum = s.node_checksum
+                LEFT JOIN runs r ON r.run_id = s.run_id AND r.is_latest
+                WHERE {scope}
+                GROUP BY s.brick_id, s.seq, s.speaker""",
+            [param],
+        ).fetchall()
+        out: dict[str, list[tuple]] = {}
+        for brick_id, speaker, stamp in rows:
+            out.setdefault(brick_id, []).append((speaker, str(stamp)[:10] if stamp else None))
+        return out
+
+    def known_speakers(self, topic_ids: Iterable[str]) -> list[str]:
+        """The speakers named in these topics' visible bricks' sources, for reading them in a query."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                """SELECT DISTINCT s.speaker FROM brick_sources s JOIN bricks b USING (brick_id)
+                   WHERE b.topic_id IN (SELECT unnest(?)) AND b.state <> 'SUPERSEDED' AND s.speaker IS NOT NULL
+                   ORDER BY 1""",
+                [sorted(set(topic_ids))],
+            ).fetchall()
+        ]
+
     def canonical_sources(self, brick_ids: Iterable[str]):
         rows = self.conn.execute(
             """SELECT brick_id, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources

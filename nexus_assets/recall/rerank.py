@@ -22,6 +22,7 @@ class Candidate:
     similarity: float
     authority: int = 3
     recency: float = 0.0  # 0 oldest … 1 newest ingestion among the candidates
+    fused: float = 0.0  # the hybrid ranking's fused score, 1.0 = first in every ranking (service.py)
     score: float = 0.0
     reranker_used: str = ""
 
@@ -30,16 +31,24 @@ class RerankFailed(RuntimeError):
     pass
 
 
+# The heuristic's weights (they sum to 1, so its score is in [0, 1]): the fused hybrid rank leads;
+# similarity keeps the score absolute (an unrelated query's best result stays low), then words in
+# common, the exact phrase, state and recency. Set on LoCoMo (benchmarks/bench_locomo.py).
+WEIGHTS = {"fused": 0.45, "similarity": 0.30, "overlap": 0.10, "phrase": 0.05, "state": 0.05, "recency": 0.05}
+
+
 def heuristic(query: str, candidates: list[Candidate]) -> list[Candidate]:
-    """Lexical overlap, exact phrase, recency and state (FINAL above IMPROVISE), with similarity."""
+    """The fused rank, similarity, lexical overlap, exact phrase, state (FINAL above IMPROVISE) and recency."""
     q = {w.lower() for w in _WORD.findall(query)}
     phrase = " ".join(query.lower().split())
+    wt = WEIGHTS
     out = []
     for c in candidates:
         words = {w.lower() for w in _WORD.findall(c.content)}
         overlap = len(q & words) / len(q) if q else 0.0
         has_phrase = 1.0 if phrase and phrase in " ".join(c.content.lower().split()) else 0.0
-        score = 0.45 * c.similarity + 0.25 * overlap + 0.15 * has_phrase + 0.05 * c.recency + 0.10 * STATE_WEIGHT.get(c.state, 0.0)
+        score = (wt["fused"] * c.fused + wt["similarity"] * max(0.0, c.similarity) + wt["overlap"] * overlap
+                 + wt["phrase"] * has_phrase + wt["state"] * STATE_WEIGHT.get(c.state, 0.0) + wt["recency"] * c.recency)
         out.append(replace(c, score=round(score, 6), reranker_used="heuristic"))
     return out
 

@@ -1,17 +1,28 @@
 """`nexus recall` (read-only) and `nexus ask` (a grounded answer, audited): the use cases the CLI
 and the viewer call.
 
+Ranking (DESIGN §8) is hybrid: the dense ranking (cosine of the query and each brick, FAISS inner
+product over unit vectors) and the full-text ranking (BM25, the index `nexus search` keeps) are
+fused by reciprocal rank fusion, RRF = sum over rankings of 1 / (RRF_K + rank), ties by brick id;
+a speaker or date the query names adds one more ranking (the candidates said by them, or then),
+so it counts without hiding the rest. `--speaker`/`--since`/`--until` filter instead. The best
+fused candidates then go through the rerank tiers (`rerank.py`), whose score is the final one.
+
 Confidence: a documented mapping of the final ranking score (`recall/confidence.py`), so it never
 rises down the list; the cosine similarity of the query and the brick is given beside it.
+
+Relevance for an answer is the cosine similarity alone (`similarity` on each result): `ask`
+answers only from bricks at or above ANSWER_MIN_SIMILARITY and refuses when there are none.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
@@ -34,6 +45,12 @@ from nexus_assets.store import Vault
 from nexus_assets.web.links import topic_url
 
 OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from
+RRF_K = 60  # the usual constant of reciprocal rank fusion (Cormack et al. 2009)
+FUSION_DEPTH = 100  # how deep each ranking is read before fusing
+# Cosine of a question and a brick below which the brick does not answer it. Measured with
+# all-MiniLM-L6-v2 (benchmarks/bench_ask_refusal.py): on the sample and a real export, the best
+# brick for an unrelated question scored at most 0.2x, for a related one at least 0.3x.
+ANSWER_MIN_SIMILARITY = 0.30
 
 
 class NothingToRecall(LookupError):
@@ -41,10 +58,119 @@ class NothingToRecall(LookupError):
     recall. The message says how to build the embeddings."""
 
 
-def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: int = 5, env: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class Filters:
+    """Who said it and when (DESIGN §8): given, they filter; read from the query, they rank."""
+
+    speaker: str | None = None
+    since: str | None = None  # YYYY-MM-DD, inclusive
+    until: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.speaker or self.since or self.until)
+
+    def admits(self, facts: list[tuple]) -> bool:
+        """Whether a brick with these (speaker, date) sources passes: one source must pass all."""
+        for speaker, day in facts:
+            if self.speaker and (speaker or "").casefold() != self.speaker.casefold():
+                continue
+            if (self.since or self.until) and day is None:
+                continue
+            if self.since and day < self.since:
+                continue
+            if self.until and day > self.until:
+                continue
+            return True
+        return False
+
+    def as_json(self) -> dict:
+        return {"speaker": self.speaker, "since": self.since, "until": self.until}
+
+
+def parse_day(text: str | None, what: str) -> str | None:
+    """A --since/--until value as YYYY-MM-DD; ValueError naming it otherwise."""
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return date.fromisoformat(str(text).strip()[:10]).isoformat()
+    except ValueError:
+        raise ValueError(f"{what} must be a date as YYYY-MM-DD, not {text!r}") from None
+
+
+MONTHS = {m: i for i, m in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"], 1)}
+MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())})
+_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DATES = [
+    (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), lambda m: (int(m[1]), int(m[2]), int(m[3]))),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+(\d{{4}})\b", re.I), lambda m: (int(m[3]), MONTHS[m[2].lower()[:3]], int(m[1]))),
+    (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), lambda m: (int(m[3]), MONTHS[m[1].lower()[:3]], int(m[2]))),
+    (re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.I), lambda m: (int(m[2]), MONTHS[m[1].lower()[:3]], None)),
+    (re.compile(r"\b(\d{4})-(\d{2})\b"), lambda m: (int(m[1]), int(m[2]), None)),
+]
+
+
+def dates_in(query: str) -> tuple[str, str] | None:
+    """The day or month a query names ("on 8 May 2023", "in March 2024", "2024-03-05"), as an
+    inclusive (since, until); None when it names none."""
+    for pattern, parts in _DATES:
+        m = pattern.search(query)
+        if not m:
+            continue
+        try:
+            year, month, day = parts(m)
+            if day is not None:
+                d = date(year, month, day).isoformat()
+                return d, d
+            first = date(year, month, 1)
+            last = date(year + (month == 12), month % 12 + 1, 1).toordinal() - 1
+            return first.isoformat(), date.fromordinal(last).isoformat()
+        except (ValueError, KeyError):
+            continue
+    return None
+
+
+def speakers_in(query: str, known: list[str]) -> list[str]:
+    """The known speakers a query names by name (whole words, any case); roles are not names."""
+    words = query.casefold()
+    return [s for s in known if s.casefold() not in ROLES and len(s) > 1
+            and re.search(rf"(?<!\w){re.escape(s.casefold())}(?!\w)", words)]
+
+
+ROLES = {"user", "assistant", "system", "tool", "human", "developer", "function"}
+_speakers_cache: dict[tuple, list[str]] = {}
+
+
+def _known_speakers(vault: Vault, db_path, wanted: list[str], hashes: dict) -> list[str]:
+    key = (str(db_path), tuple(wanted), tuple(hashes.get(t) for t in wanted))
+    if key not in _speakers_cache:
+        _speakers_cache.clear()  # one vault state at a time is enough for a warm process
+        _speakers_cache[key] = vault.recall.known_speakers(wanted)
+    return _speakers_cache[key]
+
+
+def _rrf(rankings: list[list[str]]) -> dict[str, float]:
+    """Reciprocal rank fusion of best-first lists of brick ids, normalised so that first in every
+    list is 1.0."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, brick_id in enumerate(ranking, 1):
+            fused[brick_id] = fused.get(brick_id, 0.0) + 1.0 / (RRF_K + rank)
+    top = len(rankings) / (RRF_K + 1) if rankings else 1.0
+    return {b: s / top for b, s in fused.items()}
+
+
+def recall(
+    db_path: str | Path, query: str, topics: list[str] | None = None, k: int = 5, env: dict | None = None, *,
+    speaker: str | None = None, since: str | None = None, until: str | None = None,
+) -> dict:
     """The k bricks that best answer `query`. Writes nothing to the vault (invariant 16); a missing
-    or out-of-step vector index beside it is rebuilt from the vault's embeddings."""
+    or out-of-step vector or full-text index beside it is rebuilt from the vault."""
+    from nexus_assets.search import step as fulltext
+
     started = time.monotonic()
+    given = Filters(speaker.strip() if speaker and speaker.strip() else None, parse_day(since, "since"), parse_day(until, "until"))
+    depth = max(k * OVERFETCH, FUSION_DEPTH)
     with Vault.open(db_path, read_only=True) as vault:
         hashes = vault.latest_manifest_hashes()
         wanted = topics or sorted(hashes)
@@ -57,17 +183,50 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
                 "with --no-recall or NEXUS_NO_RECALL=1, or by a release with another embedding model; run `nexus sync` "
                 "without --no-recall to build the embeddings (only what is missing is embedded)"
             )
+        if not fulltext.in_step(vault, db_path, wanted):
+            fulltext.refresh(vault, db_path, wanted)
+        # Hard filters are applied before ranking, over every brick of the topics.
+        admitted = None
+        if given:
+            facts_all = vault.recall.source_facts(topic_ids=wanted)
+            admitted = {b for b, facts in facts_all.items() if given.admits(facts)}
         qv = embed([query])
-        hits: dict[str, float] = {}
+        dense: dict[str, float] = {}
         for idx in indexes:
-            n = min(idx.index.ntotal, max(k * OVERFETCH, k))
+            n = idx.index.ntotal if admitted is not None else min(idx.index.ntotal, depth)
             if n == 0:
                 continue
             scores, rows = idx.index.search(qv, n)
             for s, r in zip(scores[0], rows[0]):
-                if r >= 0:
-                    hits[idx.brick_ids[r]] = float(s)
-        bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=list(hits))}
+                if r >= 0 and (admitted is None or idx.brick_ids[r] in admitted):
+                    dense[idx.brick_ids[r]] = float(s)
+        dense_ranking = sorted(dense, key=lambda b: (-round(dense[b], 6), b))[:depth]
+        bm25 = fulltext.ranked_ids(db_path, query, wanted, depth if admitted is None else depth * 10)
+        bm25_ranking = [b for b, _ in bm25 if admitted is None or b in admitted][:depth]
+        pool = set(dense_ranking) | set(bm25_ranking)
+        # A brick BM25 found below the dense cut still gets its cosine (its row of the index).
+        for idx in indexes:
+            rows = idx.rows
+            for b in pool - dense.keys():
+                if b in rows:
+                    dense[b] = float(idx.index.reconstruct(rows[b]) @ qv[0])
+        rankings = [dense_ranking, bm25_ranking]
+        # What the query names itself (a known speaker, a day or month) ranks the candidates said
+        # by them or then once more: it lifts them without hiding the rest.
+        named_speakers = [] if given.speaker else speakers_in(query, _known_speakers(vault, db_path, wanted, hashes))
+        named_days = None if (given.since or given.until) else dates_in(query)
+        facts = vault.recall.source_facts(brick_ids=pool) if (named_speakers or named_days) else {}
+        fused_first = _rrf(rankings)
+        by_fused = sorted(pool, key=lambda b: (-fused_first.get(b, 0.0), b))
+        if named_speakers:
+            said = {s.casefold() for s in named_speakers}
+            rankings.append([b for b in by_fused if any((sp or "").casefold() in said for sp, _ in facts.get(b, ()))])
+        if named_days:
+            then = Filters(since=named_days[0], until=named_days[1])
+            rankings.append([b for b in by_fused if then.admits(facts.get(b, []))])
+        fused = _rrf(rankings)
+        shortlist = sorted(pool, key=lambda b: (-fused.get(b, 0.0), b))[: max(k * OVERFETCH, k)]
+        bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=shortlist)}
         topic_defs = {t: vault.topics.topic(t) for t in {b.topic_id for b in bricks.values()}}
         canonical_runs = {b.sources[0].run_id for b in bricks.values() if b.sources}
         files = {r: f for r, (f, _) in vault.runs.run_sources(canonical_runs).items()}
@@ -75,8 +234,10 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         seq = vault.runs.ingestion_seq()
     order = sorted({seq.get(b.sources[0].run_id, 0) for b in bricks.values() if b.sources})
     rank = {s: (i / (len(order) - 1) if len(order) > 1 else 1.0) for i, s in enumerate(order)}
+    dense_rank = {b: i for i, b in enumerate(dense_ranking, 1)}
+    bm25_rank = {b: i for i, (b, _) in enumerate(bm25, 1)}
     candidates = []
-    for bid, sim in hits.items():
+    for bid in shortlist:
         b = bricks.get(bid)
         if b is None:
             continue
@@ -84,8 +245,9 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         topic = topic_defs.get(b.topic_id)
         candidates.append(
             Candidate(
-                brick_id=bid, topic_id=b.topic_id, content=b.content, state=b.state, similarity=sim,
+                brick_id=bid, topic_id=b.topic_id, content=b.content, state=b.state, similarity=dense.get(bid, 0.0),
                 authority=topic.authority_of(files.get(run)) if topic else 3, recency=rank.get(seq.get(run, 0), 0.0),
+                fused=round(fused.get(bid, 0.0), 6),
             )
         )
     ranked, notes = rerank(query, candidates, env)
@@ -104,6 +266,9 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
                 "state": c.state,
                 "confidence": confidence(c.score, c.reranker_used),  # in rank order: never rises down the list
                 "similarity": round(c.similarity, 6),
+                "fused": c.fused,
+                "dense_rank": dense_rank.get(c.brick_id),
+                "bm25_rank": bm25_rank.get(c.brick_id),
                 "rerank_score": c.score,
                 "reranker_used": c.reranker_used,
                 "authority": c.authority,
@@ -118,6 +283,10 @@ def recall(db_path: str | Path, query: str, topics: list[str] | None = None, k: 
         "query": query,
         "model": MODEL,
         "topics": wanted,
+        "filters": given.as_json(),
+        # What the query named itself and recall ranked by (not filtered on).
+        "named": {"speakers": named_speakers, "since": named_days[0] if named_days else None,
+                  "until": named_days[1] if named_days else None},
         "results": results,
         "reranker_used": results[0]["reranker_used"] if results else None,
         "fell_through": notes,
@@ -201,17 +370,23 @@ def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
 
 def ask(
     db_path: str | Path, question: str, topics: list[str] | None = None, *, user: str, agent: str, k: int = ASK_K,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, speaker: str | None = None, since: str | None = None, until: str | None = None,
 ) -> dict:
-    """`env`: the settings by variable (`Settings.as_env()`); none: no endpoint, no reranker."""
+    """`env`: the settings by variable (`Settings.as_env()`); none: no endpoint, no reranker.
+    An answer rests only on recalled bricks relevant enough to the question (similarity at least
+    ANSWER_MIN_SIMILARITY); with none, the question is refused, whatever an answer's CCC would be."""
     env = dict(env or {})
-    recalled = recall(db_path, question, topics, k=k, env=env)
-    bricks = recalled["results"]
+    recalled = recall(db_path, question, topics, k=k, env=env, speaker=speaker, since=since, until=until)
+    bricks = [b for b in recalled["results"] if b["similarity"] >= ANSWER_MIN_SIMILARITY]
     allowed = [b["brick_id"] for b in bricks]
     answer, model, revisions, tokens_in, tokens_out, generation, notes = "", "none", 0, 0, 0, "none", []
     reason = None
-    if not bricks:
+    if not recalled["results"]:
         reason = "nothing was recalled for this question"
+    elif not bricks:
+        best = max(b["similarity"] for b in recalled["results"])
+        reason = (f"no recalled brick is relevant enough to answer this question (best similarity {best:.2f}, "
+                  f"an answer needs {ANSWER_MIN_SIMILARITY:.2f})")
     else:
         for ep in endpoints(env):
             try:

@@ -11,6 +11,7 @@ from the vault alone — deleted documents must not linger in old segments.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -123,6 +124,51 @@ def _write(target: Path, state: dict[str, str]) -> None:
     tmp = target.with_name(target.name + ".partial")
     tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
     tmp.replace(target)
+
+
+# A process that searches often (recall in the API, a --repl) opens each index once; reload()
+# before each search picks up what a sync committed since.
+_opened: dict[str, tuple] = {}
+
+
+def _opened_index(path: Path):
+    key = str(path.resolve())
+    if key not in _opened:
+        _opened[key] = _open(path)
+    return _opened[key]
+
+
+def in_step(vault: Vault, db_path: str | Path, topics: Iterable[str]) -> bool:
+    """Whether the index holds each of these topics' latest manifest (nothing to refresh)."""
+    held = _state(index_dir(db_path) / STATE_FILE)
+    hashes = vault.latest_manifest_hashes()
+    return all(held.get(t) == hashes[t] for t in topics if t in hashes)
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def ranked_ids(db_path: str | Path, text: str, topics: Iterable[str], limit: int) -> list[tuple[str, float]]:
+    """(brick id, BM25 score) for `text` read as plain words (no query syntax: a question's
+    punctuation is not an operator), best first, ties by brick id; recall's full-text ranking."""
+    import tantivy
+
+    path = index_dir(db_path)
+    words = _WORDS.findall(text)
+    wanted = sorted(set(topics))
+    if limit < 1 or not words or not wanted or not (path / STATE_FILE).exists():
+        return []
+    index, schema = _opened_index(path)
+    index.reload()
+    searcher = index.searcher()
+    query, _ = index.parse_query_lenient(" ".join(words), ["content"])
+    scope = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "topic_id", t)) for t in wanted]
+    )
+    query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, scope)])
+    found = searcher.search(query, limit + 20).hits
+    scored = [(searcher.doc(address)["brick_id"][0], round(float(score), 6)) for score, address in found]
+    return sorted(scored, key=lambda h: (-h[1], h[0]))[:limit]
 
 
 @dataclass(frozen=True)

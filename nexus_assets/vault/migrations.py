@@ -624,6 +624,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    # 23 and 24 are other changes of the same release, merged beside this one.
+    Migration(
+        25,
+        "every text node and brick source says who said it (DESIGN §3: the Nexus format's `name`, an export's author "
+        "name, else the role), read again once from each run version's stored JSON; never part of an id or a hash",
+        """
+        ALTER TABLE nodes ADD COLUMN IF NOT EXISTS speaker TEXT;
+        ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS speaker TEXT;
+        """,
+        "speakers",
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

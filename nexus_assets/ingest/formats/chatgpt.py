@@ -182,8 +182,11 @@ def chatgpt_run(conversation: dict, *, open_after: str | None = None, index: int
         hidden = isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation") is True
         node_branch = "current" if node_id in on_branch or not branch else "abandoned"
         message_steps: Steps = ("mapping", node_id, "message")
+        # The author's name where the export gives one (a tool's, a custom GPT's); else the role speaks.
+        name = message["author"].get("name")
+        speaker = name.strip() or None if isinstance(name, str) else None
         for below in _message_texts(content, rule):
-            nodes.append(Node(message_steps + below, node_type, timestamp, message_steps, node_branch, hidden))
+            nodes.append(Node(message_steps + below, node_type, timestamp, message_steps, node_branch, hidden, speaker=speaker))
 
     return Run(
         run_id=run_id,

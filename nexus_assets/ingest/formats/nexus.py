@@ -1,4 +1,7 @@
-"""The Nexus run format: `{"run_id", "status", "started_at"?, "messages": [{"role", "content", "timestamp"?}]}`.
+"""The Nexus run format: `{"run_id", "status", "started_at"?, "messages": [{"role", "content", "name"?, "timestamp"?}]}`.
+
+`name` is who said the message (as in OpenAI chat messages): the source's speaker; without it the
+role stands for the speaker.
 
 A message that is not of that shape (`null`, a number, no `role`, non-string `content`) is
 skipped with a warning; the rest of the run is kept (invariant 11).
@@ -31,6 +34,7 @@ class _Message(BaseModel):
 
     role: StrictStr
     content: StrictStr
+    name: StrictStr | None = None
     timestamp: StrictStr | float | int | None = None
 
 
@@ -65,6 +69,7 @@ def nexus_run(document: Any) -> Run:
                 node_type=ROLE_NODE_TYPES.get(m.role.lower(), "other"),
                 timestamp=normalize_timestamp(m.timestamp),
                 message_steps=("messages", i),
+                speaker=m.name.strip() or None if m.name else None,
             )
         )
     return Run(

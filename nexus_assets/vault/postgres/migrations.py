@@ -51,6 +51,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX IF NOT EXISTS topic_selectors_topic ON topic_selectors (topic_id);
         """,
     ),
+    # Numbered as DuckDB's migration 25 less 21 (2 and 3 are the same release's 23 and 24). A
+    # PostgreSQL vault is only ever filled by this release or a copy, so nothing is read again here:
+    # `nexus vault copy` carries the speakers a DuckDB vault holds.
+    Migration(
+        4,
+        "every text node and brick source says who said it (DuckDB's migration 25)",
+        """
+        ALTER TABLE nodes ADD COLUMN IF NOT EXISTS speaker text COLLATE "C";
+        ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS speaker text COLLATE "C";
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 
