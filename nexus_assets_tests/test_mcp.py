@@ -210,3 +210,12 @@ def test_search_takes_query_and_topics_and_argument_errors_are_one_sentence_an_a
             parser.parse_args(argv)
         assert refused.value.code == 2, argv
     assert parser.parse_args(["recall", "vault", "--k", "100"]).k == 100 and parser.parse_args(["search", "v", "--limit", "200"]).limit == 200
+    from nexus_assets_tests.cli_helpers import run_cli
+
+    for argv, line in (
+        (["search", "x" * 1001], "nexus: the search text is 1001 characters; at most 1000 are taken"),
+        (["recall", "x" * 2001], "nexus: the query is 2001 characters; at most 2000 are taken"),
+        (["ask", "x" * 2001], "nexus: the question is 2001 characters; at most 2000 are taken"),
+    ):
+        code, _, err = run_cli(capsys, "--db", str(synced.db), *argv)
+        assert (code, err.strip()) == (2, line)

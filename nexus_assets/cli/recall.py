@@ -14,15 +14,19 @@ from nexus_assets.cli.common import (
     open_vault,
     require_topic,
 )
+from nexus_assets.core import bounds
 from nexus_assets.core.display import json_for_terminal, visible
 from nexus_assets.core.utf8 import utf8_problem
 
 
-def require_utf8(text: str, what: str) -> str:
-    """The text as given; exit 2 with one line when a shell passed bytes that are not UTF-8."""
+def require_utf8(text: str, what: str, most: int = bounds.QUESTION_CHARS[1]) -> str:
+    """The text as given; exit 2 with one line when a shell passed bytes that are not UTF-8, or
+    more characters than the API and the MCP tools take for it (core/bounds.py)."""
     problem = utf8_problem(text)
     if problem:
         raise UsageError(f"the {what} is {problem}; pass it as UTF-8 text")
+    if len(text) > most:
+        raise UsageError(f"the {what} is {len(text)} characters; at most {most} are taken")
     return text
 
 

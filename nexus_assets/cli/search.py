@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from nexus_assets.cli.common import emit, one_line
+from nexus_assets.cli.common import UsageError, emit, one_line
+from nexus_assets.core import bounds
 from nexus_assets.queries import search
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if len(args.text) > bounds.SEARCH_CHARS[1]:  # the API's and the MCP tool's bound too
+        raise UsageError(f"the search text is {len(args.text)} characters; at most {bounds.SEARCH_CHARS[1]} are taken")
     hits = search(args.db, args.text, args.topic, limit=args.limit)
     rows = [h.model_dump(mode="json") for h in hits]
     text_out = "\n".join(
