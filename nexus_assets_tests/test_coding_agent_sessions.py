@@ -331,6 +331,18 @@ def test_the_person_spans_of_a_string_the_harness_wrote_into():
     assert spans('{"answers":{"fmt":{"answers":["One file","say \\"hi\\""]}}}') == ["One file", 'say \\"hi\\"']
     assert spans("<command-name>/review</command-name>\n<command-args>check the retries</command-args>")[1] == "check the retries"
     assert spans("Plain words.") == ["Plain words."]
+    # Hostile strings cost time in proportion to their length (a line may hold 32 MiB).
+    import time
+
+    from nexus_assets.ingest.formats.harness import is_injected
+
+    started = time.monotonic()
+    for hostile in ("<command-name>/x</command-name>" + "<command-args>" * 20_000, "<system-reminder>a" * 20_000,
+                    'User has answered your questions: ' + '"q"="a", ' * 20_000 + '"' * 5_000,
+                    '{"answers": {"x": {"answers": [' + '"a", ' * 5_000 + '"b"' + " " * 5_000):
+        person_spans(hostile)
+        is_injected(hostile)
+    assert time.monotonic() - started < 5
 
 
 def _session_topic(target_node_types: list[str] | None = None, keywords: tuple[str, ...] = ("sync", "retry", "retries", "notes")):
