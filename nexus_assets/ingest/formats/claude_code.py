@@ -33,7 +33,13 @@ from typing import Any, Iterator
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
 from nexus_assets.ingest.formats import FormatError, document_version
-from nexus_assets.ingest.formats.harness import PERSON_TOOLS, PLAN_KEY, REFUSED, REJECTED_WITH_COMMENT, is_injected
+from nexus_assets.ingest.formats.harness import (
+    PERSON_TOOLS,
+    PLAN_KEY,
+    REFUSED,
+    REJECTED_WITH_COMMENT,
+    is_injected,
+)
 from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
@@ -130,9 +136,12 @@ def _prompt_text(message: Any) -> str | None:
     if not isinstance(message, dict):
         return None
     content = message.get("content")
-    texts = [content] if first_text(content) else [
-        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))
-    ] if isinstance(content, list) else []
+    if first_text(content):
+        texts = [content]
+    elif isinstance(content, list):
+        texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))]
+    else:
+        texts = []
     return next((t for t in texts if not is_injected(t) and not t.lstrip().startswith("<")), None)
 
 
