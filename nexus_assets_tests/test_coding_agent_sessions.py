@@ -111,6 +111,30 @@ def test_an_edited_prompt_forks_the_session_and_the_old_continuation_is_abandone
     }
 
 
+def test_a_compaction_whose_logical_parent_is_written_after_it_abandons_nothing(tmp_path: Path):
+    """Claude Code 2.1.185 (PROVENANCE.md, `pv-case-review`): the boundary names as its logical
+    parent a line written after it; what was said before the compaction is still the current path."""
+    lines = [
+        claude_event("user", 1, "Store the start time, not a countdown."),
+        claude_event("assistant", 2, [{"type": "text", "text": "The start time is stored."}], parent=1),
+        {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "u-3", "parentUuid": None,
+         "logicalParentUuid": "u-5", "sessionId": SESSION, "timestamp": "2026-03-02T09:03:00.000Z"},
+        claude_event("user", 4, "This session is being continued from a previous conversation that ran out of context.",
+                     parent=3, isCompactSummary=True),
+        claude_event("user", 5, [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "ok"}], parent=4),
+        claude_event("assistant", 6, [{"type": "text", "text": "The countdown is gone."}], parent=5),
+    ]
+    [run], errors = read(write_lines(tmp_path / "compacted.jsonl", lines))
+    assert not errors
+    assert {t[0]: t[2] for t in texts(run).values()} == {
+        "Store the start time, not a countdown.": "current",
+        "The start time is stored.": "current",
+        "This session is being continued from a previous conversation that ran out of context.": "current",
+        "ok": "current",
+        "The countdown is gone.": "current",
+    }
+
+
 def test_a_subagent_file_is_its_own_run_on_the_sidechain(tmp_path: Path):
     lines = [
         claude_event("user", 1, "List the sync jobs.", sidechain=True, agentId="a7b1"),

@@ -198,15 +198,21 @@ def _current_path(lines: list[Any]) -> set[str] | None:
     """The uuids on the path from the session's first line to its last message: what the user
     last saw. A prompt edited or a reply retried in Claude Code starts a new child of an earlier
     line; the old continuation is then abandoned, as a ChatGPT branch is (DESIGN §3). A compaction
-    restarts the chain (`parentUuid` null) and names the line it continues in `logicalParentUuid`.
+    restarts the chain (`parentUuid` null) and names the line it continues in `logicalParentUuid`;
+    when that line is written only after the boundary (Claude Code 2.1.185, PROVENANCE.md), the
+    compaction continues the line written just before it, so what came before is not abandoned.
     None when the lines carry no uuids (nothing to tell branches apart)."""
     parents: dict[str, str | None] = {}
-    leaf = None
+    leaf = previous = None
     for line in lines:
         if not isinstance(line, dict) or not first_text(line.get("uuid")) or line.get("isSidechain") is True:
             continue
-        parent = line.get("parentUuid") if first_text(line.get("parentUuid")) else line.get("logicalParentUuid")
+        parent = line.get("parentUuid")
+        if not first_text(parent):
+            logical = line.get("logicalParentUuid")
+            parent = logical if first_text(logical) and logical in parents else previous if first_text(logical) else None
         parents[line["uuid"]] = parent if first_text(parent) else None
+        previous = line["uuid"]
         if line.get("type") in MESSAGE_TYPES:
             leaf = line["uuid"]
     if leaf is None:
