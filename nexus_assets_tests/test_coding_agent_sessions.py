@@ -135,6 +135,21 @@ def test_a_compaction_whose_logical_parent_is_written_after_it_abandons_nothing(
     }
 
 
+def test_parallel_tool_calls_are_on_the_current_path(tmp_path: Path):
+    """Two calls in one turn (real Claude Code 2.1.39 files, `marot/spotter`): the first call's
+    result hangs off that call and the chain goes on from the second; the person saw both."""
+    lines = [
+        claude_event("user", 1, "Check the sync config and its tests."),
+        claude_event("assistant", 2, [{"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {"file_path": "sync.toml"}}], parent=1),
+        claude_event("assistant", 3, [{"type": "tool_use", "id": "toolu_b", "name": "Read", "input": {"file_path": "test_sync.py"}}], parent=2),
+        claude_event("user", 4, [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "retries = 3"}], parent=2),
+        claude_event("user", 5, [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "def test_retries(): ..."}], parent=3),
+        claude_event("assistant", 6, [{"type": "text", "text": "The sync retries three times."}], parent=5),
+    ]
+    [run], errors = read(write_lines(tmp_path / "parallel.jsonl", lines))
+    assert not errors and {t[2] for t in texts(run).values()} == {"current"}
+
+
 def test_a_subagent_file_is_its_own_run_on_the_sidechain(tmp_path: Path):
     lines = [
         claude_event("user", 1, "List the sync jobs.", sidechain=True, agentId="a7b1"),

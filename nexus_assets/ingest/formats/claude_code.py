@@ -222,7 +222,22 @@ def _current_path(lines: list[Any]) -> set[str] | None:
     while at is not None and at not in path:
         path.add(at)
         at = parents.get(at)
+    # Parallel tool calls: each call, its progress and its result hang off the line before them,
+    # and the chain goes on from the last one; what hangs off the path was seen, it is no abandoned
+    # branch. Only a prompt starts one (a prompt edited, or the conversation rewound to before it).
+    for line in lines:
+        if isinstance(line, dict) and parents.get(line.get("uuid")) in path and not _prompt(line):
+            path.add(line["uuid"])
     return path
+
+
+def _prompt(line: dict) -> bool:
+    """A user line that says something (not only tool results)."""
+    message = line.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if line.get("type") != "user" or content is None:
+        return False
+    return not (isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
 
 
 def _off_path(line: dict, current: set[str] | None) -> bool:
