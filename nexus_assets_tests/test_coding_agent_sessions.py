@@ -111,6 +111,45 @@ def test_an_edited_prompt_forks_the_session_and_the_old_continuation_is_abandone
     }
 
 
+def test_a_compaction_whose_logical_parent_is_written_after_it_abandons_nothing(tmp_path: Path):
+    """Claude Code 2.1.185 (PROVENANCE.md, `pv-case-review`): the boundary names as its logical
+    parent a line written after it; what was said before the compaction is still the current path."""
+    lines = [
+        claude_event("user", 1, "Store the start time, not a countdown."),
+        claude_event("assistant", 2, [{"type": "text", "text": "The start time is stored."}], parent=1),
+        {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "u-3", "parentUuid": None,
+         "logicalParentUuid": "u-5", "sessionId": SESSION, "timestamp": "2026-03-02T09:03:00.000Z"},
+        claude_event("user", 4, "This session is being continued from a previous conversation that ran out of context.",
+                     parent=3, isCompactSummary=True),
+        claude_event("user", 5, [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "ok"}], parent=4),
+        claude_event("assistant", 6, [{"type": "text", "text": "The countdown is gone."}], parent=5),
+    ]
+    [run], errors = read(write_lines(tmp_path / "compacted.jsonl", lines))
+    assert not errors
+    assert {t[0]: t[2] for t in texts(run).values()} == {
+        "Store the start time, not a countdown.": "current",
+        "The start time is stored.": "current",
+        "This session is being continued from a previous conversation that ran out of context.": "current",
+        "ok": "current",
+        "The countdown is gone.": "current",
+    }
+
+
+def test_parallel_tool_calls_are_on_the_current_path(tmp_path: Path):
+    """Two calls in one turn (real Claude Code 2.1.39 files, `marot/spotter`): the first call's
+    result hangs off that call and the chain goes on from the second; the person saw both."""
+    lines = [
+        claude_event("user", 1, "Check the sync config and its tests."),
+        claude_event("assistant", 2, [{"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {"file_path": "sync.toml"}}], parent=1),
+        claude_event("assistant", 3, [{"type": "tool_use", "id": "toolu_b", "name": "Read", "input": {"file_path": "test_sync.py"}}], parent=2),
+        claude_event("user", 4, [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "retries = 3"}], parent=2),
+        claude_event("user", 5, [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "def test_retries(): ..."}], parent=3),
+        claude_event("assistant", 6, [{"type": "text", "text": "The sync retries three times."}], parent=5),
+    ]
+    [run], errors = read(write_lines(tmp_path / "parallel.jsonl", lines))
+    assert not errors and {t[2] for t in texts(run).values()} == {"current"}
+
+
 def test_a_subagent_file_is_its_own_run_on_the_sidechain(tmp_path: Path):
     lines = [
         claude_event("user", 1, "List the sync jobs.", sidechain=True, agentId="a7b1"),
@@ -331,6 +370,18 @@ def test_the_person_spans_of_a_string_the_harness_wrote_into():
     assert spans('{"answers":{"fmt":{"answers":["One file","say \\"hi\\""]}}}') == ["One file", 'say \\"hi\\"']
     assert spans("<command-name>/review</command-name>\n<command-args>check the retries</command-args>")[1] == "check the retries"
     assert spans("Plain words.") == ["Plain words."]
+    # Hostile strings cost time in proportion to their length (a line may hold 32 MiB).
+    import time
+
+    from nexus_assets.ingest.formats.harness import is_injected
+
+    started = time.monotonic()
+    for hostile in ("<command-name>/x</command-name>" + "<command-args>" * 20_000, "<system-reminder>a" * 20_000,
+                    'User has answered your questions: ' + '"q"="a", ' * 20_000 + '"' * 5_000,
+                    '{"answers": {"x": {"answers": [' + '"a", ' * 5_000 + '"b"' + " " * 5_000):
+        person_spans(hostile)
+        is_injected(hostile)
+    assert time.monotonic() - started < 5
 
 
 def _session_topic(target_node_types: list[str] | None = None, keywords: tuple[str, ...] = ("sync", "retry", "retries", "notes")):

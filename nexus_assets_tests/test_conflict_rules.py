@@ -49,6 +49,9 @@ NOT_STATEMENTS = [
     ("74→- **useTodos**: keeps the list in localStorage under `todos-v1`", "74→- **useTodos**: keeps the list in localStorage under `todos-v2`"),
     ("\x1b[32m12 passed\x1b[0m in 0.51s", "\x1b[31m1 failed\x1b[0m, 11 passed in 0.62s"),
     ('File "/app/sync.py", line 42, in run', 'File "/app/sync.py", line 57, in run'),
+    # One name written inside the other is one name (a Codex session's plan, re-written).
+    ("`board.js`: DOM: board rendering (highlights/drag), controls and status",
+     "`board.js`: All DOM work — board rendering/highlights/drag, controls and status"),
     # The assistant narrating its work.
     ("I'll set the sync timeout to 30 seconds.", "I'll set the sync timeout to 60 seconds."),
     ("Now update the config so the sync timeout is 30 seconds.", "Now update the config so the sync timeout is 60 seconds."),
@@ -69,6 +72,9 @@ NOT_STATEMENTS = [
     ("74→- **useTodos**: keeps the list in localStorage under `todos-v1`", "74→- **useTodos**: keeps the list in localStorage under `todos-v2`"),
     ("\x1b[32m12 passed\x1b[0m in 0.51s", "\x1b[31m1 failed\x1b[0m, 11 passed in 0.62s"),
     ('File "/app/sync.py", line 42, in run', 'File "/app/sync.py", line 57, in run'),
+    # One name written inside the other is one name (a Codex session's plan, re-written).
+    ("`board.js`: DOM: board rendering (highlights/drag), controls and status",
+     "`board.js`: All DOM work — board rendering/highlights/drag, controls and status"),
     # The assistant narrating its work.
     ("I'll set the sync timeout to 30 seconds.", "I'll set the sync timeout to 60 seconds."),
     ("Now update the config so the sync timeout is 30 seconds.", "Now update the config so the sync timeout is 60 seconds."),

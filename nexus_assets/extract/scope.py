@@ -63,11 +63,6 @@ TOOL_TYPES: frozenset[str] = frozenset({"tool_call", "tool_message"})
 DEFAULT_NODE_TYPES: frozenset[str] = frozenset(get_args(NodeType)) - TOOL_TYPES
 
 
-def asks_for_tools(policy: ExtractionPolicy) -> bool:
-    """Whether the topic itself named tool calls or tool output in its target_node_types."""
-    return bool(set(policy.target_node_types or ()) & TOOL_TYPES)
-
-
 # A line of tool output worth judging: at least two words of two letters (not a bare path, number,
 # prompt or box-drawing line).
 _WORDY = re.compile(r"[^\W\d_]{2,}")

@@ -255,6 +255,9 @@ def conflict_between(a_text: str, b_text: str) -> str | None:
         # A thing is named either way ("Parquet" / "CSV"): identifiers and names are one kind.
         ("identifier", a.identifiers | a.names, b.identifiers | b.names),
     ):
+        if kind == "identifier":
+            # One name written inside the other ("highlights/drag", "rendering/highlights/drag") is one name.
+            left, right = _unwritten(left, right), _unwritten(right, left)
         found = _differ(left, right)
         if found is not None and _same_thing(a, b):
             if kind == "identifier" and not _same_place(a_text, b_text, left - right, right - left):
@@ -288,6 +291,11 @@ def _same_place(a_text: str, b_text: str, only_a: frozenset[str], only_b: frozen
         if op == "replace" and _holds(a_words[i1:i2], only_a) and _holds(b_words[j1:j2], only_b):
             return True
     return False
+
+
+def _unwritten(values: frozenset[str], others: frozenset[str]) -> frozenset[str]:
+    """The values not written inside (nor holding) one of the other text's values."""
+    return frozenset(v for v in values if not any(v != o and (v in o or o in v) for o in others))
 
 
 def _holds(words: list[str], values: frozenset[str]) -> bool:

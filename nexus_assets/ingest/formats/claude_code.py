@@ -35,7 +35,13 @@ from typing import Any, Iterator
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
 from nexus_assets.ingest.formats import FormatError, document_version
-from nexus_assets.ingest.formats.harness import PERSON_TOOLS, PLAN_KEY, REFUSED, REJECTED_WITH_COMMENT, is_injected
+from nexus_assets.ingest.formats.harness import (
+    PERSON_TOOLS,
+    PLAN_KEY,
+    REFUSED,
+    REJECTED_WITH_COMMENT,
+    is_injected,
+)
 from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
@@ -134,9 +140,12 @@ def _prompt_text(message: Any) -> str | None:
     if not isinstance(message, dict):
         return None
     content = message.get("content")
-    texts = [content] if first_text(content) else [
-        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))
-    ] if isinstance(content, list) else []
+    if first_text(content):
+        texts = [content]
+    elif isinstance(content, list):
+        texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and first_text(b.get("text"))]
+    else:
+        texts = []
     # Harness text, and slash commands (`/init`, `/review 12`, or wrapped in <command-name> tags) with
     # their output, are not what the session is about: the title is the first prompt a person wrote.
     return next((t for t in texts if not is_injected(t) and not t.lstrip().startswith("<") and not _SLASH_COMMAND.match(t)), None)
@@ -195,15 +204,21 @@ def _current_path(lines: list[Any]) -> set[str] | None:
     """The uuids on the path from the session's first line to its last message: what the user
     last saw. A prompt edited or a reply retried in Claude Code starts a new child of an earlier
     line; the old continuation is then abandoned, as a ChatGPT branch is (DESIGN §3). A compaction
-    restarts the chain (`parentUuid` null) and names the line it continues in `logicalParentUuid`.
+    restarts the chain (`parentUuid` null) and names the line it continues in `logicalParentUuid`;
+    when that line is written only after the boundary (Claude Code 2.1.185, PROVENANCE.md), the
+    compaction continues the line written just before it, so what came before is not abandoned.
     None when the lines carry no uuids (nothing to tell branches apart)."""
     parents: dict[str, str | None] = {}
-    leaf = None
+    leaf = previous = None
     for line in lines:
         if not isinstance(line, dict) or not first_text(line.get("uuid")) or line.get("isSidechain") is True:
             continue
-        parent = line.get("parentUuid") if first_text(line.get("parentUuid")) else line.get("logicalParentUuid")
+        parent = line.get("parentUuid")
+        if not first_text(parent):
+            logical = line.get("logicalParentUuid")
+            parent = logical if first_text(logical) and logical in parents else previous if first_text(logical) else None
         parents[line["uuid"]] = parent if first_text(parent) else None
+        previous = line["uuid"]
         if line.get("type") in MESSAGE_TYPES:
             leaf = line["uuid"]
     if leaf is None:
@@ -213,7 +228,22 @@ def _current_path(lines: list[Any]) -> set[str] | None:
     while at is not None and at not in path:
         path.add(at)
         at = parents.get(at)
+    # Parallel tool calls: each call, its progress and its result hang off the line before them,
+    # and the chain goes on from the last one; what hangs off the path was seen, it is no abandoned
+    # branch. Only a prompt starts one (a prompt edited, or the conversation rewound to before it).
+    for line in lines:
+        if isinstance(line, dict) and parents.get(line.get("uuid")) in path and not _prompt(line):
+            path.add(line["uuid"])
     return path
+
+
+def _prompt(line: dict) -> bool:
+    """A user line that says something (not only tool results)."""
+    message = line.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if line.get("type") != "user" or content is None:
+        return False
+    return not (isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
 
 
 def _off_path(line: dict, current: set[str] | None) -> bool:

@@ -145,9 +145,9 @@ def _person_calls(lines: list[Any]) -> set[str]:
     calls = set()
     for line in lines:
         item = _item(line) if isinstance(line, dict) else None
-        if item is not None and item.get("type") in ("function_call", "custom_tool_call") and item.get("name") in CODEX_PERSON_TOOLS:
-            if isinstance(item.get("call_id"), str):
-                calls.add(item["call_id"])
+        asks = item is not None and item.get("type") in ("function_call", "custom_tool_call") and item.get("name") in CODEX_PERSON_TOOLS
+        if asks and isinstance(item.get("call_id"), str):
+            calls.add(item["call_id"])
     return calls
 
 

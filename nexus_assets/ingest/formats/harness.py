@@ -102,14 +102,20 @@ _ANSWER = re.compile(r'"(?:[^"\\]|\\.)*"="((?:[^"\\]|\\.)*)"')
 _NOTES = re.compile(r"\buser notes: (.+?)(?=\. You can now continue|\n|$)", re.DOTALL)
 _APPROVED_PLAN = re.compile(r"## Approved Plan[^\n:]*:\n")
 _APPROVED = re.compile(r"\s*User has approved (?:your plan|exiting plan mode)")
-_CODEX_ANSWERS = re.compile(r'"answers"\s*:\s*\[((?:\s*"(?:[^"\\]|\\.)*"\s*,?)*)\s*\]')
+# A JSON list of strings, each separated by a mandatory comma (no ambiguity to backtrack over).
+_CODEX_ANSWERS = re.compile(r'"answers"\s*:\s*\[\s*((?:"(?:[^"\\]|\\.)*"\s*,\s*)*"(?:[^"\\]|\\.)*")\s*\]')
 _JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ARGS = re.compile(r"<command-args>(.*)</command-args>", re.DOTALL)
 
 
 def _has_arguments(text: str) -> bool:
-    args = re.search(r"<command-args>(.*?)</command-args>", text, re.DOTALL)
-    return args is not None and bool(args.group(1).strip())
+    """A slash command given arguments (found with `find`: linear on any input)."""
+    start = text.find("<command-args>")
+    if start < 0:
+        return False
+    start += len("<command-args>")
+    end = text.find("</command-args>", start)
+    return bool(text[start : end if end >= 0 else len(text)].strip())
 
 
 def person_spans(text: str) -> list[tuple[int, int]]:
