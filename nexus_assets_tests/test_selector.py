@@ -141,9 +141,9 @@ GARDEN = document("run-garden", [
     "Your prices are in line with other gardeners. Raising the lawn visit to £28 in spring is reasonable.",
 ], "Garden waste prices")
 OFF_TOPIC = document("run-tax", [
-    "Write me a letter to my landlord about the rent going up from April.",
-    "The rent increase must be announced two months in advance. The letter asks for the reason in writing.",
-], "Letter about rent")
+    "How do I fix a segmentation fault in my C program that reads a binary file?",
+    "The pointer is freed twice. Set it to NULL after free and run valgrind to find the second free.",
+], "Segfault in C reader")
 
 
 def test_a_conversation_not_about_the_topic_gives_nothing_unless_the_topic_names_it():
@@ -153,7 +153,9 @@ def test_a_conversation_not_about_the_topic_gives_nothing_unless_the_topic_names
     off = readings["run-tax"]
     assert off.conversation_relevance < CONVERSATION_BAR <= readings["run-garden"].conversation_relevance
     assert off.conversation_relevance == round(off.conversation_relevance, 3)
-    assert off.candidates and all(c.reason.startswith("conversation: relevance") and not c.keep for c in off.candidates)
+    assert off.candidates and not any(c.keep for c in off.candidates)
+    assert all(c.reason.startswith(("conversation: relevance", "form: ")) for c in off.candidates)
+    assert sum(c.reason.startswith("conversation") for c in off.candidates) == 2  # the answer's two sentences; the question is form
     # Named by the topic's sources: the conversation scope does not apply, the model judges each sentence.
     named = garden_topic(sources={"runs": ["run-tax"]})
     (reading,) = extractor.read(named, [nexus_run(OFF_TOPIC)])
@@ -217,7 +219,8 @@ def test_explain_says_why_a_brick_was_kept_and_why_sentences_were_not(empty_proj
     off = json.loads(run_nexus(*empty_project.cli_args(), "explain", "--run", "run-tax", "--json").stdout)
     (entry,) = off["topics"]
     assert entry["conversation_relevance"] < CONVERSATION_BAR
-    assert entry["sentences"] and all(s["reason"].startswith("conversation") for s in entry["sentences"])
+    assert entry["sentences"] and not any(s["keep"] for s in entry["sentences"])
+    assert {s["reason"].split(":")[0] for s in entry["sentences"]} == {"conversation", "form"}
     node = "$['messages'][0]['content']"
     one = json.loads(run_nexus(*empty_project.cli_args(), "explain", "--run", "run-garden", "--node", node, "--json").stdout)
     assert {s["json_path"] for s in one["topics"][0]["sentences"]} == {node}

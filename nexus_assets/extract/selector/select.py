@@ -27,7 +27,7 @@ from nexus_assets.extract.sentences import CODE, HEADING, TABLE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 
 # A conversation whose relevance to the topic is below this contributes no bricks (unless named).
-CONVERSATION_BAR = 0.15
+CONVERSATION_BAR = 0.08
 # Node types a topic gets only when its target_node_types names them.
 NOT_NOTES = frozenset({"tool_message", "tool_call", "system_message"})
 # The person's own turns (their answers through a tool are user_message too, DESIGN §3).
