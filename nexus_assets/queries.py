@@ -333,9 +333,9 @@ def ask_preview(
 ):
     """The bricks `ask` would rest on (its recall, k as ask uses it, those relevant enough); reads
     only, audits nothing."""
-    from nexus_assets.recall.service import ANSWER_MIN_SIMILARITY, ASK_K
+    from nexus_assets.recall.service import ASK_K, relevant
     from nexus_assets.schemas import AskPreview
 
     recalled = recall(db, question, topic_ids, k=ASK_K, env=env, speaker=speaker, since=since, until=until)
-    relevant = [r for r in recalled.results if (r.model_extra or {}).get("similarity", 0.0) >= ANSWER_MIN_SIMILARITY]
-    return AskPreview(question=question, topics=recalled.topics, bricks=relevant)
+    kept = [r for r in recalled.results if relevant(question, r.model_dump(mode="json"))]
+    return AskPreview(question=question, topics=recalled.topics, bricks=kept)

@@ -64,6 +64,9 @@ async def exercise(client: Client, p: Project, expected: dict) -> dict:
         seen["conflicts"] = structured(await client.call_tool("conflicts", {"topic_id": "nexus-server-sync"}))
         seen["recall"] = structured(await client.call_tool("recall", {"query": "where is the vault stored", "k": 3}))
         seen["ask"] = structured(await client.call_tool("ask", {"question": "where is the vault stored"}))
+        seen["refused"] = structured(await client.call_tool("ask", {"question": "what is the capital of France"}))
+        seen["by_speaker"] = structured(await client.call_tool("recall", {"query": "vault", "speaker": "assistant", "k": 3}))
+        seen["bad_since"] = await client.call_tool("recall", {"query": "vault", "since": "yesterday"})
         seen["unknown_topic"] = await client.call_tool("get_bricks", {"topic_id": "no-such-topic"})
         seen["bad_k"] = await client.call_tool("recall", {"query": "vault", "k": 0})
         seen["after"] = structured(await client.call_tool("list_topics", {}))
@@ -86,8 +89,15 @@ def check(seen: dict, p: Project, capsys) -> None:
     assert source["quote"] == detail["brick"]["content"] and "before" in source and "after" in source
     assert detail["viewer_url"].endswith("#brick-" + detail["brick"]["brick_id"]) and detail["lineage"]["manifests"]
     assert seen["ask"]["outcome"] == "answered"
+    # Nothing relevant enough: a refusal (not a tool error), audited like an answer.
+    assert seen["refused"]["outcome"] == "refused" and seen["refused"]["reason"] and seen["refused"]["audit_id"]
+    assert seen["by_speaker"]["results"] and all(
+        any(s["speaker"] == "assistant" for s in r["sources"]) for r in seen["by_speaker"]["results"]
+    )
+    assert seen["bad_since"].is_error and "since" in seen["bad_since"].content[0].text
     audit = {r["audit_id"]: r for r in cli(capsys, p, "audit")}
     assert audit[seen["ask"]["audit_id"]]["agent"].startswith("mcp:")
+    assert audit[seen["refused"]["audit_id"]]["outcome"] == "refused"
     assert seen["unknown_topic"].is_error and "topic_id" in seen["unknown_topic"].content[0].text
     assert seen["bad_k"].is_error and seen["bad_k"].content[0].text == "k: must be a whole number from 1 to 100, got 0"
 

@@ -80,6 +80,18 @@ def test_an_unrelated_question_is_refused_and_audited_whatever_its_ccc_would_be(
     assert len(listed["results"]) == 3 and all(r["similarity"] < ANSWER_MIN_SIMILARITY for r in listed["results"])
 
 
+def test_relevance_needs_a_word_of_the_question_unless_the_meaning_is_close():
+    from nexus_assets.recall.service import relevant, shares_a_word
+
+    assert shares_a_word("How are duplicate quotes handled?", "Two quotes with the same fingerprint are one brick.")
+    assert shares_a_word("How do I deploy it?", "The deployment runs on Cloud Run.")
+    assert not shares_a_word("Wat is de hoofdstad van Australie?", "Bereken de lengte van de ribbe van de tetraeder.")
+    # The English model scores two unrelated Dutch sentences ~0.5: not enough without a shared word.
+    assert not relevant("Wat is de hoofdstad van Australie?", {"similarity": 0.52, "content": "De hoogte van de tetraeder."})
+    assert relevant("Wat is de hoofdstad van Australie?", {"similarity": 0.4, "content": "Canberra is de hoofdstad."})
+    assert relevant("Where is the data kept?", {"similarity": 0.7, "content": "The vault is one DuckDB file."})
+
+
 def test_the_api_refuses_with_outcome_reason_and_audit_id(sample: Project, capsys):
     from nexus_assets_tests.api_helpers import api_server
 

@@ -127,13 +127,15 @@ def _write(target: Path, state: dict[str, str]) -> None:
 
 
 # A process that searches often (recall in the API, a --repl) opens each index once; reload()
-# before each search picks up what a sync committed since.
-_opened: dict[str, tuple] = {}
+# before each search picks up what a sync committed since. Keyed by the folder's inode too: a
+# forgotten source removes the folder and the next use builds a new one, which must be read afresh.
+_opened: dict[tuple, tuple] = {}
 
 
 def _opened_index(path: Path):
-    key = str(path.resolve())
+    key = (str(path.resolve()), path.stat().st_ino)
     if key not in _opened:
+        _opened.clear()
         _opened[key] = _open(path)
     return _opened[key]
 
