@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics-dir", required=True)
     parser.add_argument("--pushes", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=50, help="pushed runs the pushes go round (default 50)")
+    parser.add_argument("--in-place", action="store_true", help="push into the vault and runs folder given, not a copy")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     fig: dict = {"pushes": args.pushes}
@@ -63,13 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="nexus-warm-mem-") as tmp:
         work = Path(tmp)
-        db, runs, topics = work / "vault.duckdb", work / "runs", work / "topics"
-        shutil.copy2(args.db, db)
-        shutil.copytree(args.runs_dir, runs)
-        shutil.copytree(args.topics_dir, topics)
-        # The copy's recorded folders differ from the original's: one sync records them, outside the measure.
-        subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics)),
-                       env=env, check=True, capture_output=True)
+        if args.in_place:
+            db, runs, topics = Path(args.db), Path(args.runs_dir), Path(args.topics_dir)
+        else:
+            db, runs, topics = work / "vault.duckdb", work / "runs", work / "topics"
+            shutil.copy2(args.db, db)
+            shutil.copytree(args.runs_dir, runs)
+            shutil.copytree(args.topics_dir, topics)
+            # The copy's recorded folders differ from the original's: one sync records them, outside the measure.
+            subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics)),
+                           env=env, check=True, capture_output=True)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         argv_ = servers.nexus("--db", str(db), "api", "--port", str(port), "--runs-dir", str(runs), "--topics-dir", str(topics))

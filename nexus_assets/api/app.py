@@ -22,9 +22,10 @@ def warm(db: str) -> None:
     """Load the embedding model and each topic's checked vector index now, so the first recall
     costs a search, not a start-up. A vault without embeddings (or none yet) is no error."""
     from nexus_assets.queries import NotFound, open_read
-    from nexus_assets.recall.embedder import MODEL, embed
+    from nexus_assets.recall.embedder import MODEL, embed, serve_queries
     from nexus_assets.recall.index import ensure
 
+    serve_queries()
     embed(["warm-up"])
     try:
         with open_read(db) as vault:

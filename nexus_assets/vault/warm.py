@@ -35,6 +35,19 @@ log = logging.getLogger("nexus.vault")
 
 WATCH_S = 0.025  # how often the watcher looks for another process's writer
 RELEASE_WAIT_S = 10.0  # how long letting go waits for reads in flight to finish
+TRIM_S = 5.0  # after reads, how long the watcher waits before handing freed memory back
+
+
+def _trimmer():
+    """glibc's malloc_trim, or None elsewhere. A server's threads free what a large answer (a
+    10k-brick listing: ~100 MB while it is built) allocated, but glibc keeps it in each thread's
+    arena; trimming gives it back to the system, so the resident size stays near the warm state."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 class Held:
@@ -46,6 +59,7 @@ class Held:
         self._conn = None
         self._cursors: list = []
         self._readers = 0
+        self._reads = 0  # reads since the last trim
         self._letting_go = 0
         self.generation = 0  # advanced each time the hold is let go
         self.opens = 0  # how many times the file was opened (tests and benchmarks read it)
@@ -67,6 +81,7 @@ class Held:
                 usable = self._open()
             if usable:
                 self._readers += 1
+                self._reads += 1
                 generation = self.generation
         if not usable:
             yield None
@@ -140,9 +155,13 @@ class Held:
                 self._letting_go -= 1
 
     def _watch(self) -> None:
+        trim, last_trim = _trimmer(), time.monotonic()
         while not self._stopped.wait(WATCH_S):
             if self._conn is not None and connection.writer_waiting(self.path):
                 self.let_go()
+            if trim is not None and self._reads and not self._readers and time.monotonic() - last_trim > TRIM_S:
+                self._reads, last_trim = 0, time.monotonic()
+                trim(0)
 
     def close(self) -> None:
         self._stopped.set()
