@@ -54,7 +54,7 @@ def garden(tmp_path: Path):
     return tmp_path
 
 
-def sync(capsys, root: Path, db: Path | None = None, *extra: str) -> tuple[int, str, str]:
+def sync(capsys, root: Path, db: Path | str | None = None, *extra: str) -> tuple[int, str, str]:
     db = db or root / "v.duckdb"
     return run_cli(capsys, "--db", str(db), "sync", "--runs-dir", str(root / "runs"), "--topics-dir", str(root / "topics"),
                    "--no-recall", *extra)
@@ -376,3 +376,19 @@ def test_an_old_vault_opens_with_the_teaching_tables_and_a_sync_takes_no_brick_a
     assert visible <= after
     with Vault.open(db, read_only=True) as v:
         assert v.teaching.selectors() == {"nexus-server-sync": "embedded-v3", "storage-decisions": "embedded-v3"}
+
+
+def test_teaching_on_a_postgresql_vault(garden, capsys, postgres_url):
+    """The same judgement, selection and audit on the team backend (its migration 3 = DuckDB's 24)."""
+    sync(capsys, garden, postgres_url)
+    novel = brick_of(run_json(capsys, "--db", postgres_url, "bricks", "garden"), NOVEL)
+    run_json(capsys, "--db", postgres_url, "drop", novel["brick_id"], "--reason", "a novel")
+    assert sync(capsys, garden, postgres_url)[0] == 0
+    listing = run_json(capsys, "--db", postgres_url, "bricks", "garden", "--all")
+    assert [b["content"] for b in listing if b["state"] != "SUPERSEDED"] == [
+        b["content"] for b in bricks(capsys, (sync(capsys, garden, garden / "fresh.duckdb"), garden / "fresh.duckdb")[1])
+    ]
+    assert "a novel" in brick_of(listing, NOVEL)["left_because"]
+    with Vault.open(postgres_url, read_only=True) as v:
+        assert [t.verdict for t in v.teaching.teachings("garden")] == ["drop"]
+        assert v.teaching.selector("garden") == "embedded-v3"
