@@ -1,4 +1,4 @@
-"""The README's example blocks are what the commands print (issue 40).
+"""The README's and the docs' example blocks are what the commands print (issue 40).
 
 A block rendered from real output follows a marker line, `<!-- example: KIND -->`, where KIND names
 the data it runs on: `sample` (the shipped sample data, synced in a folder of its own) or
@@ -22,6 +22,11 @@ from nexus_assets_tests.cli_helpers import run_nexus
 from nexus_assets_tests.project import REPO
 
 README = REPO / "README.md"
+
+
+def pages() -> list[Path]:
+    """Where example blocks live: the README, then the manual's pages."""
+    return [README, *sorted((REPO / "docs").glob("*.md"))]
 MARKER = re.compile(r"^\s*<!-- example: ([a-z-]+) -->\s*$")
 
 
@@ -38,10 +43,17 @@ class Block:
     last_line: int  # 0-based index of the closing fence
     indent: str
     commands: list[Command]
+    page: Path = README
 
 
 def blocks(kind: str, text: str | None = None) -> list[Block]:
-    lines = (README.read_text(encoding="utf-8") if text is None else text).splitlines()
+    if text is not None:
+        return _blocks(kind, text, README)
+    return [b for page in pages() for b in _blocks(kind, page.read_text(encoding="utf-8"), page)]
+
+
+def _blocks(kind: str, text: str, page: Path) -> list[Block]:
+    lines = text.splitlines()
     found = []
     for i, line in enumerate(lines):
         m = MARKER.match(line)
@@ -59,7 +71,7 @@ def blocks(kind: str, text: str | None = None) -> list[Block]:
                 assert commands, f"README line {fence + 2}: an example block starts with a `$ nexus …` line"
                 last = commands[-1]
                 commands[-1] = Command(last.argv, last.expected + body + "\n")
-        found.append(Block(kind, fence + 1, end, indent, commands))
+        found.append(Block(kind, fence + 1, end, indent, commands, page))
     return found
 
 
@@ -76,15 +88,19 @@ def mismatches(kind: str, cwd: Path) -> list[str]:
         for command in block.commands:
             got = output(command.argv, cwd)
             if got != command.expected:
-                problems.append(f"`nexus {shlex.join(command.argv)}` (README line {block.first_line + 1}) prints:\n{got}\nthe README shows:\n{command.expected}")
+                problems.append(f"`nexus {shlex.join(command.argv)}` ({block.page.relative_to(REPO)} line {block.first_line + 1}) prints:\n{got}\nthe README shows:\n{command.expected}")
     return problems
 
 
 def write(kind: str, cwd: Path) -> int:
-    """Rewrite the README's `kind` blocks from what the commands print now; returns how many changed."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """Rewrite the `kind` blocks from what the commands print now; returns how many changed."""
+    return sum(_write(kind, cwd, page) for page in pages())
+
+
+def _write(kind: str, cwd: Path, page: Path) -> int:
+    lines = page.read_text(encoding="utf-8").splitlines()
     changed = 0
-    for block in reversed(blocks(kind)):
+    for block in reversed(_blocks(kind, "\n".join(lines), page)):
         body = []
         for command in block.commands:
             body.append(f"{block.indent}$ nexus {shlex.join(command.argv)}")
@@ -92,7 +108,8 @@ def write(kind: str, cwd: Path) -> int:
         if lines[block.first_line : block.last_line] != body:
             changed += 1
             lines[block.first_line : block.last_line] = body
-    README.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if changed:
+        page.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return changed
 
 
