@@ -182,7 +182,7 @@ def brick_detail(db: str | Path, brick_id: str) -> dict:
     """A brick for an agent: the brick, each source with the verbatim text around the quote, its
     lineage and a viewer link."""
     from nexus_assets.trace.step import trace_brick
-    from nexus_assets.web.links import topic_url
+    from nexus_assets.core.links import topic_url
 
     with open_read(db) as vault:
         found = find_brick(vault, brick_id)

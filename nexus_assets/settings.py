@@ -124,7 +124,7 @@ def apply(environ: Mapping[str, str] | None = None) -> None:
     resources), so a later change of the environment is seen by the next command or run."""
     from nexus_assets.ingest.formats import limits
     from nexus_assets.vault import catalog
-    from nexus_assets.web import links
+    from nexus_assets.core import links
 
     env = _environ(environ)
     limits.configure({k: env.get(k, "") for k in LIMIT_DEFAULTS})

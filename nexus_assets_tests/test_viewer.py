@@ -26,7 +26,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from nexus_assets.cli import build_parser, main
 from nexus_assets.vault.migrations import LATEST
-from nexus_assets.web.links import topic_url
+from nexus_assets.core.links import topic_url
 from nexus_assets.web.server import ViewerServer, make_server
 from nexus_assets_tests import servers
 from nexus_assets_tests.dagster_helpers import materialize_topic

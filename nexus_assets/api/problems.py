@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nexus_assets.ingest.push import MessageConflict, PushError, RunClosed, RunNotFound, RunTooLarge
 from nexus_assets.queries import BadQuery, NotFound
-from nexus_assets.sync.selection import SyncInputError
+from nexus_assets.topics.selection import SyncInputError
 
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("nexus.api")

@@ -38,7 +38,7 @@ from nexus_assets.resolve.step import Resolution, StageMissing, resolve_if_chang
 from nexus_assets.search.step import refresh as refresh_search
 from nexus_assets.topics.files import find_topic, read_topic_files, topic_id_conflicts
 from nexus_assets.store import Vault
-from nexus_assets.web.links import topic_url
+from nexus_assets.core.links import topic_url
 
 WRITER_POOL = "duckdb_writer"
 # Shown in the catalog: who to ask about these assets.

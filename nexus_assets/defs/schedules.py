@@ -11,7 +11,7 @@ from nexus_assets.defs.assets import FULL_VERIFY_TAG
 from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
-from nexus_assets.sync.selection import SyncInputError, select_topics
+from nexus_assets.topics.selection import SyncInputError, select_topics
 from nexus_assets.defs.tags import TOPIC_TAG
 
 

@@ -10,7 +10,7 @@ from nexus_assets.defs.jobs import sync_job
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.ingest.runfiles import scan_run_files
-from nexus_assets.sync.selection import PARTITION_STATES, SyncInputError, select_topics
+from nexus_assets.topics.selection import PARTITION_STATES, SyncInputError, select_topics
 from nexus_assets.defs.tags import TOPIC_TAG
 
 

@@ -120,7 +120,7 @@ DAY = r"^\d{4}-\d{2}-\d{2}$"  # since/until: a day, YYYY-MM-DD, inclusive
 
 async def _call(argument: str, fn, *args, **kwargs):
     """Run a blocking service call off the event loop; a fixable failure names `argument`."""
-    from nexus_assets.sync.selection import SyncInputError
+    from nexus_assets.topics.selection import SyncInputError
 
     try:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))

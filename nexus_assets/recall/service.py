@@ -44,7 +44,7 @@ from nexus_assets.recall.embedder import MODEL, embed
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank
 from nexus_assets.store import Vault
-from nexus_assets.web.links import topic_url
+from nexus_assets.core.links import topic_url
 
 OVERFETCH = 4  # candidates per wanted result, for the reranker to choose from
 RRF_K = 60  # the usual constant of reciprocal rank fusion (Cormack et al. 2009)

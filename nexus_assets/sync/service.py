@@ -22,7 +22,7 @@ from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
-from nexus_assets.sync.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
+from nexus_assets.topics.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
 from nexus_assets.defs.tags import SYNC_TOPICS_TAG, TOPIC_TAG
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST

@@ -14,7 +14,7 @@ from nexus_assets.api.deps import ConfigDep, JobsDep
 from nexus_assets.api.jobs import JobRunning, SyncJobs
 from nexus_assets.ingest.push import RUN_ID_RULE, PushResult, append_messages, close_run, put_run
 from nexus_assets.schemas import Problem, RunMessages, RunPushed, SyncInitiate
-from nexus_assets.sync.selection import SyncInputError, topics_reading
+from nexus_assets.topics.selection import SyncInputError, topics_reading
 
 router = APIRouter(tags=["runs"])
 RunId = Annotated[str, Path(
