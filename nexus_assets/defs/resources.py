@@ -13,7 +13,7 @@ from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
-from nexus_assets.extract.backends import NEWEST_EMBEDDED, Extractor, OpenAIExtractor, StoredVectors, embedded_extractor
+from nexus_assets.extract.backends import DEFAULT_EMBEDDED, Extractor, OpenAIExtractor, StoredVectors, embedded_extractor
 from nexus_assets.ingest.runfiles import Limits
 from nexus_assets.llm.chunking import token_budget_from_env
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
@@ -106,7 +106,14 @@ class ExtractorResource(dg.ConfigurableResource):
 
     def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None) -> Extractor:
         if self.backend == "embedded":
-            return embedded_extractor(NEWEST_EMBEDDED, StoredVectors(vault.recall), vault.runs.run_names)
+            import os
+
+            # $NEXUS_EMBEDDED_EXTRACTOR=embedded-v4 opts in to the trained selector (not the default yet).
+            version = os.environ.get("NEXUS_EMBEDDED_EXTRACTOR") or DEFAULT_EMBEDDED
+            try:
+                return embedded_extractor(version, StoredVectors(vault.recall), vault.runs.run_names)
+            except ValueError as exc:  # an unknown version, or weights that cannot be read
+                raise dg.Failure(str(exc)) from None
         try:
             budget = token_budget_from_env(settings.load().as_env()) if self.token_budget is None else self.token_budget
         except ValueError as exc:

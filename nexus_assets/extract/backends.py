@@ -177,16 +177,20 @@ class SelectorExtractor:
         return out
 
 
-# The embedded extractors by version; a new vault and a new topic get the newest.
+# The embedded extractors by version. NEWEST_EMBEDDED is the newest this release has; DEFAULT_EMBEDDED
+# is what a sync uses unless $NEXUS_EMBEDDED_EXTRACTOR names another. The trained selector is not the
+# default yet: on the leave-one-person-out corpus and on the shipped sample's gold it does not beat
+# embedded-v3 (selector/CARD.md), so flipping DEFAULT_EMBEDDED waits for a selector that does.
 NEWEST_EMBEDDED = SELECTOR_VERSION
+DEFAULT_EMBEDDED = EXTRACTOR_VERSION
 EMBEDDED_VERSIONS = (EXTRACTOR_VERSION, SELECTOR_VERSION)
 
 
 def embedded_extractor(
-    version: str = NEWEST_EMBEDDED, vectors: StoredVectors | None = None, names: Names | None = None
+    version: str = DEFAULT_EMBEDDED, vectors: StoredVectors | None = None, names: Names | None = None
 ) -> EmbeddedExtractor | SelectorExtractor:
-    """The offline extractor of one version: "embedded-v3" (keyword statements kept by relevance,
-    what vaults made before embedded-v4 hold) or "embedded-v4" (the trained selector, the default).
+    """The offline extractor of one version: "embedded-v3" (keyword statements kept by relevance; the
+    default, `DEFAULT_EMBEDDED`) or "embedded-v4" (the trained selector, `NEWEST_EMBEDDED`).
     Each is an `Extractor` whose `identity` is its version. `vectors`: the vault's `StoredVectors`
     (None: embed without storing); `names`: `RunRecords.run_names`, for v4's conversation titles.
     An unknown version is a ValueError naming the known ones."""

@@ -21,7 +21,7 @@ WEIGHTS = Path(__file__).with_name("weights.npz")
 DIMENSIONS = 384
 
 
-class SelectorWeightsError(RuntimeError):
+class SelectorWeightsError(ValueError):
     """The selector's weights file is missing or not weights this code can read."""
 
 
