@@ -163,9 +163,6 @@ def _node_text(run, json_path: str) -> str:
     return resolve_string(run.document, json_path)[1]
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _lopo(args) -> int:
     import time
@@ -225,3 +222,7 @@ def _lopo(args) -> int:
     for line in corpus.skipped:
         print(f"skipped: {line}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -81,13 +81,13 @@ def test_cheap_form_rules_decide_before_anything_is_embedded(text, kind, reason)
 
 
 def test_the_extractor_of_each_version_is_given_by_name():
-    assert newest_selector() == "embedded-v4"
+    assert newest_selector() == "embedded-v3"  # until the trained selector beats it (selector/CARD.md)
     assert isinstance(embedded_extractor("embedded-v3"), EmbeddedExtractor)
     assert embedded_extractor("embedded-v3").identity == "embedded-v3"
-    v4 = embedded_extractor()
+    v4 = embedded_extractor("embedded-v4")
     assert isinstance(v4, SelectorExtractor) and v4.identity == "embedded-v4"
-    assert "embedded-v3" in v4.legacy_identities  # an upgrade replays v3's answers instead of re-selecting
-    with pytest.raises(ValueError, match="unknown embedded extractor 'embedded-v9'"):
+    assert v4.legacy_identities == ()  # a topic keeps its recorded selector; --reselect really selects again
+    with pytest.raises(ValueError, match="selector 'embedded-v9' is not one this release runs"):
         embedded_extractor("embedded-v9")
 
 
@@ -147,7 +147,7 @@ OFF_TOPIC = document("run-tax", [
 
 
 def test_a_conversation_not_about_the_topic_gives_nothing_unless_the_topic_names_it():
-    extractor = embedded_extractor()
+    extractor = embedded_extractor("embedded-v4")
     runs = [nexus_run(GARDEN), nexus_run(OFF_TOPIC)]
     readings = {r.run_id: r for r in extractor.read(garden_topic(), runs)}
     off = readings["run-tax"]
@@ -166,12 +166,15 @@ def test_a_conversation_not_about_the_topic_gives_nothing_unless_the_topic_names
 def test_answers_are_the_same_whatever_the_batch_and_however_often():
     topic = garden_topic()
     runs = [nexus_run(GARDEN), nexus_run(OFF_TOPIC)]
-    together = embedded_extractor().extract_runs(topic, runs)
-    apart = {r.run_id: embedded_extractor().extract_runs(topic, [r])[r.run_id] for r in reversed(runs)}
+    together = embedded_extractor("embedded-v4").extract_runs(topic, runs)
+    apart = {r.run_id: embedded_extractor("embedded-v4").extract_runs(topic, [r])[r.run_id] for r in reversed(runs)}
     assert {k: json.dumps(v.pointers) for k, v in together.items()} == {k: json.dumps(v.pointers) for k, v in apart.items()}
     for p in together["run-garden"].pointers:
         assert p["why"]["score"] == round(p["why"]["score"], 3)
         assert p["why"]["keep"] is True
+
+
+V4 = {"NEXUS_EMBEDDED_EXTRACTOR": "embedded-v4"}  # the trained selector is opt-in for now
 
 
 def _project(empty_project, topic: Topic) -> None:
@@ -182,10 +185,10 @@ def _project(empty_project, topic: Topic) -> None:
 
 def test_two_syncs_into_two_vaults_give_byte_identical_manifests(empty_project, tmp_path):
     _project(empty_project, garden_topic())
-    assert run_nexus(*empty_project.sync_args(), "--no-recall").returncode == 0
+    assert run_nexus(*empty_project.sync_args(), "--no-recall", env=V4).returncode == 0
     other = tmp_path / "other.duckdb"
     args = [a if a != str(empty_project.db) else str(other) for a in empty_project.sync_args()]
-    assert run_nexus(*args, "--no-recall").returncode == 0
+    assert run_nexus(*args, "--no-recall", env=V4).returncode == 0
     first = json.loads(run_nexus(*empty_project.cli_args(), "manifest", "garden-business", "--json").stdout)
     second = json.loads(run_nexus("--db", str(other), "manifest", "garden-business", "--json").stdout)
     assert first == second and first["bricks"]
@@ -193,12 +196,12 @@ def test_two_syncs_into_two_vaults_give_byte_identical_manifests(empty_project, 
 
 def test_a_corrupt_weights_file_fails_the_sync_with_one_line_and_changes_nothing(empty_project, tmp_path):
     _project(empty_project, garden_topic())
-    assert run_nexus(*empty_project.sync_args(), "--no-recall").returncode == 0
+    assert run_nexus(*empty_project.sync_args(), "--no-recall", env=V4).returncode == 0
     before = run_nexus(*empty_project.cli_args(), "manifest", "garden-business", "--json").stdout
     bad = tmp_path / "weights.npz"
     bad.write_bytes(b"corrupt")
     empty_project.write_run("more.json", document("run-more", ["I charge £40 to trim a hedge in a front garden."], "Hedge prices"))
-    failed = run_nexus(*empty_project.sync_args(), "--no-recall", env={"NEXUS_SELECTOR_WEIGHTS": str(bad)})
+    failed = run_nexus(*empty_project.sync_args(), "--no-recall", env={**V4, "NEXUS_SELECTOR_WEIGHTS": str(bad)})
     assert failed.returncode != 0
     assert f"selector weights {bad}" in failed.stderr + (failed.stdout or "")
     assert run_nexus(*empty_project.cli_args(), "manifest", "garden-business", "--json").stdout == before
@@ -206,7 +209,7 @@ def test_a_corrupt_weights_file_fails_the_sync_with_one_line_and_changes_nothing
 
 def test_explain_says_why_a_brick_was_kept_and_why_sentences_were_not(empty_project):
     _project(empty_project, garden_topic(examples={"keep": ["I charge £30 to mow a large lawn."], "drop": ["Thanks, that helps!"]}))
-    assert run_nexus(*empty_project.sync_args(), "--no-recall").returncode == 0
+    assert run_nexus(*empty_project.sync_args(), "--no-recall", env=V4).returncode == 0
     bricks = json.loads(run_nexus(*empty_project.cli_args(), "bricks", "garden-business", "--json").stdout)
     assert bricks, "the garden conversation gives at least one brick"
     explained = json.loads(run_nexus(*empty_project.cli_args(), "explain", bricks[0]["brick_id"], "--json").stdout)

@@ -14,7 +14,6 @@ prints them with embedded-v3's beside them).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -27,8 +26,12 @@ from dataset import CachedVectors, Row, build, matrices  # noqa: E402
 
 from nexus_assets.extract.selector.features import SCALARS  # noqa: E402
 
-VECTOR_SCALE = math.sqrt(384.0)  # a unit vector's coordinates, scaled to about unit spread
+# The vector's part of the model is off: with it, leave-one-person-out figures were no better and
+# thresholds swung between people (CARD.md); 0 leaves its columns out of the fit. math.sqrt(384.0)
+# scales a unit vector's coordinates to about unit spread, to try it again on a larger corpus.
+VECTOR_SCALE = 0.0
 L2 = 30.0
+L2_VECTOR = 30.0  # the penalty on the vector's coordinates (the scalars' is L2)
 POSITIVE_WEIGHT = 2.0  # keeps are rare (about 1 in 10 candidates): weigh them up
 BETA = 0.8  # the threshold maximises F-beta on out-of-fold scores (precision a little ahead)
 NAME = "embedded-v4 logistic selector"
@@ -40,7 +43,9 @@ def trainable(rows: list[Row]) -> list[Row]:
 
 
 def _design(v, s, mean, scale):
-    return np.concatenate([v * VECTOR_SCALE, (s - mean) / scale, np.ones((len(v), 1))], axis=1)
+    # Without the vector (VECTOR_SCALE 0) its columns are left out of the fit, and exported as zeros.
+    parts = [v * VECTOR_SCALE] if VECTOR_SCALE else []
+    return np.concatenate([*parts, (s - mean) / scale, np.ones((len(v), 1))], axis=1)
 
 
 def fit(rows: list[Row], l2: float = L2):
@@ -52,6 +57,8 @@ def fit(rows: list[Row], l2: float = L2):
     weight = np.where(y > 0, POSITIVE_WEIGHT, 1.0)
     w = np.zeros(x.shape[1])
     reg = np.full(x.shape[1], l2)
+    if VECTOR_SCALE:
+        reg[:384] = L2_VECTOR
     reg[-1] = 0.0  # the bias is not shrunk
     for _ in range(15):
         p = 1.0 / (1.0 + np.exp(-(x @ w)))
@@ -69,17 +76,17 @@ def scores(model, rows: list[Row]) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(_design(v, s, model["mean"], model["scale"]) @ model["w"])))
 
 
-INNER_FOLDS = 3
+INNER_FOLDS = 0  # 0: leave one person out inside the training set too
 
 
 def choose_threshold(rows: list[Row]) -> float:
-    """The bar that maximises F-beta over out-of-fold scores: the people are dealt into
-    `INNER_FOLDS` groups in name order, each group scored by a model fitted on the others; every
+    """The bar that maximises F-beta over out-of-fold scores: each person (or each of `INNER_FOLDS`
+    groups of people, dealt in name order) scored by a model fitted on the others; every
     labelled keep the model never sees (form rules, conversation scope, not a candidate) counts as missed."""
     people = sorted({r.person for r in rows})
     pairs = []  # (score, keep)
-    for k in range(INNER_FOLDS):
-        fold = set(people[k::INNER_FOLDS])
+    folds = [{p} for p in people] if not INNER_FOLDS else [set(people[k::INNER_FOLDS]) for k in range(INNER_FOLDS)]
+    for fold in folds:
         train = trainable([r for r in rows if r.person not in fold])
         judged = trainable([r for r in rows if r.person in fold])
         if train and judged:
@@ -100,8 +107,9 @@ def choose_threshold(rows: list[Row]) -> float:
 
 def export(model, threshold: float, out: Path) -> None:
     w = model["w"]
-    d = 384
-    w1 = np.concatenate([w[:d] * VECTOR_SCALE, w[d:-1]])[:, None]
+    d = 384 if VECTOR_SCALE else 0
+    vector = w[:d] * VECTOR_SCALE if VECTOR_SCALE else np.zeros(384)
+    w1 = np.concatenate([vector, w[d:-1]])[:, None]
     np.savez_compressed(
         out,
         scalars=np.asarray(SCALARS),

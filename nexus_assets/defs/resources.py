@@ -112,9 +112,11 @@ class ExtractorResource(dg.ConfigurableResource):
             # Each topic keeps the selector version that selected it (DESIGN §5) unless moved.
             from nexus_assets.extract.selection import topic_selector
 
-            version = topic_selector(vault, topic_id, reselect=self.reselect) if topic_id else newest_selector()
+            chosen = settings.load()
+            newest = chosen.embedded_selector or newest_selector()
+            version = topic_selector(vault, topic_id, reselect=self.reselect, newest=newest) if topic_id else newest
             try:
-                return embedded_extractor(version, StoredVectors(vault.recall), vault.runs.run_names)
+                return embedded_extractor(version, StoredVectors(vault.recall), vault.runs.run_names, chosen.selector_weights)
             except ValueError as exc:
                 raise dg.Failure(f"{topic_id}: {exc}") from None
         try:

@@ -50,12 +50,13 @@ def deselected_fingerprints(vault: SelectionStores, topic: Topic) -> frozenset[s
     return frozenset(vault.occurrences.fingerprints(topic.topic_id) - selected)
 
 
-def topic_selector(vault: SelectionStores, topic_id: str, *, reselect: bool = False) -> str:
+def topic_selector(vault: SelectionStores, topic_id: str, *, reselect: bool = False, newest: str | None = None) -> str:
     """The embedded selector version to select `topic_id` with, recorded the first time: the one
     already recorded (a new release never moves a topic by itself), or with `reselect` this
     release's newest. A topic never recorded takes the newest version that has already answered for
-    it (a vault from before migration 24 keeps what selected it), else this release's newest."""
-    newest = newest_selector()
+    it (a vault from before migration 24 keeps what selected it), else this release's newest.
+    `newest`: the version a person chose instead (`NEXUS_EMBEDDED_EXTRACTOR`)."""
+    newest = newest or newest_selector()
     pinned = vault.teaching.selector(topic_id)
     if pinned is not None and (not reselect or pinned == newest):
         return pinned

@@ -21,7 +21,7 @@ WEIGHTS = Path(__file__).with_name("weights.npz")
 DIMENSIONS = 384
 
 
-class SelectorWeightsError(RuntimeError):
+class SelectorWeightsError(ValueError):
     """The selector's weights file is missing or not weights this code can read."""
 
 
@@ -46,11 +46,9 @@ class Selector:
 
 
 def load_selector(path: str | Path | None = None) -> Selector:
-    """The selector from `path`, else `$NEXUS_SELECTOR_WEIGHTS` (a retrained file), else the shipped one."""
-    import os
-
-    chosen = path if path is not None else os.environ.get("NEXUS_SELECTOR_WEIGHTS") or WEIGHTS
-    return _load(str(Path(chosen)))
+    """The selector from `path` (a retrained file, `NEXUS_SELECTOR_WEIGHTS` as the shell hands it
+    over), else the shipped one."""
+    return _load(str(Path(path or WEIGHTS)))
 
 
 @lru_cache(maxsize=4)
