@@ -69,7 +69,7 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def prepare(data: list[dict], work: Path) -> tuple[dict, list[dict]]:
+def prepare(data: list[dict], work: Path, min_relevance: float | None = None) -> tuple[dict, list[dict]]:
     """Run files and topics under `work`; returns (turns by (run_id, message index), questions)."""
     runs_dir, topics_dir = work / "runs" / "locomo", work / "topics"
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -102,6 +102,7 @@ def prepare(data: list[dict], work: Path) -> tuple[dict, list[dict]]:
                     "extraction_policy:",
                     f"  scope_description: What {a} and {b} tell each other about their lives, plans, events, people, places and feelings.",
                     "ordering_rule: chronological",
+                    *([f"min_relevance: {min_relevance}"] if min_relevance is not None else []),
                     "state: ACTIVE",
                     "sources:",
                     f"  runs: [{', '.join(run_ids)}]",
@@ -237,6 +238,8 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     ap.add_argument("--skip-sync", action="store_true", help="measure the vault already in --work")
     ap.add_argument("--every", type=int, default=1, help="ask every Nth question only (a busy machine); coverage counts every one")
+    ap.add_argument("--min-relevance", type=float, default=None,
+                    help="set the topics' min_relevance (0 keeps every statement: recall measured apart from selection)")
     ap.add_argument("--sync-only", action="store_true", help="write the runs and topics and sync; measure nothing")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -246,7 +249,7 @@ def main() -> None:
         data = data[: args.conversations]
     args.work.mkdir(parents=True, exist_ok=True)
     db = args.work / "nexus.duckdb"
-    turns, questions = prepare(data, args.work)
+    turns, questions = prepare(data, args.work, args.min_relevance)
     sync_s = None if args.skip_sync else sync(args.work, db)
     if args.sync_only:
         print(f"synced {len(data)} conversations in {sync_s:.0f} s into {db}")

@@ -102,13 +102,14 @@ def test_incremental_equals_full(tmp_path, capsys, postgres_server, backend):
 
 def test_a_new_database_gets_its_schema_once(postgres_url):
     """Two opens of an empty database: the schema is made once, and reads find it."""
-    from nexus_assets.vault.postgres.migrations import LATEST, schema_version
+    from nexus_assets.vault.postgres.migrations import LATEST, MIGRATIONS, schema_version
 
     with Vault.open(postgres_url, read_only=True) as v:
         assert schema_version(v.conn) == LATEST
         assert v.topic_summaries() == []
     with Vault.open(postgres_url) as v:
-        assert v.conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == LATEST
+        # One row per migration, each once (the numbers follow DuckDB's and may have gaps).
+        assert v.conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
 
 
 def test_an_unreachable_server_is_one_clear_line(capsys, tmp_path):

@@ -15,6 +15,13 @@ from nexus_assets.core.models import SourceAddress
 from nexus_assets.vault.records import Records
 
 
+def _grouped(rows: list[tuple]) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for row in rows:
+        out.setdefault(row[0], []).append(row)
+    return out
+
+
 class RecallRecords(Records):
 
     def fingerprints_without_embedding(self, topic_id: str, model: str) -> list[tuple[str, str]]:
@@ -171,15 +178,21 @@ class RecallRecords(Records):
             out.append(d)
         return out
 
-    def source_facts(self, *, brick_ids: Iterable[str] | None = None, topic_ids: Iterable[str] | None = None) -> dict[str, list[tuple]]:
+    def source_facts(
+        self, *, brick_ids: Iterable[str] | None = None, topic_ids: Iterable[str] | None = None, dates: bool = True
+    ) -> dict[str, list[tuple]]:
         """Per visible brick (of these ids, or of these topics), each source's (speaker, date): who
         said it and the day it was said (the message's timestamp, else its run's start; None when
-        neither is known), for recall's speaker and date filters (DESIGN §8)."""
+        neither is known), for recall's speaker and date filters (DESIGN §8). `dates` False: the
+        speakers alone, without reading the nodes (the date is None)."""
         if brick_ids is not None:
             scope, param = "s.brick_id IN (SELECT unnest(?))", sorted(set(brick_ids))
         else:
             scope = "s.brick_id IN (SELECT brick_id FROM bricks WHERE topic_id IN (SELECT unnest(?)) AND state <> 'SUPERSEDED')"
             param = sorted(set(topic_ids or ()))
+        if not dates:
+            rows = self.conn.execute(f"SELECT s.brick_id, s.speaker, NULL FROM brick_sources s WHERE {scope}", [param]).fetchall()
+            return {b: [(sp, None) for _, sp, _ in group] for b, group in _grouped(rows).items()}
         rows = self.conn.execute(
             f"""SELECT s.brick_id, s.speaker, coalesce(min(n.timestamp), min(r.started_at))
                 FROM brick_sources s

@@ -242,7 +242,7 @@ def recall(
         # Hard filters are applied before ranking, over every brick of the topics.
         admitted = None
         if given:
-            facts_all = vault.recall.source_facts(topic_ids=wanted)
+            facts_all = vault.recall.source_facts(topic_ids=wanted, dates=bool(given.since or given.until))
             admitted = {b for b, facts in facts_all.items() if given.admits(facts)}
         qv = embed([query])
         dense: dict[str, float] = {}
@@ -269,7 +269,7 @@ def recall(
         # by them or then once more: it lifts them without hiding the rest.
         named_speakers = [] if given.speaker else speakers_in(query, _known_speakers(vault, db_path, wanted, hashes))
         named_days = None if (given.since or given.until) else dates_in(query)
-        facts = vault.recall.source_facts(brick_ids=pool) if (named_speakers or named_days) else {}
+        facts = vault.recall.source_facts(brick_ids=pool, dates=bool(named_days)) if (named_speakers or named_days) else {}
         fused_first = _rrf(rankings)
         by_fused = sorted(pool, key=lambda b: (-fused_first.get(b, 0.0), b))
         if named_speakers:
