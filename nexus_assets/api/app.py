@@ -21,14 +21,23 @@ log = logging.getLogger("nexus.api")
 def warm(db: str) -> None:
     """Load the embedding model and each topic's checked vector index now, so the first recall
     costs a search, not a start-up. A vault without embeddings (or none yet) is no error."""
-    from nexus_assets.queries import NotFound, open_read
-    from nexus_assets.recall.embedder import MODEL, embed, serve_queries
-    from nexus_assets.recall.index import ensure
+    from nexus_assets.recall.embedder import embed, serve_queries
 
     serve_queries()
     embed(["warm-up"])
+    refresh(db)
+
+
+def refresh(db: str) -> None:
+    """Each topic's vector index in step with its newest manifest, and the run names kept for a
+    held vault (vault/warm.py) rid of runs it no longer has: at start, and after each writer."""
+    from nexus_assets.queries import NotFound, open_read
+    from nexus_assets.recall.embedder import MODEL
+    from nexus_assets.recall.index import ensure
+
     try:
         with open_read(db) as vault:
+            vault.runs.drop_stale_names()
             hashes = vault.latest_manifest_hashes()
             missing = vault.recall.unembedded_counts(sorted(hashes), MODEL)
             for topic_id, manifest_hash in sorted(hashes.items()):
@@ -61,7 +70,7 @@ def create_app(config: ApiConfig) -> FastAPI:
         jobs.start()
         if config.warm:
             # The vault stays open for reading between requests (let go whenever a writer comes).
-            held.hold(config.db)
+            held.hold(config.db, refresh=lambda: refresh(config.db))
             warm(config.db)
         try:
             if mcp_server is not None:
