@@ -30,14 +30,15 @@ def warm(db: str) -> None:
 
 def refresh(db: str) -> None:
     """Each topic's vector index in step with its newest manifest, and the run names kept for a
-    held vault (vault/warm.py) rid of runs it no longer has: at start, and after each writer."""
+    held vault (vault/warm.py) in step with its runs (none it no longer has, every one it has): at
+    start, and after each writer."""
     from nexus_assets.queries import NotFound, open_read
     from nexus_assets.recall.embedder import MODEL
     from nexus_assets.recall.index import ensure
 
     try:
         with open_read(db) as vault:
-            vault.runs.drop_stale_names()
+            vault.runs.keep_names()
             hashes = vault.latest_manifest_hashes()
             missing = vault.recall.unembedded_counts(sorted(hashes), MODEL)
             for topic_id, manifest_hash in sorted(hashes.items()):

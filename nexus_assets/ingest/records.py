@@ -429,6 +429,22 @@ class RunRecords(Records):
                 known[(r, versions.get(r))] = name
         return {r: known[(r, versions.get(r))] for r in run_ids}
 
+    def keep_names(self, most: int = 50_000) -> None:
+        """On a held vault: the name of every run's latest version read now, in one pass, so a
+        request never reads raw JSON for a name (a server calls this after each writer, off the
+        request path). Not for a vault of more than `most` runs: they are then read as asked."""
+        lasting = self.vault.lasting
+        if lasting is None:
+            return
+        self.drop_stale_names()
+        known = lasting.setdefault("run_names", {})
+        latest = self.conn.execute("SELECT run_id, version_id FROM runs WHERE is_latest").fetchall()
+        missing = [(r, v) for r, v in latest if (r, v) not in known]
+        if missing and len(latest) <= most:
+            versions = dict(missing)
+            for r, name in self._run_names(list(versions)).items():
+                known[(r, versions[r])] = name
+
     def drop_stale_names(self) -> None:
         """Once per hold of the vault: the names of run versions it no longer has (a run forgotten,
         a newer version read) are dropped from what is kept."""
