@@ -47,6 +47,9 @@ def refresh(db: str) -> None:
         pass
     except Exception:  # noqa: BLE001 (a cold start is slower, not broken)
         log.warning("warming the recall indexes failed; the first recall builds them", exc_info=True)
+    from nexus_assets.vault.warm import trim_memory
+
+    trim_memory()  # reading every run's name once allocated ~100 MB on 3,400 runs, now free
 
 
 def create_app(config: ApiConfig) -> FastAPI:
