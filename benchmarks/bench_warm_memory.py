@@ -28,6 +28,7 @@ from bench_default_sync import QUERIES  # noqa: E402
 from nexus_assets_tests import servers  # noqa: E402
 from nexus_assets_tests.api_helpers import free_port  # noqa: E402
 
+SETTLE_S = 6.0  # the server hands freed memory back a few seconds after its last read (vault/warm.py)
 SENTENCES = [
     "We keep the vault file next to the runs folder so a backup takes both.",
     "The compiler drops duplicate bricks and keeps the first source as canonical.",
@@ -89,11 +90,22 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.2)
             for q in QUERIES:
                 http("POST", base + "/v1/recall", {"query": q, "k": 10})
+            time.sleep(SETTLE_S)
             fig["warm_rss_mb"] = rss_mb(proc.pid)
+            # One push and its sync first: the server's first sync loads what every sync needs (Dagster's
+            # job machinery, pandas) once; growth is measured from there too.
+            first = json.loads(http("POST", f"{base}/v1/runs/bench-push-first-{int(time.time())}/messages",
+                                    {"messages": [{"id": "m0", "role": "user", "content": SENTENCES[0]}]}))
+            wait_idle(base, {first["sync_job_id"]} if first.get("sync_job_id") else set(), 3600)
+            for q in QUERIES:
+                http("POST", base + "/v1/recall", {"query": q, "k": 10})
+            time.sleep(SETTLE_S)
+            fig["after_first_sync_rss_mb"] = rss_mb(proc.pid)
             jobs: set[str] = set()
             t0 = time.perf_counter()
+            tag = int(time.time())  # new runs each time the benchmark runs on the same folder
             for i in range(args.pushes):
-                run_id = f"bench-push-{i % args.runs}"
+                run_id = f"bench-push-{tag}-{i % args.runs}"
                 message = {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
                            "content": f"{SENTENCES[i % len(SENTENCES)]} Push {i}."}
                 out = json.loads(http("POST", f"{base}/v1/runs/{run_id}/messages", {"messages": [message]}))
@@ -107,14 +119,17 @@ def main(argv: list[str] | None = None) -> int:
             fig["sync_jobs"] = len(jobs)
             for q in QUERIES:
                 http("POST", base + "/v1/recall", {"query": q, "k": 10})
+            time.sleep(SETTLE_S)
             fig["end_rss_mb"] = rss_mb(proc.pid)
             fig["growth"] = round(fig["end_rss_mb"] / fig["warm_rss_mb"] - 1, 3)
+            fig["growth_after_first_sync"] = round(fig["end_rss_mb"] / fig["after_first_sync_rss_mb"] - 1, 3)
             fig["load_average"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(fig, indent=2))
     else:
-        print(f"warm {fig['warm_rss_mb']} MB RSS (target < 400); after {args.pushes} pushes and {fig['sync_jobs']} syncs "
-              f"{fig['end_rss_mb']} MB ({fig['growth']:+.1%}; target within 10%); load average {fig['load_average']:.1f}")
+        print(f"warm {fig['warm_rss_mb']} MB RSS (target < 400), {fig['after_first_sync_rss_mb']} MB after a first push and its sync; "
+              f"after {args.pushes} pushes and {fig['sync_jobs']} syncs {fig['end_rss_mb']} MB ({fig['growth']:+.1%} from warm, "
+              f"{fig['growth_after_first_sync']:+.1%} from the first sync; target within 10%); load average {fig['load_average']:.1f}")
     return 0
 
 

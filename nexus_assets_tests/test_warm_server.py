@@ -76,6 +76,26 @@ def test_a_writer_of_the_same_process_takes_the_vault_at_once(synced: Project):
         warm.release(synced.db)
 
 
+def test_the_warm_state_is_refreshed_after_a_writer_before_any_request(synced: Project):
+    from nexus_assets import queries
+    from nexus_assets.store import Vault
+    from nexus_assets.vault import warm
+
+    refreshed = []
+    held = warm.hold(synced.db, refresh=lambda: refreshed.append(queries.topics(synced.db)))
+    try:
+        queries.topics(synced.db)
+        with Vault.open(synced.db):
+            pass
+        deadline = time.monotonic() + 30
+        while not refreshed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert refreshed, "the watcher refreshes once the writer is done"
+        assert held.opens == 2 and held.generation == 1
+    finally:
+        warm.release(synced.db)
+
+
 def test_forgotten_text_is_not_kept_in_memory(synced: Project):
     from nexus_assets import queries
     from nexus_assets.vault import warm
@@ -88,6 +108,7 @@ def test_forgotten_text_is_not_kept_in_memory(synced: Project):
         assert found.content == NEW_TEXT
         queries.brick(synced.db, found.brick_id)
         assert NEW_TEXT in repr(held.memo), "read through the hold and remembered"
+        assert "warm-new" in repr(held.lasting), "the run's name is kept across writers, by run version"
 
         forgot = run_nexus("--db", str(synced.db), "forget", "--run", "warm-new", "--reason", "test", "--yes")
         assert forgot.returncode == 0, forgot.stderr
@@ -97,6 +118,7 @@ def test_forgotten_text_is_not_kept_in_memory(synced: Project):
         with pytest.raises(queries.NotFound):
             queries.brick(synced.db, found.brick_id)
         assert NEW_TEXT not in repr(held.memo)
+        assert "warm-new" not in repr(held.lasting), "a forgotten run's name is dropped on the first read after"
     finally:
         warm.release(synced.db)
 

@@ -144,6 +144,9 @@ class SyncJobs:
             finally:
                 job.finished_at = datetime.now(timezone.utc)
                 job.done.set()
+                from nexus_assets.vault.warm import trim_memory
+
+                trim_memory()  # what the sync allocated goes back to the system, not into the server's size
 
     # Status
 

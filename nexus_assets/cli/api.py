@@ -30,7 +30,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from nexus_assets.api.app import create_app
+    from nexus_assets.vault.warm import serve_memory
 
+    serve_memory()
     config = api_config(args, host=args.host, port=args.port)
     print(
         f"nexus api on http://{args.host}:{args.port} (docs /docs, MCP /mcp)"
@@ -48,11 +50,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from nexus_assets.api.app import warm
     from nexus_assets.mcp_server.tools import build_server
 
-    from nexus_assets.vault.warm import hold
+    from nexus_assets.api.app import refresh
+    from nexus_assets.vault.warm import hold, serve_memory
 
+    serve_memory()
     config = api_config(args, mcp=False)
     server = build_server(config, allow_writes=args.allow_writes)
-    hold(config.db)  # the vault stays open for reading between tool calls (let go whenever a writer comes)
+    hold(config.db, refresh=lambda: refresh(config.db))  # the vault stays open for reading between tool calls (let go whenever a writer comes)
     # Loaded beside the handshake: the first recall then costs a search, not a model load.
     threading.Thread(target=warm, args=(config.db,), daemon=True).start()
     server.run("stdio")

@@ -56,6 +56,9 @@ class Database:
         # opened the ordinary way. Held open, the vault cannot change, so a read stays true until
         # the hold is let go for a writer (and this memo with it).
         self.memo: dict | None = None
+        # On a held vault, what outlives a writer because its key changes with it (a run's name by
+        # run version): the store that uses it drops the keys the vault no longer has.
+        self.lasting: dict | None = None
 
     def remembered(self, key, compute):
         """`compute()`, or what it gave before on this held vault. Callers must not change it."""

@@ -27,7 +27,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from nexus_assets.vault import connection
 
@@ -35,26 +35,53 @@ log = logging.getLogger("nexus.vault")
 
 WATCH_S = 0.025  # how often the watcher looks for another process's writer
 RELEASE_WAIT_S = 10.0  # how long letting go waits for reads in flight to finish
+REFRESH_AFTER_S = 0.3  # a sync writes step by step: refresh once it has left the vault alone this long
 TRIM_S = 5.0  # after reads, how long the watcher waits before handing freed memory back
+
+
+def _libc():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def serve_memory() -> None:
+    """For a long-lived server, before it starts threads: at most two glibc malloc arenas. Each
+    thread that allocates (the request pool, the sync worker, Dagster's) otherwise gets an arena of
+    its own, and memory freed in one is never reused by another, so the resident size creeps up
+    with every sync the server runs."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+
+
+def trim_memory() -> None:
+    """Hand memory freed since to the system (glibc's malloc_trim; nothing elsewhere)."""
+    trim = _trimmer()
+    if trim is not None:
+        trim(0)
 
 
 def _trimmer():
     """glibc's malloc_trim, or None elsewhere. A server's threads free what a large answer (a
     10k-brick listing: ~100 MB while it is built) allocated, but glibc keeps it in each thread's
     arena; trimming gives it back to the system, so the resident size stays near the warm state."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
+    return getattr(_libc(), "malloc_trim", None)
 
 
 class Held:
     """One vault file held open read-only, with per-thread cursors and a per-generation memo."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, refresh: Callable[[], None] | None = None) -> None:
         self.path = path
+        # Run by the watcher once a writer is done: the hold is taken again and what the server
+        # keeps beyond the memo (vector indexes, run names) is brought in step, before a request asks.
+        self._refresh = refresh
+        self._stale = False
+        self._let_go_at = 0.0
         self._cond = threading.Condition()
         self._conn = None
         self._cursors: list = []
@@ -64,6 +91,7 @@ class Held:
         self.generation = 0  # advanced each time the hold is let go
         self.opens = 0  # how many times the file was opened (tests and benchmarks read it)
         self.memo: dict = {}
+        self.lasting: dict = {}
         self._local = threading.local()
         self._stopped = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="nexus-vault-watch", daemon=True)
@@ -121,7 +149,7 @@ class Held:
         vault = local.vaults.get(cls)
         if vault is None:
             vault = local.vaults[cls] = cls(local.cursor, migrate=False)
-            vault.memo = self.memo
+            vault.memo, vault.lasting = self.memo, self.lasting
         return vault
 
     # Letting go
@@ -150,6 +178,7 @@ class Held:
                 self.memo.clear()
                 self.memo = {}
                 self.generation += 1
+                self._stale, self._let_go_at = True, time.monotonic()
                 return True
             finally:
                 self._letting_go -= 1
@@ -159,6 +188,13 @@ class Held:
         while not self._stopped.wait(WATCH_S):
             if self._conn is not None and connection.writer_waiting(self.path):
                 self.let_go()
+            elif (self._stale and self._conn is None and self._refresh is not None
+                  and time.monotonic() - self._let_go_at > REFRESH_AFTER_S and not connection.writer_waiting(self.path)):
+                self._stale = False
+                try:
+                    self._refresh()
+                except Exception:  # noqa: BLE001 (a request reads what it needs anyway)
+                    log.warning("refreshing the warm state of %s failed", self.path, exc_info=True)
             if trim is not None and self._reads and not self._readers and time.monotonic() - last_trim > TRIM_S:
                 self._reads, last_trim = 0, time.monotonic()
                 trim(0)
@@ -181,15 +217,16 @@ def _key(db: str | Path) -> Path | None:
     return Path(address.path).resolve()
 
 
-def hold(db: str | Path) -> Held | None:
-    """Keep this vault open for the life of the process (or until `release`); None for PostgreSQL."""
+def hold(db: str | Path, refresh: Callable[[], None] | None = None) -> Held | None:
+    """Keep this vault open for the life of the process (or until `release`); None for PostgreSQL.
+    `refresh`: run after each writer (see Held)."""
     key = _key(db)
     if key is None:
         return None
     with _lock:
         held = _held.get(key)
         if held is None:
-            held = _held[key] = Held(key)
+            held = _held[key] = Held(key, refresh)
             if len(_held) == 1:
                 connection.on_writer(_writer_announced)
         return held
