@@ -109,15 +109,17 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
 def _write_tools(server: MCPServer, config) -> None:
     from nexus_assets.sync.service import SyncRequest, check, run
 
-    @server.tool(description="Compile topics through the Dagster asset graph, as `nexus sync` (writes the vault). " + VERBATIM)
+    @server.tool(description="Compile topics through the Dagster asset graph, as `nexus sync` (writes the vault); "
+                 "reselect=true moves them to this release's selector, as `nexus sync --reselect`. " + VERBATIM)
     async def sync(
         topics: Annotated[list[str] | None, Field(max_length=100)] = None,
         force_recompile: bool = False,
         extractor: Literal["embedded", "openai"] | None = None,
+        reselect: bool = False,
     ) -> list[dict[str, Any]]:
         request = SyncRequest(
             db=config.db, runs_dir=config.runs_dir, topics_dir=config.topics_dir, topics=tuple(topics or ()),
-            extractor=extractor or config.extractor, no_recall=config.no_recall, force=force_recompile,
+            extractor=extractor or config.extractor, no_recall=config.no_recall, force=force_recompile, reselect=reselect,
         )
         checked = await _call("topics", check, request)
         outcome = await anyio.to_thread.run_sync(lambda: run(checked))
