@@ -72,8 +72,12 @@ def score(rows: list[dict], kept: set[tuple]) -> dict:
 def sync(db: Path, runs: Path, topics: Path) -> float:
     from nexus_assets.cli import main
 
+    import contextlib
+    import io
+
     started = time.perf_counter()
-    code = main(["--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics), "--no-recall", "--json"])
+    with contextlib.redirect_stdout(io.StringIO()):  # the sync's own --json results are not this report
+        code = main(["--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics), "--no-recall", "--json"])
     if code != 0:
         raise SystemExit(f"sync of {runs} failed (exit {code})")
     return time.perf_counter() - started

@@ -392,3 +392,18 @@ def test_teaching_on_a_postgresql_vault(garden, capsys, postgres_url):
     with Vault.open(postgres_url, read_only=True) as v:
         assert [t.verdict for t in v.teaching.teachings("garden")] == ["drop"]
         assert v.teaching.selector("garden") == "embedded-v3"
+
+
+def test_forgetting_a_run_takes_the_text_of_its_taught_bricks_out_of_the_audit_trail_and_the_topic_file(garden, capsys):
+    db = garden / "v.duckdb"
+    sync(capsys, garden)
+    novel = brick_of(bricks(capsys, db), NOVEL)
+    run_json(capsys, "--db", str(db), "drop", novel["brick_id"])
+    code, _, err = run_cli(capsys, "--db", str(db), "forget", "--run", "r1", "--reason", "erasure request", "--yes")
+    assert code == 0, err
+    with Vault.open(db, read_only=True) as v:
+        assert v.teaching.teachings() == []
+        assert v.topics.topic("garden").examples.drop == ()
+    # The example left the topic file too (no copy of the text stays, invariant 15); the rest is as written.
+    text = (garden / "topics" / "garden.yaml").read_text(encoding="utf-8")
+    assert NOVEL not in text and text.startswith(TOPIC_FILE)

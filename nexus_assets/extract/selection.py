@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nexus_assets.core.fingerprint import fingerprint
+from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import Topic
-from nexus_assets.extract.backends import extraction_scope, newest_selector, scoped_key, selector_versions
+from nexus_assets.extract.backends import extraction_scope, newest_selector, selector_versions
 from nexus_assets.extract.records import ExtractionRecords
 from nexus_assets.gate.records import OccurrenceRecords
 
@@ -32,9 +32,16 @@ def answers_in_force(vault: SelectionStores, topic: Topic, selector: str) -> tup
     scope = extraction_scope(topic)
     versions = selector_versions()
     current, outdated = [], []
+    # `scoped_key` for many run versions: the JSON of [identity, scope] is made once per identity.
+    heads: dict[str, str] = {}
     for key, identity, version_id in vault.extractions.answers(topic.topic_id):
-        stale = (identity in versions and identity != selector) or key != scoped_key(identity, scope, version_id)
-        (outdated if stale else current).append(key)
+        if identity in versions and identity != selector:
+            outdated.append(key)
+            continue
+        head = heads.get(identity)
+        if head is None:
+            head = heads[identity] = canonical_json([identity, scope, ""])[: -len('""]')]
+        (current if key == sha256_hex(head + canonical_json(version_id) + "]") else outdated).append(key)
     return current, outdated
 
 

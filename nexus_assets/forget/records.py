@@ -214,6 +214,9 @@ class ForgettingRecords(Records):
         delete("brick_sources", "brick_id IN (SELECT unnest(?))", [doomed])
         delete("sealed_bricks", "brick_id IN (SELECT unnest(?))", [doomed])
         delete("bricks", "brick_id IN (SELECT unnest(?))", [doomed])
+        # A person's keep/drop of a forgotten brick quotes its text (the topic file's example is the
+        # person's own file, outside the vault: `nexus forget` does not rewrite it).
+        delete("teachings", "brick_id IN (SELECT unnest(?))", [doomed])
         # A resolution staged but not yet published may quote the runs: that stage goes whole
         # (its topic resolves again at the next sync).
         staged = [t for (t,) in self.conn.execute(

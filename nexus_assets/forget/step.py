@@ -399,6 +399,7 @@ def forget(
 def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: list[str], fingerprints: list[str], manifests: dict) -> None:
     """The logical half of a forget, one transaction: rows, tombstone, tombstone manifests."""
     tombstone_id, reason, actor, at = journal["tombstone_id"], journal["reason"], journal["actor"], journal["forgotten_at"]
+    _forget_examples(vault, before["topics"], alone)
     with vault.transaction():
         journal["rows_removed"] = vault.forgetting.erase_runs(target.run_ids, target.file_shas, alone, fingerprints, files=target.files)
         vault.forgetting.record_tombstone(
@@ -416,6 +417,27 @@ def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: lis
                 forgotten_at=at,
             )
             manifests[topic_id] = _resolve_after(vault, topic_id, stone)
+
+
+def _forget_examples(vault: Vault, topic_ids: list[str], alone: list[str]) -> None:
+    """A forgotten brick's text that a person made an example (`nexus keep` / `nexus drop`) leaves
+    the topic's file and its recorded definition too: no copy of the text stays (invariant 15)."""
+    from nexus_assets.teaching.topic_file import TopicFileUnwritable, remove_examples
+    from nexus_assets.topics.files import read_topic_file
+
+    texts = [c for (c,) in vault.conn.execute("SELECT content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
+    for topic_id in topic_ids:
+        topic = vault.topics.topic(topic_id)
+        source = vault.topics.topic_source_file(topic_id)
+        if topic is None or topic.examples is None or not source or not Path(source).is_file():
+            continue
+        try:
+            if remove_examples(Path(source), texts):
+                now_defined = read_topic_file(Path(source)).topic
+                if now_defined is not None:
+                    vault.topics.record_topic(now_defined, source, actor="nexus forget")
+        except TopicFileUnwritable:
+            continue  # the proof that follows names the vault or file still holding the text
 
 
 def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None = None, manifests: dict | None = None) -> dict:

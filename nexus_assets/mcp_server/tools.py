@@ -241,16 +241,18 @@ def _write_tools(server: MCPServer, config) -> None:
     @server.tool(description=(
         "Compile the conversations in the runs folder into bricks (writes the vault): every ACTIVE topic, or the "
         "`topics` named; returns per topic whether it compiled and its checks. Run it after `remember` so what was "
-        "said becomes recallable. " + VERBATIM
+        "said becomes recallable; reselect=true moves the topics to this release's selector, as "
+        "`nexus sync --reselect`. " + VERBATIM
     ))
     async def sync(
         topics: Annotated[list[str] | None, Field(max_length=100)] = None,
         force_recompile: bool = False,
         extractor: Literal["embedded", "openai"] | None = None,
+        reselect: bool = False,
     ) -> list[dict[str, Any]]:
         request = SyncRequest(
             db=config.db, runs_dir=config.runs_dir, topics_dir=config.topics_dir, topics=tuple(topics or ()),
-            extractor=extractor or config.extractor, no_recall=config.no_recall, force=force_recompile,
+            extractor=extractor or config.extractor, no_recall=config.no_recall, force=force_recompile, reselect=reselect,
         )
         checked = await _call("topics", check, request)
         outcome = await anyio.to_thread.run_sync(lambda: run(checked))

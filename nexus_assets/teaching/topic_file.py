@@ -19,14 +19,12 @@ class TopicFileUnwritable(RuntimeError):
     """The topic file cannot take the example (unreadable, not a mapping, not writable)."""
 
 
-def add_example(path: Path, verdict: str, text: str) -> bool:
-    """Put `text` in the file's `examples.<verdict>` (and out of the other list, where a person
-    changed their mind). Returns False when it is there already (the file is not touched)."""
+def _load(path: Path):
+    """(round-trip loader, the file's data, its text, whether it had a BOM)."""
     from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.error import YAMLError
 
-    other = "drop" if verdict == "keep" else "keep"
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -41,7 +39,39 @@ def add_example(path: Path, verdict: str, text: str) -> bool:
     except YAMLError as exc:
         raise TopicFileUnwritable(f"topic file {path}: not valid YAML: {exc}") from None
     if not isinstance(data, CommentedMap):
-        raise TopicFileUnwritable(f"topic file {path}: not a mapping; add the example by hand")
+        raise TopicFileUnwritable(f"topic file {path}: not a mapping; edit its examples by hand")
+    return rt, data, source, bom
+
+
+def remove_examples(path: Path, texts) -> int:
+    """Take these texts (compared normalised) out of the file's examples, for `nexus forget`:
+    the number removed (0: the file is not touched)."""
+    rt, data, source, bom = _load(path)
+    gone = {normalize(t) for t in texts}
+    examples = data.get("examples")
+    removed = 0
+    if isinstance(examples, dict):
+        for verdict in ("keep", "drop"):
+            listed = examples.get(verdict)
+            if isinstance(listed, list):
+                for i in reversed(range(len(listed))):
+                    if isinstance(listed[i], str) and normalize(listed[i]) in gone:
+                        del listed[i]
+                        removed += 1
+    if removed:
+        out = io.StringIO()
+        rt.dump(data, out)
+        _write(path, out.getvalue(), bom)
+    return removed
+
+
+def add_example(path: Path, verdict: str, text: str) -> bool:
+    """Put `text` in the file's `examples.<verdict>` (and out of the other list, where a person
+    changed their mind). Returns False when it is there already (the file is not touched)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    other = "drop" if verdict == "keep" else "keep"
+    rt, data, source, bom = _load(path)
     examples = data.get("examples")
     if examples is None:
         examples = CommentedMap()
@@ -74,6 +104,12 @@ def add_example(path: Path, verdict: str, text: str) -> bool:
     rt.dump(data, out)
     new = out.getvalue()
     _check(path, source, new, verdict, text)
+    _write(path, new, bom)
+    return True
+
+
+def _write(path: Path, new: str, bom: bool) -> None:
+    """Replace the file whole (a reader never sees half of it), keeping its mode."""
     tmp = path.with_name(f".{path.name}.nexus-tmp")
     try:
         tmp.write_bytes((b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
@@ -83,7 +119,6 @@ def add_example(path: Path, verdict: str, text: str) -> bool:
         if tmp.is_file():
             tmp.unlink()
         raise TopicFileUnwritable(f"topic file {path}: cannot be written ({exc.strerror or exc})") from None
-    return True
 
 
 def _check(path: Path, before: str, after: str, verdict: str, text: str) -> None:
