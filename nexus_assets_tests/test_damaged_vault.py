@@ -31,6 +31,8 @@ READ_COMMANDS = {
     "manifest": ["manifest", TOPIC],
     "rejections": ["rejections", TOPIC],
     "trace": ["trace", "{brick}"],
+    "explain": ["explain", "{brick}"],
+    "explain-run": ["explain", "--run", "run-a"],
     "errors": ["errors"],
     "calls": ["calls"],
     "search": ["search", "vault"],
