@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.extract.relevance import Vectors, topic_texts
