@@ -178,7 +178,7 @@ def test_search_takes_query_and_topics_and_argument_errors_are_one_sentence_an_a
     assert texts == {
         "both_names": "search: give 'query' only ('q' is its old name), not both",
         "missing": "query: recall needs 'query' (text of 1 to 2000 characters)",
-        "unknown": "recall: 'topic_ids' is not an argument of recall; its arguments are query, topics, k",
+        "unknown": "recall: 'topic_ids' is not an argument of recall; its arguments are query, topics, k, speaker, since, until",
         "too_long": "query: must be text of 1 to 1000 characters, got str of 1001",
         "bad_state": "min_state: must be one of IMPROVISE, FORMING, FINAL, got 'DONE'",
         "limit": "limit: must be a whole number from 0 to 100000, got 100001",

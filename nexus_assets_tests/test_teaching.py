@@ -242,7 +242,8 @@ def test_a_new_selector_never_moves_a_topic_by_itself_and_reselect_moves_it(gard
         assert v.teaching.selector("garden") == newest_selector() == "embedded-v3"
     before = manifest_hash(capsys, db)
     # A later release registers a newer selector: the vault stays as it was and the sync says so.
-    monkeypatch.setitem(backends._SELECTORS, "embedded-test-newer", StricterSelector)
+    monkeypatch.setitem(backends._SELECTORS, "embedded-test-newer", lambda vectors, names, weights: StricterSelector(vectors))
+    monkeypatch.setattr(backends, "DEFAULT_EMBEDDED", "embedded-test-newer")  # as that release would ship it
     assert newest_selector() == "embedded-test-newer"
     code, out, err = sync(capsys, garden)
     assert code == 0 and manifest_hash(capsys, db) == before

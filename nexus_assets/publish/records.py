@@ -115,7 +115,7 @@ class BrickRecords(Records):
         rows = self.conn.execute(
             f"""SELECT b.brick_id, b.topic_id, b.content, b.fingerprint, b.state, b.order_index,
                        b.superseded_by, b.stale,
-                       {self._sources_list}
+                       {self._sources_list(staged)}
                 FROM {table} b LEFT JOIN {sources}
                 LEFT JOIN source_status st ON st.run_id = s.run_id AND st.json_path = s.json_path
                      AND st.node_checksum = s.node_checksum
@@ -214,20 +214,21 @@ class BrickRecords(Records):
             self._finish(topic_id, dagster_run_id, stamp, inputs_digest)
         return (head or (latest[0] if latest else None)), head is not None
 
-    @property
-    def _sources_list(self) -> str:
-        """A brick's sources as one list of records (DuckDB: structs; PostgreSQL: JSON objects)."""
+    def _sources_list(self, staged: bool = False) -> str:
+        """A brick's sources as one list of records (DuckDB: structs; PostgreSQL: JSON objects). A
+        staged source has no speaker yet: publishing fills it from the nodes."""
+        speaker = "CAST(NULL AS TEXT)" if staged else "s.speaker"
         if self.vault.on_postgres:
             return """json_agg(json_build_object('run_id', s.run_id, 'json_path', s.json_path, 'start', s.start_offset,
                                       'end', s.end_offset, 'node_checksum', s.node_checksum, 'node_type', s.node_type,
-                                      'branch', s.branch, 'stale', coalesce(st.drifted, false), 'speaker', s.speaker)
+                                      'branch', s.branch, 'stale', coalesce(st.drifted, false), 'speaker', """ + speaker + """)
                             ORDER BY s.seq)"""
         return """list(struct_pack(run_id := s.run_id, json_path := s.json_path, start := s.start_offset,
                                         "end" := s.end_offset, node_checksum := s.node_checksum,
                                         node_type := s.node_type,
                                         branch := s.branch,
                                         stale := coalesce(st.drifted, false),
-                                        speaker := s.speaker) ORDER BY s.seq)"""
+                                        speaker := """ + speaker + """) ORDER BY s.seq)"""
 
     def listing(self, topic_id: str) -> Listing | None:
         """The published visible bricks in manifest order as their hash reads them (canonical JSON
