@@ -11,7 +11,6 @@ The older set (`selection/labels.jsonl`, 425 rows on two of the same exports) jo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import re
@@ -29,7 +28,7 @@ from nexus_assets.core.paths import format_path, parse_normalized
 from nexus_assets.extract.embedded import candidate_pointers, keep_relevant
 from nexus_assets.extract.selector.features import SCALARS
 from nexus_assets.extract.selector.select import read_runs
-from nexus_assets.ingest.runfiles import iter_run_file
+from nexus_assets.ingest.runfiles import file_sha256, iter_run_file
 
 HERE = Path(__file__).resolve().parent
 OLD_PEOPLE = {"marathon-training": "chat-bobbytango", "gardening-business": "chat-bobbytango", "django-deployment": "chat-pkuppens"}
@@ -107,11 +106,7 @@ def load_topics(directory: Path) -> dict[str, Topic]:
 
 
 def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def _declared_shas(corpus: Path, person: str) -> set[str] | None:
