@@ -134,3 +134,25 @@ def test_a_topic_key_at_the_wrong_level_is_told_where_it_belongs(tmp_path):
     assert problem.endswith(
         "('min_relevance' is not a key under 'extraction_policy'; it belongs at the top level of the topic file)"
     ), problem
+
+
+def test_examples_that_are_not_sentences_are_one_error_naming_the_file(tmp_path):
+    """A topic's `examples` are strings a person chose (DESIGN §3): a number, a blank line or an
+    unknown list is one problem naming the file and the entry, so the sync leaves that topic out
+    (and, as for any broken topic file, compiles the others)."""
+    from nexus_assets.topics.files import read_topic_file
+
+    head = "topic_id: garden\ndisplay_name: Garden\nstate: ACTIVE\nextraction_policy:\n  scope_description: What grows where.\n"
+    cases = {
+        "examples:\n  keep: [\"Water at dawn.\"]\n  drop: [3]\n": "examples.drop[0]",
+        "examples:\n  keep: [\"  \"]\n": "an example is a sentence",
+        "examples:\n  maybe: [\"Water at dawn.\"]\n": "maybe",
+    }
+    for body, named in cases.items():
+        path = tmp_path / "garden.yaml"
+        path.write_text(head + body, encoding="utf-8")
+        found = read_topic_file(path)
+        assert found.topic is None and found.problem is not None, body
+        assert found.problem.startswith(f"topic file {path}:") and named in found.problem, found.problem
+    path.write_text(head + "examples:\n  keep: [\"Water at dawn.\"]\n", encoding="utf-8")
+    assert read_topic_file(path).topic.examples.keep == ("Water at dawn.",)
