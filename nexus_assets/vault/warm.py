@@ -170,6 +170,9 @@ class Held:
                     if left <= 0:
                         return False
                     self._cond.wait(left)
+                if self._conn is None:  # another thread let go while this one waited for the readers
+                    self.memo.clear()
+                    return True
                 for cursor in self._cursors:
                     cursor.close()
                 self._conn.close()
