@@ -144,3 +144,13 @@ def require_topic(vault: Catalog, topic_id: str) -> None:
     if vault.topic_state(topic_id) is None:
         known = ", ".join(t["topic_id"] for t in vault.topic_summaries()) or "none"
         raise UsageError(f"unknown topic {topic_id!r}; topics in the vault: {known}")
+
+
+def require_brick(vault, prefix: str) -> str:
+    """The one brick id `prefix` names (a unique prefix is enough), or a UsageError saying why not."""
+    matches = vault.history.brick_ids_with_prefix(prefix)
+    if not matches:
+        raise UsageError(f"no brick {prefix!r}; list them with `nexus bricks TOPIC`")
+    if len(matches) > 1:
+        raise UsageError(f"brick id prefix {prefix!r} is ambiguous; give more characters")
+    return matches[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from nexus_assets.cli.common import UsageError, emit, one_line, open_vault
+from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_brick
 
 SHOWN = 40  # sentences listed per topic unless --json
 
@@ -21,12 +21,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         try:
             if args.brick_id:
-                matches = vault.history.brick_ids_with_prefix(args.brick_id)
-                if not matches:
-                    raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
-                if len(matches) > 1:
-                    raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
-                data = explain_brick(vault, matches[0])
+                data = explain_brick(vault, require_brick(vault, args.brick_id))
                 emit(args, data, _render_brick(data))
             else:
                 data = explain_run(vault, args.run, node=args.node, topics=args.topic)

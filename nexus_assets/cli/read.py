@@ -11,10 +11,10 @@ import shutil
 import textwrap
 
 from nexus_assets.cli.common import (
-    UsageError,
     emit,
     one_line,
     open_vault,
+    require_brick,
     require_topic,
     shown_path,
 )
@@ -103,12 +103,7 @@ TRACE_WIDTH = 96  # a fixed width, so what the README shows is what the command 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        matches = vault.history.brick_ids_with_prefix(args.brick_id)
-        if not matches:
-            raise UsageError(f"no brick {args.brick_id!r}; list them with `nexus bricks TOPIC`")
-        if len(matches) > 1:
-            raise UsageError(f"brick id prefix {args.brick_id!r} is ambiguous; give more characters")
-        traced = trace_brick(vault, matches[0])
+        traced = trace_brick(vault, require_brick(vault, args.brick_id))
     emit(args, traced, render_trace(traced, full=args.full))
     return 0
 
