@@ -9,6 +9,19 @@ from dataclasses import asdict, replace
 
 import duckdb
 
+def _stored_versions(conn: duckdb.DuckDBPyConnection, size: int = 200):
+    """Every stored run version as (run_id, version_id, raw_json) rows, a slice of `size` at a time,
+    so a large vault's raw JSON is never held whole."""
+    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
+    for start in range(0, len(keys), size):
+        chunk = keys[start : start + size]
+        yield conn.execute(
+            """SELECT r.run_id, r.version_id, r.raw_json FROM runs r
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
+            [[k[0] for k in chunk], [k[1] for k in chunk]],
+        ).fetchall()
+
+
 def backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     """Text nodes of every stored run version, parsed from its raw JSON this one time."""
     import pandas as pd  # writers only: read commands must not pay its import
@@ -17,18 +30,11 @@ def backfill_nodes(conn: duckdb.DuckDBPyConnection) -> None:
     from nexus_assets.ingest.formats.dispatch import parse_document
     from nexus_assets.ingest.nodes import node_records
 
-    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
-    for start in range(0, len(keys), 200):
-        chunk = keys[start : start + 200]
-        rows = conn.execute(
-            """SELECT r.version_id, r.raw_json FROM runs r
-               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
-            [[k[0] for k in chunk], [k[1] for k in chunk]],
-        ).fetchall()
+    for rows in _stored_versions(conn):
         # Without the speaker: that column arrives with migration 25, which fills it.
         records = [
             {k: v for k, v in asdict(r).items() if k != "speaker"}
-            for version_id, raw in rows
+            for _, version_id, raw in rows
             for r in node_records(replace(parse_document(json.loads(raw)), version_id=version_id))
         ]
         if records:
@@ -47,14 +53,7 @@ def backfill_speakers(conn: duckdb.DuckDBPyConnection) -> None:
     from nexus_assets.ingest.formats.dispatch import parse_document
     from nexus_assets.ingest.nodes import speaker_of
 
-    keys = conn.execute("SELECT run_id, version_id FROM runs ORDER BY run_id, version_id").fetchall()
-    for start in range(0, len(keys), 200):
-        chunk = keys[start : start + 200]
-        rows = conn.execute(
-            """SELECT r.run_id, r.version_id, r.raw_json FROM runs r
-               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS version_id) k USING (run_id, version_id)""",
-            [[k[0] for k in chunk], [k[1] for k in chunk]],
-        ).fetchall()
+    for rows in _stored_versions(conn):
         found = []
         for run_id, version_id, raw in rows:
             try:
