@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics), "--json"),
                            env=env, check=True, capture_output=True)
             fig["sync_s"] = round(time.perf_counter() - t0, 1)
-        from nexus_assets import queries
+        from nexus_assets.services import queries
 
         sizes = {t.topic_id: t.visible_bricks for t in queries.topics(db)}
         topic = max(sizes, key=sizes.get)

@@ -84,7 +84,7 @@ QUESTIONS = {
 
 
 def main() -> None:
-    from nexus_assets.recall.service import ANSWER_MIN_SIMILARITY, ASK_K, ask, recall
+    from nexus_assets.services.answers import ANSWER_MIN_SIMILARITY, ASK_K, ask, recall
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=sorted(QUESTIONS), required=True)

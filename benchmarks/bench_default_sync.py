@@ -65,7 +65,7 @@ def measured(argv: list[str], cwd: Path) -> tuple[float, int, str]:
 
 def warm_recall(db: Path, repeats: int = 5) -> dict:
     """ms per recall in a process that answered once already (the viewer's, the API's)."""
-    from nexus_assets.recall.service import recall
+    from nexus_assets.services.answers import recall
 
     t0 = time.perf_counter()
     recall(db, QUERIES[0], None, k=5)

@@ -212,7 +212,7 @@ def dense_rankings(turns: dict, questions: list[dict], k: int) -> list[list[tupl
 
 
 def nexus_rankings(db: Path, questions: list[dict], k: int) -> tuple[list[list[set]], list[float]]:
-    from nexus_assets.recall.service import recall
+    from nexus_assets.services.answers import recall
 
     out, times = [], []
     recall(db, "warm up", [questions[0]["topic"]], k=k)  # model and indexes loaded once

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL, embed
-from nexus_assets.recall.service import recall
+from nexus_assets.services.answers import recall
 from nexus_assets.store import Vault
 
 WORDS = "vault sync brick topic manifest drift checksum duckdb export branch recall answer source run node path".split()

@@ -85,7 +85,7 @@ def sync(db: Path, runs: Path, topics: Path) -> float:
 
 def person(corpus: Path, name: str, work: Path) -> dict:
     from nexus_assets.store import Vault
-    from nexus_assets.teaching.service import teach
+    from nexus_assets.services.teaching import teach
 
     rows = [json.loads(line) for line in (corpus / "labels" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     for r in rows:

@@ -49,7 +49,7 @@ LIMIT_DEFAULTS: dict[str, int] = {
 
 # Variables that only SET something for a third-party library, never read as our configuration:
 # recall/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
-# sync/service.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
+# services/sync.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
 WRITTEN_FOR_LIBRARIES = (
     "TOKENIZERS_PARALLELISM",
     "PYDANTIC_DISABLE_PLUGINS",

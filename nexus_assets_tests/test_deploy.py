@@ -26,7 +26,7 @@ import pytest
 import yaml
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from nexus_assets.sync.service import TOPIC_TAG
+from nexus_assets.services.sync import TOPIC_TAG
 from nexus_assets_tests.project import REPO, sample_project
 from nexus_assets_tests.servers import start, stop
 

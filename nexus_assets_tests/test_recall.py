@@ -240,7 +240,7 @@ def test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels(
     assert {r["authority"] for r in recalled} == {1, 3}
     assert all(r["authority"] == (1 if r["sources"][0]["run_id"] == kickoff else 3) for r in recalled)
 
-    from nexus_assets.recall.service import ask
+    from nexus_assets.services.answers import ask
 
     # The service behind `nexus ask`, with every brick of the topic recalled (the command asks for 8).
     out = ask(project.db, question, [topic], user="ana", agent="test", k=40, env={})

@@ -9,7 +9,7 @@ import json
 import duckdb
 import pytest
 
-from nexus_assets.recall.service import ANSWER_MIN_SIMILARITY, confidence, dates_in, speakers_in
+from nexus_assets.services.answers import ANSWER_MIN_SIMILARITY, confidence, dates_in, speakers_in
 from nexus_assets.store import Vault
 from nexus_assets.vault.migrations import LATEST, schema_version
 from nexus_assets_tests.cli_helpers import run_cli, run_json
@@ -81,7 +81,7 @@ def test_an_unrelated_question_is_refused_and_audited_whatever_its_ccc_would_be(
 
 
 def test_relevance_needs_a_word_of_the_question_unless_the_meaning_is_close():
-    from nexus_assets.recall.service import relevant, shares_a_word
+    from nexus_assets.services.answers import relevant, shares_a_word
 
     assert shares_a_word("How are duplicate quotes handled?", "Two quotes with the same fingerprint are one brick.")
     assert shares_a_word("How do I deploy it?", "The deployment runs on Cloud Run.")

@@ -8,7 +8,7 @@ import dagster as dg
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
-from nexus_assets.sync.service import TOPIC_TAG
+from nexus_assets.services.sync import TOPIC_TAG
 from nexus_assets_tests.project import Project, nexus_run
 
 

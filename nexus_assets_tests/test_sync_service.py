@@ -13,7 +13,7 @@ import pytest
 
 from nexus_assets.topics.selection import select_topics
 from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG
-from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncRequest, check, run
+from nexus_assets.services.sync import SyncEvent, SyncInputError, SyncRequest, check, run
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project
 
@@ -87,6 +87,6 @@ def test_cli_sync_is_parsing_and_printing_only():
     imported = {
         node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert imported <= {"__future__", "nexus_assets.cli.common", "nexus_assets.topics.selection", "nexus_assets.sync.service", "pathlib"}, imported
+    assert imported <= {"__future__", "nexus_assets.cli.common", "nexus_assets.topics.selection", "nexus_assets.services.sync", "pathlib"}, imported
     for name in ("execute_in_process", "DagsterInstance", "record_topic_files", "Vault", "canonical_json"):
         assert name not in source, name

@@ -29,7 +29,7 @@ def add_run(p: Project, run_id: str = "warm-new") -> None:
 
 
 def test_a_held_vault_is_opened_once_and_let_go_for_a_writer(synced: Project):
-    from nexus_assets import queries
+    from nexus_assets.services import queries
     from nexus_assets.vault import warm
 
     held = warm.hold(synced.db)
@@ -57,7 +57,7 @@ def test_a_held_vault_is_opened_once_and_let_go_for_a_writer(synced: Project):
 
 
 def test_a_writer_of_the_same_process_takes_the_vault_at_once(synced: Project):
-    from nexus_assets import queries
+    from nexus_assets.services import queries
     from nexus_assets.lifecycle.step import user_actor  # noqa: F401 (the writer below is the CLI's own)
     from nexus_assets.store import Vault
     from nexus_assets.vault import warm
@@ -77,7 +77,7 @@ def test_a_writer_of_the_same_process_takes_the_vault_at_once(synced: Project):
 
 
 def test_the_warm_state_is_refreshed_after_a_writer_before_any_request(synced: Project):
-    from nexus_assets import queries
+    from nexus_assets.services import queries
     from nexus_assets.store import Vault
     from nexus_assets.vault import warm
 
@@ -97,7 +97,7 @@ def test_the_warm_state_is_refreshed_after_a_writer_before_any_request(synced: P
 
 
 def test_forgotten_text_is_not_kept_in_memory(synced: Project):
-    from nexus_assets import queries
+    from nexus_assets.services import queries
     from nexus_assets.vault import warm
 
     add_run(synced)

@@ -32,7 +32,7 @@ def refresh(db: str) -> None:
     """Each topic's vector index in step with its newest manifest, and the run names kept for a
     held vault (vault/warm.py) in step with its runs (none it no longer has, every one it has): at
     start, and after each writer."""
-    from nexus_assets.queries import NotFound, open_read
+    from nexus_assets.services.queries import NotFound, open_read
     from nexus_assets.recall.embedder import MODEL
     from nexus_assets.recall.index import ensure
 

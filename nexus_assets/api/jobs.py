@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from nexus_assets.schemas import SyncInitiate, SyncJob
 from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG
-from nexus_assets.sync.service import (
+from nexus_assets.services.sync import (
     SyncOutcome,
     SyncRequest,
     check,

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nexus_assets.ingest.push import MessageConflict, PushError, RunClosed, RunNotFound, RunTooLarge
-from nexus_assets.queries import BadQuery, NotFound
+from nexus_assets.services.queries import BadQuery, NotFound
 from nexus_assets.topics.selection import SyncInputError
 
 MEDIA_TYPE = "application/problem+json"
@@ -53,7 +53,7 @@ def install(app: FastAPI) -> None:
     async def bad_sync(request: Request, exc: SyncInputError):
         return problem(422, str(exc))
 
-    from nexus_assets.teaching.service import TeachingRefused
+    from nexus_assets.services.teaching import TeachingRefused
 
     @app.exception_handler(TeachingRefused)
     async def refused_teaching(request: Request, exc: TeachingRefused):

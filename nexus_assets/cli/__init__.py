@@ -23,7 +23,7 @@ from nexus_assets import settings
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.core import bounds
 from nexus_assets.core.display import visible
-from nexus_assets.queries import BadQuery, NotFound
+from nexus_assets.services.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
 from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.connection import (

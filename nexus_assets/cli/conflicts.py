@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import emit
-from nexus_assets.queries import conflicts
+from nexus_assets.services.queries import conflicts
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:

@@ -105,7 +105,7 @@ def cmd_activate(args: argparse.Namespace) -> int:
         history = _history(vault, args.topic)
     # Activation makes the topic compilable, so it becomes a partition of the shared instance now.
     if project_dagster_home(args.db, settings.dagster_home()) is not None:
-        from nexus_assets.sync.service import (
+        from nexus_assets.services.sync import (
             dagster_instance,  # Dagster only when there is an instance to tell
         )
 

@@ -8,7 +8,7 @@ import argparse
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.cli.forget import _describe_plan
 from nexus_assets.forget.step import ForgetError, find_target, plan
-from nexus_assets.queries import lineage_of
+from nexus_assets.services.queries import lineage_of
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:

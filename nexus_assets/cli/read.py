@@ -30,11 +30,11 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
         left = {}
         if args.all:
-            from nexus_assets.teaching.service import left_because  # why a brick left the manifest (DESIGN §5)
+            from nexus_assets.services.teaching import left_because  # why a brick left the manifest (DESIGN §5)
 
             left = left_because(vault, args.topic, bricks)
         if args.json:
-            from nexus_assets.queries import named_bricks  # the models the API and the MCP tools answer with
+            from nexus_assets.services.queries import named_bricks  # the models the API and the MCP tools answer with
 
             emit(args, [b.model_dump(mode="json") for b in named_bricks(vault, bricks, left)])
             return 0
@@ -85,7 +85,7 @@ def cmd_rejections(args: argparse.Namespace) -> int:
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from nexus_assets.queries import manifest
+    from nexus_assets.services.queries import manifest
 
     m = manifest(args.db, args.topic)
     data = m.model_dump(mode="json")

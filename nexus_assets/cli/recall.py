@@ -64,7 +64,7 @@ def _repl(args: argparse.Namespace) -> int:
 
 
 def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None, env: dict) -> tuple[dict, str]:
-    from nexus_assets.queries import recall
+    from nexus_assets.services.queries import recall
 
     out = recall(args.db, query, topics, k=args.k, env=env, **_filters(args)).model_dump(mode="json")
     if out["not_embedded"]:
@@ -98,7 +98,7 @@ def _conversation(item: dict) -> str:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from nexus_assets.queries import ask
+    from nexus_assets.services.queries import ask
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")

@@ -6,7 +6,7 @@ import argparse
 
 from nexus_assets.cli.common import UsageError, emit, one_line
 from nexus_assets.core import bounds
-from nexus_assets.queries import search
+from nexus_assets.services.queries import search
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`nexus sync`: parse the flags, call the sync service (nexus_assets/sync/), print what it did."""
+"""`nexus sync`: parse the flags, call the sync service (nexus_assets/services/sync.py), print what it did."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path, vault_exists
 from nexus_assets.topics.selection import broken_topic_files
-from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
+from nexus_assets.services.sync import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 

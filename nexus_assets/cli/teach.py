@@ -1,5 +1,5 @@
 """`nexus keep BRICK_ID` / `nexus drop BRICK_ID [--reason TEXT]`: parse, call the teaching service
-(nexus_assets/teaching/service.py), print. Refused (exit 2, one line) on a sealed topic, an
+(nexus_assets/services/teaching.py), print. Refused (exit 2, one line) on a sealed topic, an
 unknown brick or a topic file that cannot be written."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def cmd_drop(args: argparse.Namespace) -> int:
 
 def _teach(args: argparse.Namespace, verdict: str) -> int:
     from nexus_assets.lifecycle.step import user_actor
-    from nexus_assets.teaching.service import TeachingRefused, teach
+    from nexus_assets.services.teaching import TeachingRefused, teach
 
     with open_vault(args, write=True) as vault:
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import emit, open_catalog
-from nexus_assets.queries import topic_rows
+from nexus_assets.services.queries import topic_rows
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`nexus vault copy SRC DST`: parse, call the copy service (nexus_assets/vault_copy/), say what arrived."""
+"""`nexus vault copy SRC DST`: parse, call the copy service (nexus_assets/services/vault_copy.py), say what arrived."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from nexus_assets.vault.transfer import CopyRefused
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    from nexus_assets.vault_copy.service import copy_vault
+    from nexus_assets.services.vault_copy import copy_vault
 
     def progress(table: str, rows: int) -> None:
         if not args.json:

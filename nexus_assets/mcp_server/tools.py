@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from nexus_assets import queries
+from nexus_assets.services import queries
 from nexus_assets.core import bounds
 from nexus_assets.ingest.push import RUN_ID_RULE
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
@@ -236,7 +236,7 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
 
 
 def _write_tools(server: MCPServer, config) -> None:
-    from nexus_assets.sync.service import SyncRequest, check, run
+    from nexus_assets.services.sync import SyncRequest, check, run
 
     @server.tool(description=(
         "Compile the conversations in the runs folder into bricks (writes the vault): every ACTIVE topic, or the "
@@ -295,7 +295,7 @@ def _write_tools(server: MCPServer, config) -> None:
         confirm: bool = False,
     ) -> dict[str, Any]:
         from nexus_assets import settings
-        from nexus_assets.forget.service import forget_source
+        from nexus_assets.services.forgetting import forget_source
         from nexus_assets.forget.step import ForgetError
         from nexus_assets.lifecycle.step import user_actor
 
@@ -319,7 +319,7 @@ def _write_tools(server: MCPServer, config) -> None:
 
 
     async def _teach(ctx: Context | None, brick_id: str, verdict: str, reason: str | None) -> Taught:
-        from nexus_assets.teaching.service import TeachingRefused, teach_in
+        from nexus_assets.services.teaching import TeachingRefused, teach_in
 
         try:
             done = await _call("brick_id", teach_in, config.db, config.topics_dir, brick_id, verdict,

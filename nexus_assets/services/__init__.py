@@ -1,3 +1,6 @@
-"""The sync service (DESIGN §10): one home for what a sync does, whichever shell starts it —
-inputs checked, topic files recorded, the "nothing changed" digest, the Dagster runs. The CLI,
-the API, the MCP tools, the schedule and the sensor call it; none of them orchestrates a sync."""
+"""The services (docs/architecture.md#layers): every rule a shell would otherwise repeat, once.
+
+`sync` (what a sync does, whichever shell or the engine starts it), `queries` (what the shells read:
+bricks, topics, trace, search, conflicts, verify, lineage), `answers` (`nexus recall` and `nexus ask`),
+`forgetting` (one journal per tombstone), `teaching` (`nexus keep` / `nexus drop`) and `vault_copy`.
+The CLI, the API, the MCP tools and the viewer call these; a service never imports a shell."""

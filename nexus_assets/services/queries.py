@@ -132,7 +132,7 @@ def bricks(
         selected = selected[offset : None if limit is None else offset + limit]
         left = None
         if include_superseded:
-            from nexus_assets.teaching.service import left_because
+            from nexus_assets.services.teaching import left_because
 
             left = left_because(vault, topic_id, selected)
         return named_bricks(vault, selected, left)
@@ -280,7 +280,7 @@ def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | No
 
 def _who_and_when(speaker: str | None, since: str | None, until: str | None) -> dict:
     """The speaker and date filters of recall and ask (DESIGN §7), checked: BadQuery names the bad one."""
-    from nexus_assets.recall.service import parse_day
+    from nexus_assets.services.answers import parse_day
 
     if speaker is not None:
         require_text(speaker, "speaker")
@@ -297,7 +297,7 @@ def recall(
     db: str | Path, query: str, topic_ids: list[str] | None = None, k: int = 5, env: Mapping[str, str] | None = None, *,
     speaker: str | None = None, since: str | None = None, until: str | None = None,
 ):
-    from nexus_assets.recall import service
+    from nexus_assets.services import answers as service
     from nexus_assets.schemas import RecallOut
 
     require_text(query, "query")
@@ -315,7 +315,7 @@ def ask(
     db: str | Path, question: str, topic_ids: list[str] | None = None, *, user: str, agent: str,
     env: Mapping[str, str] | None = None, speaker: str | None = None, since: str | None = None, until: str | None = None,
 ):
-    from nexus_assets.recall import service
+    from nexus_assets.services import answers as service
     from nexus_assets.schemas import AnswerOut
 
     require_text(question, "question")
@@ -333,7 +333,7 @@ def ask_preview(
 ):
     """The bricks `ask` would rest on (its recall, k as ask uses it, those relevant enough); reads
     only, audits nothing."""
-    from nexus_assets.recall.service import ASK_K, relevant
+    from nexus_assets.services.answers import ASK_K, relevant
     from nexus_assets.schemas import AskPreview
 
     recalled = recall(db, question, topic_ids, k=ASK_K, env=env, speaker=speaker, since=since, until=until)

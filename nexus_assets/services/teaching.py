@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from nexus_assets.queries import NotFound, find_brick
+from nexus_assets.services.queries import NotFound, find_brick
 from nexus_assets.teaching.topic_file import TopicFileUnwritable, add_example
 
 Verdict = Literal["keep", "drop"]

@@ -192,7 +192,7 @@ class Viewer:
                 topics = views.topic_summaries(v)
             recalled = None
             if query:
-                from nexus_assets.recall.service import (  # read-only: the same code as `nexus recall`
+                from nexus_assets.services.answers import (  # read-only: the same code as `nexus recall`
                     NothingToRecall,
                     recall,
                 )

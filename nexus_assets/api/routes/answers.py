@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus_assets import queries
+from nexus_assets.services import queries
 from nexus_assets.api.deps import ConfigDep
 from nexus_assets.core import bounds
 from nexus_assets.schemas import AnswerOut, AskPreview, Problem, RecallOut

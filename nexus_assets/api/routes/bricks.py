@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from nexus_assets import queries
+from nexus_assets.services import queries
 from nexus_assets.api.deps import ConfigDep
 from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit, Taught, TeachBody
@@ -31,7 +31,7 @@ TEACH_REFUSED = {404: {"model": Problem}, 409: {"model": Problem, "description":
 
 
 def _teach(config, brick_id: str, verdict: str, body: TeachBody | None) -> Taught:
-    from nexus_assets.teaching.service import teach_in
+    from nexus_assets.services.teaching import teach_in
 
     done = teach_in(config.db, config.topics_dir, brick_id, verdict, reason=body.reason if body else None, actor="api")
     return Taught(**done.as_json())

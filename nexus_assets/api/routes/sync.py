@@ -30,7 +30,7 @@ def initiate(body: SyncInitiate, jobs: JobsDep, request: Request):
 @router.get("/v1/sync/{sync_job_id}", name="sync_status", response_model=SyncJob, responses={404: {"model": Problem}})
 def status(jobs: JobsDep, sync_job_id: str = JOB_ID) -> SyncJob:
     """The job's status, read from Dagster's run records."""
-    from nexus_assets.queries import NotFound
+    from nexus_assets.services.queries import NotFound
 
     found = jobs.status(sync_job_id)
     if found is None:

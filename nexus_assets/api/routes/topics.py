@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from nexus_assets import queries
+from nexus_assets.services import queries
 from nexus_assets.api.deps import ConfigDep
 from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Conflict, ManifestOut, MinState, Problem, TopicSummary
