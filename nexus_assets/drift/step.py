@@ -5,14 +5,37 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.models import Brick, IngestionError, SourceAddress
 from nexus_assets.drift.rules import NodeCache, address_problem, slice_problem
 from nexus_assets.ingest.runfiles import file_stat, iter_run_file, source_problem
-from nexus_assets.store import RunVersion, Vault
+from nexus_assets.vault.records import RunVersion
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from nexus_assets.drift.records import DriftRecords
+    from nexus_assets.gate.records import OccurrenceRecords
+    from nexus_assets.history.records import HistoryQueries
+    from nexus_assets.ingest.records import RunRecords
+    from nexus_assets.publish.records import BrickRecords
 
 
-def verbatim_problems(vault: Vault, topic_id: str, runs: set[str] | None = None) -> tuple[int, int, list[str]]:
+class DriftStores(Protocol):
+    """The stores drift reads and records: bricks and their occurrences, the runs and files they
+    come from, each source's status and its flips."""
+
+    bricks: BrickRecords
+    occurrences: OccurrenceRecords
+    runs: RunRecords
+    drift: DriftRecords
+    history: HistoryQueries
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+
+def verbatim_problems(vault: DriftStores, topic_id: str, runs: set[str] | None = None) -> tuple[int, int, list[str]]:
     """Invariant 1 over the vault: every stored occurrence is the exact slice of its node in the
     run version it was seen in, and every brick's content is its canonical occurrence's text.
     Compared against the stored text nodes in SQL; only an occurrence at a path that is not a text
@@ -48,7 +71,7 @@ _NODE_PROBLEMS = {
 }
 
 
-def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
+def stale_addresses(vault: DriftStores, topic_id: str) -> set[SourceAddress]:
     """Addresses whose run has a newer version in which the node no longer matches."""
     changed, unknown = vault.occurrences.addresses_changed_in_latest(topic_id)
     if unknown:
@@ -59,7 +82,7 @@ def stale_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
     return changed
 
 
-def withdrawn_addresses(vault: Vault, topic_id: str) -> set[SourceAddress]:
+def withdrawn_addresses(vault: DriftStores, topic_id: str) -> set[SourceAddress]:
     """Addresses whose node now reads text the vault knew before them: an edit that was undone.
     Their bricks are history, not stale (invariant 14); see `resolve_lazily`."""
     later = vault.drift.addresses_after_latest(topic_id)
@@ -74,7 +97,7 @@ class Drift:
     problem: str
 
 
-def file_drift(vault: Vault, bricks: list[Brick]) -> list[Drift]:
+def file_drift(vault: DriftStores, bricks: list[Brick]) -> list[Drift]:
     """Re-read every source run from the file it was last ingested from and check each address."""
     by_run: dict[str, list[tuple[Brick, SourceAddress]]] = defaultdict(list)
     for b in bricks:
@@ -126,7 +149,7 @@ class DriftCheck:
         return sorted({d.brick_id for d in self.drifts})
 
 
-def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
+def current_drift(vault: DriftStores, topic_id: str) -> DriftCheck:
     """Drift as the files stand now, re-reading only what moved since the sync read it.
 
     The sync has just ingested every changed file, so a source whose run has a newer version is
@@ -173,13 +196,13 @@ def current_drift(vault: Vault, topic_id: str) -> DriftCheck:
     return DriftCheck(checked, tuple(found))
 
 
-def full_drift(vault: Vault, topic_id: str | None = None) -> DriftCheck:
+def full_drift(vault: DriftStores, topic_id: str | None = None) -> DriftCheck:
     """Every source address re-read from the file it came from."""
     bricks = vault.bricks.select(topic_id)
     return DriftCheck(frozenset(a for b in bricks for a in b.sources), tuple(file_drift(vault, bricks)))
 
 
-def record_drift(vault: Vault, check: DriftCheck, observed_by: str) -> list[dict]:
+def record_drift(vault: DriftStores, check: DriftCheck, observed_by: str) -> list[dict]:
     """Store a check's findings as each source's status (drifted or matching again); returns the flips."""
     drifted: dict[SourceAddress, str] = {}
     for d in check.drifts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.paths import (
     PathError,
@@ -27,7 +28,21 @@ from nexus_assets.eval.rules import (
 )
 from nexus_assets.extract.scope import Scope
 from nexus_assets.gate.rules import NeedsDocument, validate_pointers
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.extract.records import ExtractionRecords
+    from nexus_assets.gate.records import OccurrenceRecords
+    from nexus_assets.ingest.records import RunRecords
+    from nexus_assets.topics.records import TopicRecords
+
+
+class EvalStores(Protocol):
+    """The stores an evaluation reads: the topic, its extractions, occurrences and the nodes they name."""
+
+    topics: TopicRecords
+    runs: RunRecords
+    extractions: ExtractionRecords
+    occurrences: OccurrenceRecords
 
 
 def read_gold(path: Path) -> list[GoldLine]:
@@ -40,7 +55,7 @@ def read_gold(path: Path) -> list[GoldLine]:
     return parse_gold(text, str(path))
 
 
-def resolve_gold(vault: Vault, topic_id: str, path: Path) -> list[Span]:
+def resolve_gold(vault: EvalStores, topic_id: str, path: Path) -> list[Span]:
     """The topic's gold spans (lines naming another topic are skipped; a line without topic_id
     belongs to the topic being evaluated), each resolved against its run's latest stored version."""
     lines = [g for g in read_gold(path) if g.topic_id in (None, topic_id)]
@@ -74,7 +89,7 @@ def _normalized(json_path: str) -> str | None:
     return format_path(steps) if steps is not None else None
 
 
-def predicted_spans(vault: Vault, topic_id: str, extractor: str | None = None) -> tuple[list[Span], int, int]:
+def predicted_spans(vault: EvalStores, topic_id: str, extractor: str | None = None) -> tuple[list[Span], int, int]:
     """(predicted spans, accepted pointers, rejected pointers). Without `extractor`: every source
     address of the topic's bricks and the stored verdicts. With one: that identity's kept pointers
     through the gate again, against the stored nodes, in memory (nothing is written)."""
@@ -101,7 +116,7 @@ def predicted_spans(vault: Vault, topic_id: str, extractor: str | None = None) -
     return spans, accepted, rejected
 
 
-def evaluate(vault: Vault, topic_id: str, gold_path: Path, extractor: str | None = None) -> dict:
+def evaluate(vault: EvalStores, topic_id: str, gold_path: Path, extractor: str | None = None) -> dict:
     """Every figure `nexus eval --json` prints for one topic and one predictor."""
     gold = resolve_gold(vault, topic_id, gold_path)
     predicted, accepted, rejected = predicted_spans(vault, topic_id, extractor)
@@ -122,7 +137,7 @@ def evaluate(vault: Vault, topic_id: str, gold_path: Path, extractor: str | None
     }
 
 
-def gold_lines_for(vault: Vault, topic_id: str) -> list[dict]:
+def gold_lines_for(vault: EvalStores, topic_id: str) -> list[dict]:
     """The topic's current bricks as gold lines (every source address), for a person to edit."""
     spans = vault.occurrences.brick_source_spans(topic_id)
     texts = vault.runs.latest_node_texts((r, p) for r, p, _, _ in spans)
@@ -135,7 +150,7 @@ def gold_lines_for(vault: Vault, topic_id: str) -> list[dict]:
     return lines
 
 
-def quality_gold_path(vault: Vault, topic_id: str, gold: str) -> Path:
+def quality_gold_path(vault: EvalStores, topic_id: str, gold: str) -> Path:
     """A topic's `quality.gold`, relative paths resolved against the topic file's directory."""
     path = Path(gold).expanduser()
     if path.is_absolute():

@@ -7,12 +7,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import duckdb
 
 from nexus_assets.core.display import visible
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.publish.records import BrickRecords
+    from nexus_assets.topics.records import TopicRecords
 
 FORMATS = ("jsonl", "parquet", "markdown")
 
@@ -33,11 +36,18 @@ PARQUET_COLUMNS = {
 }
 
 
+class ExportStores(Protocol):
+    """The stores an export reads: the topic and its published manifest and bricks."""
+
+    bricks: BrickRecords
+    topics: TopicRecords
+
+
 class NoManifest(LookupError):
     pass
 
 
-def manifest_rows(vault: Vault, topic_id: str) -> tuple[dict, list[dict]]:
+def manifest_rows(vault: ExportStores, topic_id: str) -> tuple[dict, list[dict]]:
     """(topic header, one row per manifest entry in order, each with the brick's text and sources)."""
     manifest = vault.bricks.latest_manifest(topic_id)
     if manifest is None:

@@ -20,21 +20,37 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus_assets.vault.address import is_postgres, parse_address
 from nexus_assets import settings
 from nexus_assets.core.models import Tombstone
 from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.extract.sentences import sentences
+from nexus_assets.forget.dagster_copies import clean_dagster, stored_forms
 from nexus_assets.publish.manifest import tombstone_manifest
-from nexus_assets.resolve.step import resolve_phase
+from nexus_assets.resolve.step import ResolveStores, resolve_phase
 from nexus_assets.search.step import forget_index, index_dir
 from nexus_assets.vault.connection import connect, derived_path, now, writer_intent
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.forget.records import ForgettingRecords
+    from nexus_assets.topics.records import TopicRecords
+
+
+class ForgetStores(ResolveStores, Protocol):
+    """The stores forgetting uses: lineage, erasure and tombstones, the topics to resolve again
+    (with everything resolution uses) and the connection the proof reads texts through."""
+
+    conn: Any
+    topics: TopicRecords
+    forgetting: ForgettingRecords
+
+    def transaction(self) -> AbstractContextManager[None]: ...
 
 # Shorter texts (a greeting, "Yes.") are too common to prove anything by their absence.
 MIN_PROOF_CHARS = 12
@@ -51,7 +67,7 @@ class Target:
     files: list[str] = field(default_factory=list)
 
 
-def find_target(vault: Vault, *, run_id: str | None = None, file: str | None = None) -> Target:
+def find_target(vault: ForgetStores, *, run_id: str | None = None, file: str | None = None) -> Target:
     if run_id is not None:
         if not vault.forgetting.runs_known([run_id]):
             if run_id in vault.forgetting.forgotten_runs():
@@ -71,12 +87,12 @@ def find_target(vault: Vault, *, run_id: str | None = None, file: str | None = N
     return Target(runs, shas, [str(Path(file).resolve())])
 
 
-def plan(vault: Vault, target: Target) -> dict:
+def plan(vault: ForgetStores, target: Target) -> dict:
     lineage = vault.forgetting.forward_lineage(target.run_ids)
     return {**lineage, "file_sha256s": target.file_shas, "target_files": target.files}
 
 
-def _texts(vault: Vault, run_ids: list[str], leaving: list[str]) -> list[str]:
+def _texts(vault: ForgetStores, run_ids: list[str], leaving: list[str]) -> list[str]:
     """The forgotten runs' text, in pieces long enough to prove absence: every text node, line
     and sentence of it that no remaining run or remaining brick also holds."""
     rows = vault.conn.execute(
@@ -101,7 +117,7 @@ def _texts(vault: Vault, run_ids: list[str], leaving: list[str]) -> list[str]:
     return sorted(p for p in pieces if p not in remaining and p not in brick_text)
 
 
-def _resolve_after(vault: Vault, topic_id: str, tombstone: Tombstone) -> tuple[str, int]:
+def _resolve_after(vault: ForgetStores, topic_id: str, tombstone: Tombstone) -> tuple[str, int]:
     topic = vault.topics.topic(topic_id)
     sealed = topic is not None and topic.state in ("SEALING", "LOCKED")
     bricks = resolve_phase(vault, topic, sealed=sealed) if topic is not None else []
@@ -156,7 +172,7 @@ def _journal_files(db_path: str | Path) -> list[Path]:
     return sorted(p for p in legacy.parent.glob(legacy.name + "*") if not p.name.endswith(".partial") and p.is_file())
 
 
-def pending_erasures(vault: Vault, db_path: str | Path) -> list[dict]:
+def pending_erasures(vault: ForgetStores, db_path: str | Path) -> list[dict]:
     """Every erasure an interrupted `forget` committed but did not finish, oldest first. A journal
     whose tombstone the vault does not hold describes a forget that never committed: it is dropped."""
     committed = {t["tombstone_id"] for t in vault.forgetting.tombstones()}
@@ -176,13 +192,13 @@ def pending_erasures(vault: Vault, db_path: str | Path) -> list[dict]:
     return sorted(found, key=lambda j: (j.get("forgotten_at") or "", j["tombstone_id"]))
 
 
-def pending_erasure(vault: Vault, db_path: str | Path) -> dict | None:
+def pending_erasure(vault: ForgetStores, db_path: str | Path) -> dict | None:
     """The oldest unfinished erasure, or None (see `pending_erasures`)."""
     pending = pending_erasures(vault, db_path)
     return pending[0] if pending else None
 
 
-def _crash_point(name: str) -> None:
+def crash_point(name: str) -> None:
     # Tests stop a forget with a real SIGKILL at a named point, to prove a re-run finishes it.
     if settings.kill_forget_at() == name:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -199,7 +215,7 @@ def _compact(db_path: Path | str) -> None:
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
             ).fetchall():
                 vault.conn.execute(f'VACUUM FULL "{table}"')
-        _crash_point("compacted")
+        crash_point("compacted")
         return
     fresh = db_path.with_name(db_path.name + ".compact")
     for leftover in (fresh, Path(str(fresh) + ".wal")):
@@ -212,119 +228,17 @@ def _compact(db_path: Path | str) -> None:
             conn.execute(f"ATTACH '{str(fresh).replace(chr(39), chr(39) * 2)}' AS compacted")
             conn.execute(f'COPY FROM DATABASE "{name}" TO compacted')
             conn.execute("DETACH compacted")
-            _crash_point("compacted")
+            crash_point("compacted")
         finally:
             conn.close()
         os.replace(fresh, db_path)
         Path(str(db_path) + ".wal").unlink(missing_ok=True)
 
 
-def _needles(piece: str) -> list[bytes]:
-    """A piece as its copies store it: as is, whitespace-collapsed (metadata previews), and as
-    Dagster's JSON writes it (non-ASCII as \\u escapes, quotes and newlines escaped)."""
-    forms = {piece, " ".join(piece.split())}
-    return sorted({v.encode("utf-8") for f in forms for v in (f, json.dumps(f)[1:-1], json.dumps(f, ensure_ascii=False)[1:-1])})
-
-
-def _runs_quoting(instance, needles: list[list[bytes]], skip: set[str]) -> set[str]:
-    """Runs outside the affected topics whose event log still quotes a piece (an ingest run's
-    error table, say): they go too."""
-    import dagster as dg
-
-    found: set[str] = set()
-    if not needles:
-        return found
-    for run_id in instance.get_run_ids():
-        if run_id in skip:
-            continue
-        for entry in instance.all_logs(run_id):
-            data = dg.serialize_value(entry).encode("utf-8")
-            if any(n in data for forms in needles for n in forms):
-                found.add(run_id)
-                break
-    return found
-
-
-def _forget_cached_events(instance, tombstone_id: str) -> int:
-    """Dagster keeps copies of events outside their runs, which `delete_run` leaves behind: each asset
-    key caches its latest materialization (metadata previews and all) and its partition status.
-    Dagster has no public call that recomputes the first, so a key whose cached materialization came
-    from a deleted run gets a newer one, runless, for the same partition, that names the tombstone and
-    quotes nothing; the status cache is dropped (rebuilt on read). Check results of deleted runs stay
-    (no public call deletes them): checks quote ids, paths and counts, never text (defs/checks.py)."""
-    import dagster as dg
-
-    replaced = 0
-    records = instance.get_asset_records()
-    for record in records:
-        last = record.asset_entry.last_materialization_record
-        # A runless event ("" run id) has no run to lose.
-        if last is None or not last.run_id or instance.has_run(last.run_id):
-            continue
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization(
-                asset_key=record.asset_entry.asset_key,
-                partition=last.partition_key,
-                description="nexus forget deleted the Dagster runs that materialized this; the vault holds what remains",
-                metadata={"forgotten_by_tombstone": tombstone_id},
-            )
-        )
-        replaced += 1
-    instance.wipe_asset_cached_status([r.asset_entry.asset_key for r in records])
-    return replaced
-
-
-def _clean_dagster(home: Path, topics: list[str], pieces: list[str], tombstone_id: str) -> dict:
-    """Delete the Dagster runs of the affected topics and any other run quoting the text (their event
-    logs hold metadata previews and logs), their pickled outputs and compute logs, the copies Dagster
-    keeps of their events outside the runs, then vacuum Dagster's SQLite files."""
-    removed = {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
-    if not (home / "dagster.yaml").exists() and not (home / "history").exists():
-        return removed
-    from dagster import DagsterInstance, RunsFilter
-
-    # Set for Dagster's DagsterInstance.get() and put back after: a write, not a read of our settings.
-    previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(home)
-    try:
-        with DagsterInstance.get() as instance:
-            runs = {r.run_id for t in topics for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": t}))}
-            runs |= _runs_quoting(instance, [_needles(p) for p in pieces], skip=runs)
-            for run_id in sorted(runs):
-                instance.delete_run(run_id)
-                for leftover in (home / "storage" / run_id, home / "logs" / run_id):
-                    if leftover.exists():
-                        shutil.rmtree(leftover, ignore_errors=True)
-                        removed["dagster_files"] += 1
-            removed["dagster_runs"] = len(runs)
-            removed["dagster_cached_records"] = _forget_cached_events(instance, tombstone_id)
-    finally:
-        if previous is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = previous
-    storage = home / "storage"
-    if storage.is_dir():
-        for asset_dir in storage.iterdir():
-            for t in topics:
-                pickled = asset_dir / t
-                if pickled.exists():
-                    pickled.unlink() if pickled.is_file() else shutil.rmtree(pickled)
-                    removed["dagster_files"] += 1
-    for db in home.rglob("*.db"):
-        try:
-            con = sqlite3.connect(db)
-            con.execute("VACUUM")
-            con.close()
-        except sqlite3.Error:
-            pass
-    return removed
-
-
 def leftovers(paths: list[Path], pieces: list[str]) -> list[dict]:
     """Every file (below each path) whose bytes still contain a forgotten piece of text, in any of
     the forms its copies store it."""
-    needles = [_needles(p) for p in pieces]
+    needles = [stored_forms(p) for p in pieces]
     found = []
     for root in paths:
         if not root.exists():
@@ -345,7 +259,7 @@ def postgres_leftovers(url: str, pieces: list[str]) -> list[dict]:
     any of the forms its copies store it (asked of the database: its files are the server's)."""
     from nexus_assets.catalog import Catalog
 
-    forms = sorted({f.decode("utf-8") for p in pieces for f in _needles(p)})
+    forms = sorted({f.decode("utf-8") for p in pieces for f in stored_forms(p)})
     found = []
     if not forms:
         return found
@@ -363,40 +277,46 @@ def postgres_leftovers(url: str, pieces: list[str]) -> list[dict]:
     return found
 
 
-def forget(
-    db_path: str | Path, target: Target, *, reason: str, actor: str, delete_file: bool = False
-) -> dict:
+def erase(
+    vault: ForgetStores, db_path: str | Path, target: Target, *, reason: str, actor: str, delete_file: bool = False
+) -> tuple[dict, dict, dict]:
+    """The logical half of a forget, on the vault the service opened for writing: the journal beside
+    the vault first, then one transaction (rows, tombstone, tombstone manifests). Returns (journal,
+    rows removed, each topic's tombstone manifest) for `finish_erasure`, run once the vault is closed."""
     db = db_path if is_postgres(db_path) else Path(db_path)
     at = now()
-    with Vault.open(db) as vault:
-        before = plan(vault, target)
-        alone = [b["brick_id"] for b in before["bricks_alone"]]
-        pieces = _texts(vault, target.run_ids, alone)
-        fingerprints = [fp for (fp,) in vault.conn.execute(
-            "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
-        # A fingerprint another brick (another topic) still has keeps its embedding.
-        kept = {fp for (fp,) in vault.conn.execute(
-            "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [alone]).fetchall()}
-        tombstone_id = hashlib.sha256(f"{sorted(target.run_ids)}{sorted(target.file_shas)}{at.isoformat()}".encode()).hexdigest()[:16]
-        journal = {
-            "tombstone_id": tombstone_id, "run_ids": target.run_ids, "file_sha256s": target.file_shas, "files": target.files,
-            "delete_file": delete_file, "topics": before["topics"], "reason": reason, "actor": actor,
-            "forgotten_at": at.isoformat(), "bricks_removed": alone,
-            "bricks_kept_with_other_sources": [b["brick_id"] for b in before["bricks_shared"]], "pieces": pieces,
-        }
-        _write_journal(db, journal)
-        manifests = {}
-        try:
-            _erase(vault, target, journal, before, alone, [f for f in fingerprints if f not in kept], manifests)
-        except BaseException:
-            journal_path(db, tombstone_id).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
-            raise
-        removed = journal.pop("rows_removed")
-    _crash_point("committed")
-    return finish_erasure(db, journal, removed=removed, manifests=manifests)
+    before = plan(vault, target)
+    alone = [b["brick_id"] for b in before["bricks_alone"]]
+    pieces = _texts(vault, target.run_ids, alone)
+    fingerprints = [fp for (fp,) in vault.conn.execute(
+        "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
+    # A fingerprint another brick (another topic) still has keeps its embedding.
+    kept = {fp for (fp,) in vault.conn.execute(
+        "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [alone]).fetchall()}
+    tombstone_id = hashlib.sha256(f"{sorted(target.run_ids)}{sorted(target.file_shas)}{at.isoformat()}".encode()).hexdigest()[:16]
+    journal = {
+        "tombstone_id": tombstone_id, "run_ids": target.run_ids, "file_sha256s": target.file_shas, "files": target.files,
+        "delete_file": delete_file, "topics": before["topics"], "reason": reason, "actor": actor,
+        "forgotten_at": at.isoformat(), "bricks_removed": alone,
+        "bricks_kept_with_other_sources": [b["brick_id"] for b in before["bricks_shared"]], "pieces": pieces,
+    }
+    _write_journal(db, journal)
+    manifests = {}
+    try:
+        _erase(vault, target, journal, before, alone, [f for f in fingerprints if f not in kept], manifests)
+    except BaseException:
+        journal_path(db, tombstone_id).unlink(missing_ok=True)  # nothing was forgotten: the vault rolled back
+        raise
+    removed = journal.pop("rows_removed")
+    return journal, removed, manifests
 
 
-def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: list[str], fingerprints: list[str], manifests: dict) -> None:
+def tombstone_manifests(vault: ForgetStores, journal: dict) -> dict[str, tuple[str, int]]:
+    """Each topic's newest manifest (hash, bricks), for the report of an erasure finished later."""
+    return {t: (m.manifest_hash, len(m.bricks)) for t in journal["topics"] if (m := vault.bricks.latest_manifest(t))}
+
+
+def _erase(vault: ForgetStores, target: Target, journal: dict, before: dict, alone: list[str], fingerprints: list[str], manifests: dict) -> None:
     """The logical half of a forget, one transaction: rows, tombstone, tombstone manifests."""
     tombstone_id, reason, actor, at = journal["tombstone_id"], journal["reason"], journal["actor"], journal["forgotten_at"]
     _forget_examples(vault, before["topics"], alone)
@@ -419,7 +339,7 @@ def _erase(vault: Vault, target: Target, journal: dict, before: dict, alone: lis
             manifests[topic_id] = _resolve_after(vault, topic_id, stone)
 
 
-def _forget_examples(vault: Vault, topic_ids: list[str], alone: list[str]) -> None:
+def _forget_examples(vault: ForgetStores, topic_ids: list[str], alone: list[str]) -> None:
     """A forgotten brick's text that a person made an example (`nexus keep` / `nexus drop`) leaves
     the topic's file and its recorded definition too: no copy of the text stays (invariant 15)."""
     from nexus_assets.teaching.topic_file import TopicFileUnwritable, remove_examples
@@ -440,15 +360,14 @@ def _forget_examples(vault: Vault, topic_ids: list[str], alone: list[str]) -> No
             continue  # the proof that follows names the vault or file still holding the text
 
 
-def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None = None, manifests: dict | None = None) -> dict:
-    """The physical half of a forget, after its commit: compact the vault file, drop the indexes
-    and Dagster's copies, delete the file if asked, and prove the text gone. Safe to run again
-    after a kill at any point: each step redoes what it finds undone."""
+def finish_erasure(
+    db_path: str | Path, journal: dict, *, manifests: dict, removed: dict | None = None, resumed: bool = False
+) -> dict:
+    """The physical half of a forget, after its commit, with the vault closed: compact the vault
+    file, drop the indexes and Dagster's copies, delete the file if asked, and prove the text gone.
+    Safe to run again after a kill at any point: each step redoes what it finds undone. `resumed`:
+    an erasure an earlier forget committed but did not finish (`pending_erasures`)."""
     db = db_path if is_postgres(db_path) else Path(db_path)
-    resumed = manifests is None
-    if resumed:
-        with Vault.open(db) as vault:
-            manifests = {t: (m.manifest_hash, len(m.bricks)) for t in journal["topics"] if (m := vault.bricks.latest_manifest(t))}
     pieces, topics = journal["pieces"], journal["topics"]
     _compact(db)
     forget_index(db)
@@ -456,7 +375,7 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
         shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)
     home = project_dagster_home(db, settings.dagster_home())
     dagster = (
-        _clean_dagster(home, topics, pieces, journal["tombstone_id"])
+        clean_dagster(home, topics, pieces, journal["tombstone_id"])
         if home is not None
         else {"dagster_runs": 0, "dagster_files": 0, "dagster_cached_records": 0}
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.fingerprint import sha256_hex
@@ -21,7 +21,24 @@ from nexus_assets.ingest.runfiles import (
     scan_runs_dir,
     source_problem,
 )
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from nexus_assets.drift.records import DriftRecords
+    from nexus_assets.forget.records import ForgettingRecords
+    from nexus_assets.ingest.records import RunRecords
+
+
+class IngestStores(Protocol):
+    """The stores ingestion uses: run files, runs, nodes and errors out; what was forgotten (never
+    read again) and each source's status (a file that moved) in."""
+
+    runs: RunRecords
+    drift: DriftRecords
+    forgetting: ForgettingRecords
+
+    def transaction(self) -> AbstractContextManager[None]: ...
 
 BATCH = 500
 
@@ -61,7 +78,7 @@ def display_name(path: Path) -> str:
 
 @collector_paused
 def ingest_runs(
-    vault: Vault,
+    vault: IngestStores,
     runs_dir: Path,
     *,
     limits: Limits | None = None,
@@ -83,7 +100,7 @@ class _Ingestion:
     read before (a restore or a verdict to copy, no parse), or new bytes (parsed once). Writes are
     gathered and flushed in batches."""
 
-    def __init__(self, vault: Vault, limits: Limits, open_after: str | None, progress: Callable[[str], None] | None):
+    def __init__(self, vault: IngestStores, limits: Limits, open_after: str | None, progress: Callable[[str], None] | None):
         self.vault, self.limits, self.open_after, self.progress = vault, limits, open_after, progress
         self.report = IngestReport()
         self.batch: list[tuple[Run, str, str]] = []
@@ -270,7 +287,7 @@ class _Ingestion:
         self.read_stats.clear()
 
 
-def follow_moved_files(vault: Vault, runs_dir: Path | None = None) -> list[tuple[str, str, list[str]]]:
+def follow_moved_files(vault: IngestStores, runs_dir: Path | None = None) -> list[tuple[str, str, list[str]]]:
     """Runs whose file no longer holds the bytes their latest version was read from, while another
     path read before does (a rename or move, or a copy whose original was removed or changed): they
     are read from that path now, so drift and verify look where the bytes are. Identical bytes make
@@ -321,7 +338,7 @@ def follow_moved_files(vault: Vault, runs_dir: Path | None = None) -> list[tuple
 _ONE_FILE_FORMATS = ("nexus", "claude-code", "codex")
 
 
-def _refuse_duplicate_run_ids(vault: Vault, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
+def _refuse_duplicate_run_ids(vault: IngestStores, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:
     """Two Nexus run files or session files (not two versions of one file) declaring one run_id with different
     content: an error naming both. The file the vault already holds keeps the run (taking it
     over would leave its bricks stale and fail every later sync); two new files in one sync are

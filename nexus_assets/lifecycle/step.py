@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
@@ -23,7 +24,7 @@ from nexus_assets.core.models import (
     TopicState,
 )
 from nexus_assets.discovery.records import drop_draft_topic
-from nexus_assets.drift.step import DriftCheck, file_drift, record_drift
+from nexus_assets.drift.step import DriftCheck, DriftStores, file_drift, record_drift
 from nexus_assets.ingest.runfiles import file_sha256, scan_run_files
 from nexus_assets.lifecycle.rules import (
     SEALED_STATES,
@@ -35,11 +36,23 @@ from nexus_assets.lifecycle.rules import (
 )
 from nexus_assets.publish.immutability import final_problems
 from nexus_assets.publish.manifest import chain_problems, hash_problems, link_problems
-from nexus_assets.publish.step import publish_phase
-from nexus_assets.resolve.step import resolve_phase, stage_resolution
+from nexus_assets.publish.step import PublishStores, publish_phase
+from nexus_assets.resolve.step import ResolveStores, resolve_phase, stage_resolution
 from nexus_assets.topics.files import TopicFile, find_topic, read_topic_files
 from nexus_assets.vault.connection import now
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.topics.records import TopicRecords
+
+
+class LifecycleStores(ResolveStores, PublishStores, DriftStores, Protocol):
+    """What activation and sealing use: the topics and their states, and everything resolving,
+    publishing and checking drift use (a seal resolves and publishes once more)."""
+
+    topics: TopicRecords
+    conn: Any
+
+    def topic_state(self, topic_id: str) -> str | None: ...
 
 
 class LifecycleError(ValueError):
@@ -67,7 +80,7 @@ def _file_key(path: str | Path) -> str:
 # What the vault remembers
 
 
-def recorded_topics(vault: Vault) -> dict[str, RecordedTopic]:
+def recorded_topics(vault: LifecycleStores) -> dict[str, RecordedTopic]:
     states = vault.history.states_seen()
     files = vault.history.topic_source_files()
     return {
@@ -76,25 +89,25 @@ def recorded_topics(vault: Vault) -> dict[str, RecordedTopic]:
     }
 
 
-def topic_history(vault: Vault, topic_id: str) -> list[dict]:
+def topic_history(vault: LifecycleStores, topic_id: str) -> list[dict]:
     """Every state change of a topic, oldest first: from_state, to_state, actor, changed_at."""
     return vault.history.topic_history(topic_id)
 
 
-def sealed_manifest(vault: Vault, topic_id: str) -> Manifest | None:
+def sealed_manifest(vault: LifecycleStores, topic_id: str) -> Manifest | None:
     return vault.bricks.latest_manifest(topic_id, sealed=True)
 
 
-def sealed_snapshot(vault: Vault, topic_id: str) -> dict[str, Brick]:
+def sealed_snapshot(vault: LifecycleStores, topic_id: str) -> dict[str, Brick]:
     """The FINAL bricks exactly as they were when the topic was sealed."""
     return vault.history.sealed_snapshot(topic_id)
 
 
-def _store_snapshot(vault: Vault, topic_id: str, bricks: Sequence[Brick], manifest_hash: str) -> None:
+def _store_snapshot(vault: LifecycleStores, topic_id: str, bricks: Sequence[Brick], manifest_hash: str) -> None:
     vault.history.store_sealed_snapshot(topic_id, bricks, manifest_hash, now())
 
 
-def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = True, full: bool = True) -> list[str]:
+def immutability_problems(vault: LifecycleStores, topic_id: str, *, with_chain: bool = True, full: bool = True) -> list[str]:
     """Everything that shows the topic's FINAL bricks or its manifest history were altered.
 
     `full=False` (the check after each sync) re-hashes only the newest manifest and follows the
@@ -123,7 +136,7 @@ def immutability_problems(vault: Vault, topic_id: str, *, with_chain: bool = Tru
     return problems + final_problems(topic_id, bricks, sealed, sealed_snapshot(vault, topic_id), latest)
 
 
-def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:
+def runs_ignored_since_lock(vault: LifecycleStores, topic_id: str) -> list[str]:
     """Runs (or new versions of runs) ingested after the topic was LOCKED: seen, never compiled into it."""
     locked = vault.history.locked_at(topic_id)
     return vault.history.runs_ingested_after(locked) if locked is not None else []
@@ -132,7 +145,7 @@ def runs_ignored_since_lock(vault: Vault, topic_id: str) -> list[str]:
 # Topic files
 
 
-def topic_file_problems(vault: Vault, files: Sequence[TopicFile]) -> list[str]:
+def topic_file_problems(vault: LifecycleStores, files: Sequence[TopicFile]) -> list[str]:
     recorded = recorded_topics(vault)
     by_file: dict[str, RecordedTopic] = {}
     for r in recorded.values():
@@ -148,7 +161,7 @@ def topic_file_problems(vault: Vault, files: Sequence[TopicFile]) -> list[str]:
     return problems
 
 
-def record_topic_files(vault: Vault, files: Sequence[TopicFile], *, actor: str = "topic file") -> list[Topic]:
+def record_topic_files(vault: LifecycleStores, files: Sequence[TopicFile], *, actor: str = "topic file") -> list[Topic]:
     """Record valid topic files in the vault, all or none: any identity problem raises TopicFileError.
 
     A DRAFT topic whose file was deleted is dropped from the vault here (see `drafts_to_drop`)."""
@@ -169,7 +182,7 @@ def _maybe_present(path: Path) -> bool:
         return True
 
 
-def drop_deleted_drafts(vault: Vault, defined: set[str], *, actor: str = "topic file") -> list[str]:
+def drop_deleted_drafts(vault: LifecycleStores, defined: set[str], *, actor: str = "topic file") -> list[str]:
     """Drop the DRAFT topics whose files are gone; returns their ids."""
     recorded = [r for r in recorded_topics(vault).values() if r.topic.state == "DRAFT" and r.source_file]
     present = {r.source_file for r in recorded if _maybe_present(Path(r.source_file))}
@@ -227,7 +240,7 @@ class Activation:
     state: str = "ACTIVE"
 
 
-def activate(vault: Vault, topics_dir: Path, topic_id: str, *, actor: str) -> Activation:
+def activate(vault: LifecycleStores, topics_dir: Path, topic_id: str, *, actor: str) -> Activation:
     """DRAFT → ACTIVE: rewrite only the file's `state:` line and record who activated it."""
     tf = _topic_file(topics_dir, topic_id)
     before = vault.topic_state(topic_id)
@@ -278,7 +291,7 @@ def _definition(topic: Topic) -> dict:
     return topic.model_dump(mode="json", exclude={"state"})
 
 
-def sync_lag(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> tuple[list[str], list[str]]:
+def sync_lag(vault: LifecycleStores, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> tuple[list[str], list[str]]:
     """What the topic's latest successful sync has not seen: (reasons, offending runs and files)."""
     tid = topic.topic_id
     last = vault.history.latest_ok_sync(tid)
@@ -313,7 +326,7 @@ def sync_lag(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs
     return reasons, offending
 
 
-def seal_gates(vault: Vault, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> list[GateFailure]:
+def seal_gates(vault: LifecycleStores, topic: Topic, *, topics_dir: Path | None = None, runs_dir: Path | None = None) -> list[GateFailure]:
     """Every gate that stops the topic from being sealed now; empty when it may be sealed."""
     tid = topic.topic_id
     failures = []
@@ -401,7 +414,7 @@ class SealResult:
 
 
 def seal(
-    vault: Vault,
+    vault: LifecycleStores,
     topic_id: str,
     *,
     actor: str,

@@ -14,10 +14,23 @@ import shutil
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.recall.embedder import DIMENSIONS, MODEL
 from nexus_assets.vault.connection import derived_path
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.publish.records import BrickRecords
+    from nexus_assets.recall.records import RecallRecords
+
+
+class IndexStores(Protocol):
+    """What a topic's vector index is built from: its visible bricks, their embeddings, its manifest."""
+
+    bricks: BrickRecords
+    recall: RecallRecords
+
+    def latest_manifest_hashes(self) -> dict[str, str]: ...
 
 
 def _faiss():
@@ -61,7 +74,7 @@ def _write(path: Path, index, brick_ids: list[str], manifest_hash: str | None) -
     os.replace(staging, path)
 
 
-def build(vault: Vault, db_path: str | Path, topic_id: str) -> TopicIndex:
+def build(vault: IndexStores, db_path: str | Path, topic_id: str) -> TopicIndex:
     """From the vault alone: the topic's visible, embedded bricks in manifest order."""
     faiss = _faiss()
     import numpy as np
@@ -93,7 +106,7 @@ def load(db_path: str | Path, topic_id: str) -> TopicIndex | None:
     return TopicIndex(topic_id, index, ids, meta.get("manifest_hash"))
 
 
-def in_step(loaded: TopicIndex | None, vault: Vault, topic_id: str) -> bool:
+def in_step(loaded: TopicIndex | None, vault: IndexStores, topic_id: str) -> bool:
     if loaded is None:
         return False
     manifest = vault.bricks.latest_manifest(topic_id)
@@ -109,7 +122,7 @@ _warm: dict[tuple[str, str], tuple[tuple[str, str | None, int], TopicIndex]] = {
 
 
 def ensure(
-    vault: Vault, db_path: str | Path, topic_id: str, *, manifest_hash: str | None = None, unembedded: int | None = None
+    vault: IndexStores, db_path: str | Path, topic_id: str, *, manifest_hash: str | None = None, unembedded: int | None = None
 ) -> tuple[TopicIndex, bool]:
     """The topic's index, rebuilt from the vault when missing or out of step; (index, rebuilt).
     A caller that has read the topic's newest manifest hash and its count of bricks without a vector

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Topic
@@ -20,7 +20,20 @@ from nexus_assets.extract.scope import TOOL_TYPES
 from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:
-    from nexus_assets.store import Vault
+    from nexus_assets.ingest.records import RunRecords
+    from nexus_assets.publish.records import BrickRecords
+    from nexus_assets.recall.records import RecallRecords
+    from nexus_assets.relate.records import RelationRecords
+
+
+class RelateStores(Protocol):
+    """The stores relating uses: bricks, their embeddings and runs in, relations and conflicts out."""
+
+    conn: Any
+    bricks: BrickRecords
+    runs: RunRecords
+    recall: RecallRecords
+    relations: RelationRecords
 
 
 @dataclass(frozen=True)
@@ -32,7 +45,7 @@ class RelationReport:
     conflicts: int  # of them, conflict candidates
 
 
-def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
+def relate_topic(vault: RelateStores, topic: Topic, model: str) -> RelationReport:
     import numpy as np
 
     from nexus_assets.relate.neighbours import candidate_pairs, nearest_lists
@@ -97,7 +110,7 @@ def relate_topic(vault: Vault, topic: Topic, model: str) -> RelationReport:
     return RelationReport(len(ids), len(rows), len(dropped), pairs, conflicts)
 
 
-def _tool_output(vault: Vault, brick_ids: list[str]) -> set[str]:
+def _tool_output(vault: RelateStores, brick_ids: list[str]) -> set[str]:
     """The bricks whose every source is a tool call or tool output (DESIGN §3 node types)."""
     if not brick_ids:
         return set()
@@ -109,20 +122,20 @@ def _tool_output(vault: Vault, brick_ids: list[str]) -> set[str]:
     return {r[0] for r in rows}
 
 
-def conflict_rows(vault: Vault, topic_id: str, model: str) -> list[dict]:
+def conflict_rows(vault: RelateStores, topic_id: str, model: str) -> list[dict]:
     """The Conflict View: each conflict candidate among the topic's visible bricks, both sides with
     their text, state, canonical source and when it was said. Nexus never picks a side."""
     pairs = vault.relations.pairs(topic_id, model, conflicts_only=True)
     return _sides(vault, topic_id, pairs)
 
 
-def open_conflict_pairs(vault: Vault, topic_id: str, model: str) -> frozenset[tuple[str, str]]:
+def open_conflict_pairs(vault: RelateStores, topic_id: str, model: str) -> frozenset[tuple[str, str]]:
     """The pairs of the Conflict View, by brick ids: what a sync compares before and after, so it
     speaks of conflicts only when that set changed."""
     return frozenset((r["bricks"][0]["brick_id"], r["bricks"][1]["brick_id"]) for r in conflict_rows(vault, topic_id, model))
 
 
-def related_rows(vault: Vault, brick_id: str, model: str) -> list[dict]:
+def related_rows(vault: RelateStores, brick_id: str, model: str) -> list[dict]:
     """The visible bricks related to one brick, nearest first, with their text and state."""
     related = vault.relations.related_to(brick_id, model)
     bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=[r["brick_id"] for r in related])}
@@ -134,7 +147,7 @@ def related_rows(vault: Vault, brick_id: str, model: str) -> list[dict]:
     ]
 
 
-def _sides(vault: Vault, topic_id: str, pairs: list[dict]) -> list[dict]:
+def _sides(vault: RelateStores, topic_id: str, pairs: list[dict]) -> list[dict]:
     ids = sorted({p[k] for p in pairs for k in ("brick_a", "brick_b")})
     bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=ids)} if ids else {}
     said = vault.relations.when_said(topic_id, ids) if ids else {}

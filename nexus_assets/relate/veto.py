@@ -42,7 +42,7 @@ from nexus_assets.relate.prompt import (
 from nexus_assets.relate.rules import contains_either, round_similarity
 
 if TYPE_CHECKING:
-    from nexus_assets.store import Vault
+    from nexus_assets.relate.step import RelateStores
 
 
 @dataclass
@@ -78,7 +78,7 @@ class SemanticVeto:
         self.tally = VetoTally()
         self._pool: tuple[list[str], Any, dict[str, str]] | None = None
 
-    def _related_pool(self, vault: Vault, topic: Topic):
+    def _related_pool(self, vault: RelateStores, topic: Topic):
         """The topic's visible bricks with their vectors (embedding those without one, as recall would)."""
         if self._pool is None:
             todo = vault.recall.fingerprints_without_embedding(topic.topic_id, self.model)
@@ -90,7 +90,7 @@ class SemanticVeto:
         return self._pool
 
     def screen(
-        self, vault: Vault, topic: Topic, results: list[tuple[str, Any, list[Occurrence], list[Rejection]]]
+        self, vault: RelateStores, topic: Topic, results: list[tuple[str, Any, list[Occurrence], list[Rejection]]]
     ) -> list[tuple[str, Any, list[Occurrence], list[Rejection]]]:
         """The gate's verdicts for a chunk of extractions, with every pointer of a discarded new text
         moved from the occurrences to the rejections (reason `semantic_veto`)."""
@@ -125,7 +125,7 @@ class SemanticVeto:
             out.append((key, rv, kept, vetoed))
         return out
 
-    def _questions(self, vault: Vault, topic: Topic, new: Mapping[str, Occurrence]) -> list[_Question]:
+    def _questions(self, vault: RelateStores, topic: Topic, new: Mapping[str, Occurrence]) -> list[_Question]:
         import numpy as np
 
         ids, vectors, texts = self._related_pool(vault, topic)

@@ -16,10 +16,20 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from nexus_assets.vault.connection import derived_path
-from nexus_assets.store import Vault
+
+if TYPE_CHECKING:
+    from nexus_assets.topics.records import TopicRecords
+
+
+class SearchStores(Protocol):
+    """What the search index is built from: the topics and each one's newest manifest."""
+
+    topics: TopicRecords
+
+    def latest_manifest_hashes(self) -> dict[str, str]: ...
 
 STATE_FILE = "nexus-index.json"
 # Per topic, the newest `updated_at` of its bricks when the index last took it: what changed after
@@ -63,7 +73,7 @@ def _state(file: Path) -> dict[str, str]:
         return {}
 
 
-def refresh(vault: Vault, db_path: str | Path, topics: Iterable[str] | None = None) -> list[str]:
+def refresh(vault: SearchStores, db_path: str | Path, topics: Iterable[str] | None = None) -> list[str]:
     """Bring the index in step with each topic's latest manifest; returns the topics re-indexed.
     Returns [] without waiting forever when another process holds the index writer."""
     path = index_dir(db_path)
@@ -140,7 +150,7 @@ def _opened_index(path: Path):
     return _opened[key]
 
 
-def in_step(vault: Vault, db_path: str | Path, topics: Iterable[str]) -> bool:
+def in_step(vault: SearchStores, db_path: str | Path, topics: Iterable[str]) -> bool:
     """Whether the index holds each of these topics' latest manifest (nothing to refresh)."""
     held = _state(index_dir(db_path) / STATE_FILE)
     hashes = vault.latest_manifest_hashes()

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nexus_assets.forget.step import ForgetError, find_target, finish_erasure, forget, pending_erasures, plan
+from nexus_assets.forget.step import (
+    ForgetError, crash_point, erase, find_target, finish_erasure, pending_erasures, plan, tombstone_manifests,
+)
 from nexus_assets.store import Vault
 
 
@@ -64,11 +66,27 @@ def forget_source(
         return ForgetOutcome(planned=planned, pending=pending)
     if target is not None and delete_file and run_id and len(target.files) != 1:
         raise ForgetError("deleting the file of a run needs the run to come from exactly one file")
-    finished = [finish_erasure(db, p) for p in pending]
+    finished = [finish_pending(db, p) for p in pending]
     if target is None:
         return ForgetOutcome(pending=pending, finished=finished)
     report = forget(db, target, reason=reason.strip(), actor=actor, delete_file=delete_file)
     return ForgetOutcome(pending=pending, finished=finished, report=report)
+
+
+def forget(db: str | Path, target, *, reason: str, actor: str, delete_file: bool = False) -> dict:
+    """One forget: its journal and the logical erasure in one transaction, then (the vault closed)
+    the physical erasure and the proof."""
+    with Vault.open(db) as vault:
+        journal, removed, manifests = erase(vault, db, target, reason=reason, actor=actor, delete_file=delete_file)
+    crash_point("committed")
+    return finish_erasure(db, journal, removed=removed, manifests=manifests)
+
+
+def finish_pending(db: str | Path, journal: dict) -> dict:
+    """Finish an erasure an earlier forget committed but did not finish (from its journal)."""
+    with Vault.open(db) as vault:
+        manifests = tombstone_manifests(vault, journal)
+    return finish_erasure(db, journal, manifests=manifests, resumed=True)
 
 
 def _asks_for(pending: dict, run_id: str | None, file: str | None) -> bool:

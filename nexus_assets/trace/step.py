@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from nexus_assets.core.paths import parse_normalized, resolve_string
 from nexus_assets.ingest.formats.jsonl import SESSION_FORMATS
 from nexus_assets.drift.records import node_key
-from nexus_assets.store import RunVersion, Vault
+from nexus_assets.vault.records import RunVersion
+
+if TYPE_CHECKING:
+    from nexus_assets.drift.records import DriftRecords
+    from nexus_assets.history.records import HistoryQueries
+    from nexus_assets.ingest.records import RunRecords
+    from nexus_assets.publish.records import BrickRecords
 
 
-def trace_brick(vault: Vault, brick_id: str) -> dict:
+class TraceStores(Protocol):
+    """The stores a trace reads: the brick, its sources' nodes and their status, its history."""
+
+    bricks: BrickRecords
+    runs: RunRecords
+    drift: DriftRecords
+    history: HistoryQueries
+
+
+def trace_brick(vault: TraceStores, brick_id: str) -> dict:
     (brick,) = vault.bricks.select(brick_ids=[brick_id])
     seen_in = vault.history.occurrence_versions(brick.topic_id)
     keys = {}
