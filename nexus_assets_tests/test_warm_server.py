@@ -58,7 +58,7 @@ def test_a_held_vault_is_opened_once_and_let_go_for_a_writer(synced: Project):
 
 def test_a_writer_of_the_same_process_takes_the_vault_at_once(synced: Project):
     from nexus_assets.services import queries
-    from nexus_assets.lifecycle.step import user_actor  # noqa: F401 (the writer below is the CLI's own)
+    from nexus_assets.core.actors import user_actor  # noqa: F401 (the writer below is the CLI's own)
     from nexus_assets.store import Vault
     from nexus_assets.vault import warm
 

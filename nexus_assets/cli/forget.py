@@ -10,8 +10,8 @@ from pathlib import Path
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, vault_exists
 from nexus_assets.services.forgetting import forget_source
-from nexus_assets.forget.step import ForgetError
-from nexus_assets.lifecycle.step import user_actor
+from nexus_assets.services.forgetting import ForgetError
+from nexus_assets.core.actors import user_actor
 
 
 def _describe_plan(p: dict) -> list[str]:

@@ -26,13 +26,13 @@ from nexus_assets.discovery.step import (
     discover_llm,
     recent_runs,
 )
+from nexus_assets.core.actors import user_actor
 from nexus_assets.lifecycle.step import (
     LifecycleError,
     SealRefused,
     activate,
     seal,
     topic_history,
-    user_actor,
 )
 from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
 

@@ -7,7 +7,7 @@ import argparse
 
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.cli.forget import _describe_plan
-from nexus_assets.forget.step import ForgetError, find_target, plan
+from nexus_assets.services.forgetting import ForgetError, forward_lineage
 from nexus_assets.services.queries import lineage_of
 
 
@@ -22,10 +22,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
             data = Lineage.model_validate(lineage_of(vault, args.brick_id)).model_dump(mode="json")
         else:
             try:
-                target = find_target(vault, run_id=args.run, file=args.file)
+                data = {"direction": "forwards", **forward_lineage(vault, run_id=args.run, file=args.file)}
             except ForgetError as exc:
                 raise UsageError(str(exc)) from None
-            data = {"direction": "forwards", **plan(vault, target)}
     if data["direction"] == "forwards":
         emit(args, data, "\n".join(_describe_plan(data)))
         return 0

@@ -19,7 +19,7 @@ def cmd_drop(args: argparse.Namespace) -> int:
 
 
 def _teach(args: argparse.Namespace, verdict: str) -> int:
-    from nexus_assets.lifecycle.step import user_actor
+    from nexus_assets.core.actors import user_actor
     from nexus_assets.services.teaching import TeachingRefused, teach
 
     with open_vault(args, write=True) as vault:

@@ -7,7 +7,6 @@ functions. Every state change is a row in `topic_transitions` with who made it a
 
 from __future__ import annotations
 
-import getpass
 import os
 import shutil
 from collections.abc import Sequence
@@ -61,16 +60,6 @@ class LifecycleError(ValueError):
 
 class TopicFileError(LifecycleError):
     """A topic file may not be recorded as it stands (its identity changed, or it claims a seal)."""
-
-
-def user_actor(how: str, user: str | None = None) -> str:
-    """Who did it and through what, for `topic_transitions`: e.g. "alice (nexus activate)".
-    `user`: $USER as the shell's settings give it (`settings.user()`), else the login name."""
-    try:
-        user = user or getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown user"
-    return f"{user} ({how})"
 
 
 def _file_key(path: str | Path) -> str:

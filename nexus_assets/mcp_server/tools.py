@@ -296,8 +296,8 @@ def _write_tools(server: MCPServer, config) -> None:
     ) -> dict[str, Any]:
         from nexus_assets import settings
         from nexus_assets.services.forgetting import forget_source
-        from nexus_assets.forget.step import ForgetError
-        from nexus_assets.lifecycle.step import user_actor
+        from nexus_assets.services.forgetting import ForgetError
+        from nexus_assets.core.actors import user_actor
 
         if bool(run_id) == bool(file):
             raise ToolError("run_id: give exactly one of run_id or file")

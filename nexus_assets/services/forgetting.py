@@ -34,6 +34,12 @@ class ForgetOutcome:
         return self.report or (self.finished[-1] if self.finished else None)
 
 
+def forward_lineage(vault: Vault, *, run_id: str | None = None, file: str | None = None) -> dict:
+    """`nexus lineage --run | --file`: everything forgetting the run or file would remove or change.
+    ForgetError when the vault holds nothing of it."""
+    return plan(vault, find_target(vault, run_id=run_id, file=file))
+
+
 def forget_source(
     db: str | Path,
     *,

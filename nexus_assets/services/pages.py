@@ -1,4 +1,5 @@
-"""What the viewer shows, read from the vault: plain data for the templates and the trace API."""
+"""What the viewer shows, read from the vault: plain data for the templates and the trace API. The
+viewer (`nexus_assets/web/`) renders these; it opens no vault and calls no phase itself."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import copy
 import json
 import re
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
@@ -18,9 +22,45 @@ from nexus_assets.relate.step import conflict_rows, related_rows
 from nexus_assets.ingest.names import RunName
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
-from nexus_assets.store import RunVersion, Vault
+from nexus_assets.store import Vault
+from nexus_assets.vault.address import is_postgres
+from nexus_assets.vault.connection import connect
+from nexus_assets.vault.records import RunVersion
 
 STATES = ("IMPROVISE", "FORMING", "FINAL", "SUPERSEDED")
+
+
+class NoVault(Exception):
+    """The vault file is missing or was never synced."""
+
+
+@contextmanager
+def reading(address: str, *, wait_s: float) -> Iterator[Vault]:
+    """The vault opened for the viewer's reads: never migrated (a reader leaves an older file as it
+    is), waiting up to `wait_s` for a sync that holds the file (then VaultBusy). NoVault when there
+    is nothing to show yet."""
+    if is_postgres(address):
+        with Vault.open(address, read_only=True) as vault:
+            if not vault.history.holds_vault_tables():
+                raise NoVault(f"{vault.address.shown} holds no vault tables yet; run `nexus sync` first")
+            yield vault
+        return
+    db_path = Path(address)
+    if not db_path.exists():
+        raise NoVault(f"no vault at {db_path}; run `nexus sync` first, or pass --db")
+    conn = connect(db_path, read_only=True, wait_s=wait_s)
+    try:
+        vault = Vault(conn, migrate=False)
+        if not vault.history.holds_vault_tables():
+            raise NoVault(f"{db_path} holds no vault tables yet; run `nexus sync` first")
+        yield vault
+    finally:
+        conn.close()
+
+
+def brick_prefix(vault: Vault, prefix: str) -> list[str]:
+    """The brick ids a trace URL's prefix names (none, one, or several: ambiguous)."""
+    return vault.history.brick_ids_with_prefix(prefix)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ import socket
 import sys
 import threading
 import traceback
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -26,11 +26,10 @@ from markupsafe import Markup
 
 from nexus_assets.core.display import visible
 
-from nexus_assets.vault.address import is_postgres
 from nexus_assets.core.models import TOPIC_ID_PATTERN
-from nexus_assets.vault.connection import VaultBusy, connect
-from nexus_assets.store import Vault
-from nexus_assets.web import views
+from nexus_assets.services import pages as views
+from nexus_assets.services.pages import NoVault
+from nexus_assets.vault.connection import VaultBusy
 
 if TYPE_CHECKING:
     from starlette.responses import Response as StarletteResponse
@@ -98,10 +97,6 @@ def _groupby_adjacent(items, key: str) -> list[tuple[object, list]]:
 templates.filters["groupby_adjacent"] = _groupby_adjacent
 
 
-class NoVault(Exception):
-    """The vault file is missing or was never synced."""
-
-
 @dataclass
 class Response:
     status: HTTPStatus
@@ -131,24 +126,8 @@ class Viewer:
         # `nexus api`); `nexus serve` stays read-only and says how to teach from the command line.
         self.teach = teach
 
-    @contextmanager
-    def vault(self) -> Iterator[Vault]:
-        if is_postgres(self.address):
-            with Vault.open(self.address, read_only=True) as vault:
-                if not vault.history.holds_vault_tables():
-                    raise NoVault(f"{vault.address.shown} holds no vault tables yet; run `nexus sync` first")
-                yield vault
-            return
-        if not self.db_path.exists():
-            raise NoVault(f"no vault at {self.db_path}; run `nexus sync` first, or pass --db")
-        conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)
-        try:
-            vault = Vault(conn, migrate=False)
-            if not vault.history.holds_vault_tables():
-                raise NoVault(f"{self.db_path} holds no vault tables yet; run `nexus sync` first")
-            yield vault
-        finally:
-            conn.close()
+    def vault(self) -> AbstractContextManager:
+        return views.reading(self.address, wait_s=self.busy_wait_s)
 
     def host_ok(self, host: str) -> bool:
         # Bound to loopback, only loopback names are expected; another Host means DNS rebinding.
@@ -217,7 +196,7 @@ class Viewer:
             return html(HTTPStatus.OK, "conflicts.html", page=conflicts)
         if m := TRACE_ROUTE.fullmatch(path):
             with self.vault() as v:
-                matches = v.history.brick_ids_with_prefix(m.group(1))
+                matches = views.brick_prefix(v, m.group(1))
                 if len(matches) > 1:
                     return api(HTTPStatus.BAD_REQUEST, {"error": f"brick id prefix {m.group(1)} is ambiguous; give more characters"})
                 traced = views.brick_trace(v, matches[0]) if matches else None
