@@ -10,9 +10,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nexus_assets.ingest.push import MessageConflict, PushError, RunClosed, RunNotFound, RunTooLarge
+from nexus_assets.services.pushing import MessageConflict, PushError, RunClosed, RunNotFound, RunTooLarge
 from nexus_assets.services.queries import BadQuery, NotFound
-from nexus_assets.topics.selection import SyncInputError
+from nexus_assets.services.sync import SyncInputError
 
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("nexus.api")

@@ -47,10 +47,10 @@ def cmd_api(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     import threading
 
-    from nexus_assets.api.app import warm
+    from nexus_assets.services.warming import warm
     from nexus_assets.mcp_server.tools import build_server
 
-    from nexus_assets.api.app import refresh
+    from nexus_assets.services.warming import refresh
     from nexus_assets.vault.warm import hold, serve_memory
 
     serve_memory()

@@ -18,7 +18,7 @@ from nexus_assets.cli.common import (
     require_topic,
     shown_path,
 )
-from nexus_assets.trace.step import trace_brick
+from nexus_assets.services.queries import trace_of
 
 
 def cmd_bricks(args: argparse.Namespace) -> int:
@@ -103,7 +103,7 @@ TRACE_WIDTH = 96  # a fixed width, so what the README shows is what the command 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        traced = trace_brick(vault, require_brick(vault, args.brick_id))
+        traced = trace_of(vault, require_brick(vault, args.brick_id))
     emit(args, traced, render_trace(traced, full=args.full))
     return 0
 

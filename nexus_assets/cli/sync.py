@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path, vault_exists
-from nexus_assets.topics.selection import broken_topic_files
+from nexus_assets.services.sync import broken_topic_files
 from nexus_assets.services.sync import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C

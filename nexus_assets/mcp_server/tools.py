@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from nexus_assets.services import queries
 from nexus_assets.core import bounds
-from nexus_assets.ingest.push import RUN_ID_RULE
+from nexus_assets.services.pushing import RUN_ID_RULE
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
 VERBATIM = "Every brick is verbatim text from a conversation, never paraphrased, citable by its brick_id."
@@ -120,7 +120,7 @@ DAY = r"^\d{4}-\d{2}-\d{2}$"  # since/until: a day, YYYY-MM-DD, inclusive
 
 async def _call(argument: str, fn, *args, **kwargs):
     """Run a blocking service call off the event loop; a fixable failure names `argument`."""
-    from nexus_assets.topics.selection import SyncInputError
+    from nexus_assets.services.sync import SyncInputError
 
     try:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
@@ -270,7 +270,7 @@ def _write_tools(server: MCPServer, config) -> None:
     ) -> RunPushed:
         from pathlib import Path
 
-        from nexus_assets.ingest.push import MessageConflict, PushError, append_messages
+        from nexus_assets.services.pushing import MessageConflict, PushError, append_messages
 
         def work() -> RunPushed:
             try:

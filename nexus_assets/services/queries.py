@@ -178,6 +178,13 @@ def lineage(db: str | Path, brick_id: str):
 CONTEXT_CHARS = 200  # verbatim source text shown either side of a quote (get_brick)
 
 
+def trace_of(vault, brick_id: str) -> dict:
+    """`nexus trace`: each source address of the brick, the node it was lifted from, with its span."""
+    from nexus_assets.trace.step import trace_brick
+
+    return trace_brick(vault, brick_id)
+
+
 def brick_detail(db: str | Path, brick_id: str) -> dict:
     """A brick for an agent: the brick, each source with the verbatim text around the quote, its
     lineage and a viewer link."""

@@ -12,9 +12,8 @@ from fastapi.responses import JSONResponse
 
 from nexus_assets.api.deps import ConfigDep, JobsDep
 from nexus_assets.api.jobs import JobRunning, SyncJobs
-from nexus_assets.ingest.push import RUN_ID_RULE, PushResult, append_messages, close_run, put_run
 from nexus_assets.schemas import Problem, RunMessages, RunPushed, SyncInitiate
-from nexus_assets.topics.selection import SyncInputError, topics_reading
+from nexus_assets.services.pushing import RUN_ID_RULE, PushResult, append_messages, close_run, put_run, topics_to_sync
 
 router = APIRouter(tags=["runs"])
 RunId = Annotated[str, Path(
@@ -31,15 +30,13 @@ REFUSED = {
 def queue_sync(jobs: SyncJobs, topics_dir: str, pushed: PushResult) -> str | None:
     """Queue a sync of the topics that read the run; the id of that job (or of the one already
     queued or running for them), None when no ACTIVE topic reads it."""
+    topics = topics_to_sync(topics_dir, pushed)
+    if not topics:
+        return None
     try:
-        topics = topics_reading(FilePath(topics_dir), pushed.run_id, str(pushed.path))
-        if not topics:
-            return None
         return jobs.initiate(SyncInitiate(topic_ids=topics))
     except JobRunning as running:
         return running.job_id
-    except SyncInputError:
-        return None  # a topic folder a sync cannot use: the push is kept, a sync will say why
 
 
 def _answer(pushed: PushResult, sync_job_id: str | None, status: int = 200) -> JSONResponse:
