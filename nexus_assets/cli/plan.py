@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nexus_assets import settings
 from nexus_assets.cli.common import (
@@ -14,35 +15,20 @@ from nexus_assets.cli.common import (
     vault_exists,
     require_folder,
 )
-from nexus_assets.llm.chunking import token_budget_from_env
-from nexus_assets.llm.client import LLMConfig, LLMConfigError
-from nexus_assets.llm.planning import _NoCalls, current_runs, explain_cache, plan_topics
-from nexus_assets.topics.files import read_topic_files
+from nexus_assets.cli.parsing import Commands, positive_int, runs_dir_flag, topics_dir_flag
+
+if TYPE_CHECKING:
+    from nexus_assets.llm.client import LLMConfig
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    env = settings.load().as_env()
-    # Planning sends nothing, so only the model (part of every call key) and prices matter.
-    env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
-    env.setdefault("OPENAI_API_KEY", "unused")
-    # The model is part of every call key; without one the plan is for a stated default, not refused.
-    default_model = not env.get("NEXUS_LLM_MODEL")
-    if default_model:
-        env["NEXUS_LLM_MODEL"] = settings.DEFAULT_PLAN_MODEL
-    try:
-        config = LLMConfig.from_env(env)
-    except LLMConfigError as exc:
-        raise UsageError(str(exc)) from None
+    from nexus_assets.llm.chunking import token_budget_from_env
+    from nexus_assets.llm.planning import _NoCalls, current_runs, plan_topics
+
+    env, config, default_model = _config()
     topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
     runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
-    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(topics_dir) if tf.topic is not None}
-    if args.topic:
-        unknown = [t for t in args.topic if t not in topics]
-        if unknown:
-            raise UsageError(f"unknown topic {unknown[0]!r}; topic files define: {', '.join(sorted(topics)) or 'none'}")
-        selected = [topics[t] for t in dict.fromkeys(args.topic)]
-    else:
-        selected = [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
+    selected = _selected(args, topics_dir)
     runs = current_runs(runs_dir)
     try:
         # As a sync would chunk: the option, else NEXUS_LLM_TOKEN_BUDGET, else what the context leaves.
@@ -57,23 +43,68 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plans, summary = plan_topics(selected, runs, config=config, store=_NoCalls(), token_budget=budget)
     data = {"model": config.model, "model_is_default": default_model, "token_budget": budget, "topics": [p.as_dict() for p in plans], "requests": summary}
     if args.explain_cache:
-        explained = []
-        if db_exists:
-            with open_vault(args) as vault:
-                store = vault.llm_calls
-                seen = vault.history.run_versions_seen([r.run_id for r in runs])
-                for t in selected:
-                    explained += explain_cache(
-                        t, runs, config=config, store=store, last_calls=vault.history.last_calls(t.topic_id), versions_seen=seen, token_budget=budget
-                    )
-        else:
-            for t in selected:
-                explained += explain_cache(t, runs, config=config, store=_NoCalls(), last_calls={}, versions_seen={}, token_budget=budget)
-        data["cache"] = explained
+        data["cache"] = _explained(args, selected, runs, config, budget, db_exists)
 
     vetoing = [t for t in selected if t.semantic_veto]
     if vetoing:
         data["semantic_veto"] = _plan_veto(args, vetoing, runs, config)
+    emit(args, data, "\n".join(_lines(data, plans, summary, config, budget, default_model)))
+    return 0
+
+
+def _config() -> tuple[dict, LLMConfig, bool]:
+    """The environment, the endpoint's configuration as a sync would read it, and whether the
+    model is a stated default (none was set)."""
+    from nexus_assets.llm.client import LLMConfig, LLMConfigError
+
+    env = settings.load().as_env()
+    # Planning sends nothing, so only the model (part of every call key) and prices matter.
+    env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
+    env.setdefault("OPENAI_API_KEY", "unused")
+    # The model is part of every call key; without one the plan is for a stated default, not refused.
+    default_model = not env.get("NEXUS_LLM_MODEL")
+    if default_model:
+        env["NEXUS_LLM_MODEL"] = settings.DEFAULT_PLAN_MODEL
+    try:
+        return env, LLMConfig.from_env(env), default_model
+    except LLMConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _selected(args: argparse.Namespace, topics_dir: Path) -> list:
+    """The topics named by --topic (each once), else every compiled one the topic files define."""
+    from nexus_assets.topics.files import read_topic_files
+
+    topics = {tf.topic.topic_id: tf.topic for tf in read_topic_files(topics_dir) if tf.topic is not None}
+    if args.topic:
+        unknown = [t for t in args.topic if t not in topics]
+        if unknown:
+            raise UsageError(f"unknown topic {unknown[0]!r}; topic files define: {', '.join(sorted(topics)) or 'none'}")
+        return [topics[t] for t in dict.fromkeys(args.topic)]
+    return [t for _, t in sorted(topics.items()) if t.state in COMPILED_STATES]
+
+
+def _explained(args: argparse.Namespace, selected: list, runs, config: LLMConfig, budget: int, db_exists: bool) -> list[dict]:
+    """--explain-cache: per run and topic, cached or will call, and why."""
+    from nexus_assets.llm.planning import _NoCalls, explain_cache
+
+    explained: list[dict] = []
+    if db_exists:
+        with open_vault(args) as vault:
+            store = vault.llm_calls
+            seen = vault.history.run_versions_seen([r.run_id for r in runs])
+            for t in selected:
+                explained += explain_cache(
+                    t, runs, config=config, store=store, last_calls=vault.history.last_calls(t.topic_id), versions_seen=seen, token_budget=budget
+                )
+    else:
+        for t in selected:
+            explained += explain_cache(t, runs, config=config, store=_NoCalls(), last_calls={}, versions_seen={}, token_budget=budget)
+    return explained
+
+
+def _lines(data: dict, plans: list, summary: dict, config: LLMConfig, budget: int, default_model: bool) -> list[str]:
+    """The plan as text: the model, each topic's calls and cost, the requests together, the veto, the cache."""
     lines = [f"model {config.model}, {budget} source tokens per request; nothing was sent"]
     if default_model:
         lines[0] = (
@@ -122,8 +153,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"  {e['topic_id']} {e['run_id']}: {'cached' if e['status'] == 'cached' else 'will call'} "
             f"({e['cached_calls']}/{e['calls']} calls stored) — {'; '.join(e['reasons'])}"
         )
-    emit(args, data, "\n".join(lines))
-    return 0
+    return lines
 
 
 def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> list[dict]:
@@ -155,3 +185,12 @@ def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> lis
                 )
         out.append(plan_veto(topic, None if texts is None else list(texts.values()), stored_answers=stored, config=config))
     return out
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("plan", cmd_plan, help="what a sync with the openai extractor would call and cost; sends nothing")
+    p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
+    runs_dir_flag(p)
+    topics_dir_flag(p)
+    p.add_argument("--token-budget", type=positive_int, default=None, help="source tokens per request (default $NEXUS_LLM_TOKEN_BUDGET, else what $NEXUS_LLM_CONTEXT_TOKENS and $NEXUS_LLM_MAX_OUTPUT_TOKENS allow)")
+    p.add_argument("--explain-cache", action="store_true", help="per run and topic: cached or will call, and why")

@@ -18,7 +18,7 @@ from nexus_assets.cli.common import (
     require_topic,
     shown_path,
 )
-from nexus_assets.trace.step import trace_brick
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_bricks(args: argparse.Namespace) -> int:
@@ -102,6 +102,8 @@ TRACE_WIDTH = 96  # a fixed width, so what the README shows is what the command 
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from nexus_assets.trace.step import trace_brick
+
     with open_vault(args) as vault:
         traced = trace_brick(vault, require_brick(vault, args.brick_id))
     emit(args, traced, render_trace(traced, full=args.full))
@@ -187,3 +189,31 @@ def cmd_calls(args: argparse.Namespace) -> int:
     )
     emit(args, rows, text or "no LLM calls recorded")
     return 0
+
+
+# The reading commands sit apart in `nexus --help` (among topics, conflicts, explain, verify, close),
+# so each registers on its own; nexus_assets/cli/__init__.py lists them in that order.
+def register_calls(commands: Commands) -> None:
+    p = commands.add("calls", cmd_calls, help="the audit trail of LLM calls")
+    p.add_argument("--topic", help="only this topic's calls")
+
+
+def register_bricks(commands: Commands) -> None:
+    p = commands.add("bricks", cmd_bricks, help="a topic's visible bricks in order")
+    p.add_argument("topic")
+    p.add_argument("--all", action="store_true", help="include superseded bricks")
+    p.add_argument("--full", action="store_true", help="each brick's whole text, wrapped, with the conversation it came from")
+    p = commands.add("rejections", cmd_rejections, help="rejected pointers with reason codes")
+    p.add_argument("topic")
+
+
+def register_manifest(commands: Commands) -> None:
+    p = commands.add("manifest", cmd_manifest, help="the topic's manifest and its hash")
+    p.add_argument("topic")
+    p = commands.add("trace", cmd_trace, help="where a brick was said: file, conversation, message, its text marked")
+    p.add_argument("brick_id")
+    p.add_argument("--full", action="store_true", help="every source (not the first 3), each message whole (not a window around the text)")
+
+
+def register_errors(commands: Commands) -> None:
+    commands.add("errors", cmd_errors, help="ingestion errors")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import emit, open_catalog
+from nexus_assets.cli.parsing import Commands
 from nexus_assets.queries import topic_rows
 
 
@@ -30,3 +31,7 @@ def _examples(row: dict) -> str:
     """A person's examples, when the topic has any (`nexus keep` / `nexus drop`)."""
     n = row.get("examples") or {}
     return f"; examples: keep {n.get('keep', 0)}, drop {n.get('drop', 0)}" if n.get("keep") or n.get("drop") else ""
+
+
+def register(commands: Commands) -> None:
+    commands.add("topics", cmd_topics, help="topics with state and brick counts")

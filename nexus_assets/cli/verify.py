@@ -6,13 +6,15 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.cli.forget import unfinished_line
-from nexus_assets.drift.step import DriftCheck, file_drift, record_drift
-from nexus_assets.forget.step import pending_erasures
-from nexus_assets.lifecycle.step import immutability_problems
-from nexus_assets.publish.manifest import chain_problems
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from nexus_assets.drift.step import DriftCheck, file_drift, record_drift
+    from nexus_assets.forget.step import pending_erasures
+    from nexus_assets.lifecycle.step import immutability_problems
+    from nexus_assets.publish.manifest import chain_problems
+
     with open_vault(args, write=True) as vault:
         bricks = vault.bricks.select()
         check = DriftCheck(frozenset(a for b in bricks for a in b.sources), tuple(file_drift(vault, bricks)))
@@ -85,3 +87,7 @@ def drift_by_run(drifts: list, names: dict) -> list[dict]:
 
 def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def register(commands: Commands) -> None:
+    commands.add("verify", cmd_verify, help="re-check sources against run files, manifest chains and sealed (FINAL) bricks")
