@@ -164,6 +164,20 @@ def _unsupported(count: int, first: Any) -> FormatError:
     )
 
 
+def _guarded(
+    item: Any, index: int, too_deep: Callable[[Any], bool] | None, too_deep_problem: str, bad_value: Callable[[Any], str | None] | None
+) -> ConversationProblem | None:
+    """The problem of an item a guard cut part of out (too deep, or a value no reader can keep), else None."""
+    if too_deep is not None and too_deep(item):
+        # Not read at all: what is left might even parse, but it is not the conversation.
+        return ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
+    problem = bad_value(item) if bad_value is not None else None
+    if problem is not None:
+        conversation = _plain_id(item) if isinstance(item, dict) else None
+        return ConversationProblem(index, None if conversation is None or problem in conversation else conversation, problem)
+    return None
+
+
 def iter_export(
     stream: BinaryIO,
     *,
@@ -209,15 +223,9 @@ def iter_export(
                 conversations_read=index,
                 bytes_read=source.bytes_read,
             ) from None
-        if too_deep is not None and too_deep(item):
-            # Not read at all: what is left might even parse, but it is not the conversation.
-            yield ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
-            index += 1
-            continue
-        problem = bad_value(item) if bad_value is not None else None
-        if problem is not None:
-            conversation = _plain_id(item) if isinstance(item, dict) else None
-            yield ConversationProblem(index, None if conversation is None or problem in conversation else conversation, problem)
+        guarded = _guarded(item, index, too_deep, too_deep_problem, bad_value)
+        if guarded is not None:
+            yield guarded
             index += 1
             continue
         result = _convert(item, index, open_after)
