@@ -20,6 +20,7 @@ from nexus_assets.cli.common import (
     require_folder,
 )
 from nexus_assets.cli.parsing import Commands, runs_dir_flag, topics_dir_flag
+from nexus_assets.extract.registry import extractor_kind, extractor_names
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -51,7 +52,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
         # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
         # a sync or not yet), are never proposed again.
         recorded = [*vault.topics.all(), *dropped_topics(vault)]
-        if args.extractor == "openai":
+        if extractor_kind(args.extractor).calls_endpoint:
             try:
                 config = LLMConfig.from_env(settings.load().as_env())
             except LLMConfigError as exc:
@@ -178,7 +179,7 @@ def register(commands: Commands) -> None:
     p = commands.add("discover", cmd_discover, help="propose topics from recent runs as DRAFT topic files")
     runs_dir_flag(p)
     topics_dir_flag(p)
-    p.add_argument("--extractor", choices=["embedded", "openai"], default=commands.basics.extractor)
+    p.add_argument("--extractor", choices=extractor_names(), default=commands.basics.extractor)
     p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
     p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
     p = commands.add("activate", cmd_activate, help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")

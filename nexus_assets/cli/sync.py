@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path, vault_exists
 from nexus_assets.cli.parsing import Commands, non_negative_float, positive_int, runs_dir_flag, topics_dir_flag
+from nexus_assets.extract.registry import extractor_names
 
 if TYPE_CHECKING:
     from nexus_assets.sync.service import SyncEvent, SyncOutcome, SyncRequest
@@ -161,7 +162,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
     runs_dir_flag(p)
     topics_dir_flag(p)
-    p.add_argument("--extractor", choices=["embedded", "openai"], default=basics.extractor)
+    p.add_argument("--extractor", choices=extractor_names(), default=basics.extractor)
     p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
     p.add_argument(
         "--no-recall",

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from nexus_assets import queries
 from nexus_assets.core import bounds
+from nexus_assets.extract.registry import ExtractorName
 from nexus_assets.ingest.push import RUN_ID_RULE
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
@@ -265,7 +266,7 @@ def _compile_tools(server: MCPServer, config) -> None:
     async def sync(
         topics: Annotated[list[str] | None, Field(max_length=100)] = None,
         force_recompile: bool = False,
-        extractor: Literal["embedded", "openai"] | None = None,
+        extractor: ExtractorName | None = None,
         reselect: bool = False,
     ) -> list[dict[str, Any]]:
         request = SyncRequest(

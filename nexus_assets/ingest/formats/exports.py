@@ -16,13 +16,14 @@ from typing import Any, BinaryIO, Callable, Iterator
 import ijson
 
 from nexus_assets.core.models import Run
-from nexus_assets.ingest.formats import FormatError, detect_format
+from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats.conversations import (
     ConversationError,
     ConversationProblem,
     normalize_open_after,
 )
 from nexus_assets.ingest.formats.dispatch import parse_document
+from nexus_assets.ingest.formats.registry import detect_format, names
 
 try:
     _ijson: Any = ijson.get_backend("yajl2_c")
@@ -119,7 +120,7 @@ def _convert(item: Any, index: int, open_after: str | None) -> Run | Conversatio
         kind = "null" if item is None else type(item).__name__
         return ConversationProblem(index, None, f"array item #{index} is {kind}, not a conversation object")
     try:
-        if detect_format(item) in ("chatgpt", "claude"):
+        if detect_format(item) in names("export"):
             return parse_document(item, open_after=open_after, index=index)
     except ConversationError as exc:
         return ConversationProblem(index, _plain_id(item), exc.detail)
