@@ -42,7 +42,7 @@ def iter_session(stream: BinaryIO, display: str, sha: str | None, limits: Any) -
     if kind is None:
         if not any(isinstance(line, dict) for line in lines) and problems:
             raise FormatError(f"JSON Lines of which no line could be read; first problem: line {problems[0].line} {problems[0].problem}")
-        # Most recently added first: "not a Claude Code session ... nor a Codex CLI rollout ...".
+        # Named in the reverse of detection order: "not a Claude Code session ... nor a Codex CLI rollout ...".
         looks = " nor ".join(f.looks for f in reversed(session_formats()))
         raise FormatError(f"JSON Lines, but not {looks}; move it out of the runs folder")
     tool = FORMATS[kind]
