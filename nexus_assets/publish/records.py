@@ -22,9 +22,10 @@ from nexus_assets.publish.manifest import (
 )
 from nexus_assets.publish.manifest_records import Listing, ManifestRecords
 from nexus_assets.vault.connection import now
+from nexus_assets.vault.records import Records
 
 
-class BrickRecords(ManifestRecords):
+class BrickRecords(ManifestRecords, Records):
     """The `bricks`, `brick_sources`, `manifests` and `syncs` tables, written by publishing (the
     manifest chain's reads are `ManifestRecords`)."""
 
