@@ -4,8 +4,8 @@ may need: what the shells open for `nexus topics` and the like."""
 from __future__ import annotations
 
 from nexus_assets.upgrades import BACKFILLS
-from nexus_assets.vault.catalog import Catalog as _Catalog
+from nexus_assets.vault.catalog import BaseCatalog
 
 
-class Catalog(_Catalog):
+class Catalog(BaseCatalog):
     backfills = BACKFILLS

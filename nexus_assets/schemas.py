@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus_assets.core.models import BrickState, ManifestEntry, RunStatus, SourceAddress, TopicState
+from nexus_assets.extract.registry import ExtractorName
 
 MinState = Literal["IMPROVISE", "FORMING", "FINAL"]
 # IMPROVISE < FORMING < FINAL (DESIGN §10); SUPERSEDED is not on this ladder.
@@ -180,7 +181,7 @@ class SyncInitiate(BaseModel):
     topic_ids: list[str] | None = Field(default=None, max_length=100)
     run_ids: list[str] | None = Field(default=None, max_length=1000)
     force_recompile: bool = False
-    extractor: Literal["embedded", "openai"] | None = None
+    extractor: ExtractorName | None = None
 
 
 class SyncAccepted(BaseModel):

@@ -28,12 +28,12 @@ from nexus_assets.resolve.records import StageRecords
 from nexus_assets.teaching.records import TeachingRecords
 from nexus_assets.topics.records import TopicRecords
 from nexus_assets.upgrades import BACKFILLS
-from nexus_assets.vault.catalog import Catalog
+from nexus_assets.vault.catalog import BaseCatalog
 from nexus_assets.history.records import HistoryQueries
 from nexus_assets.vault.records import RunVersion, storable_json, storable_text  # noqa: F401 (re-exported)
 
 
-class Vault(Catalog):
+class Vault(BaseCatalog):
     """The vault opened for a phase: the catalog (what `nexus topics` lists) plus one record store
     per phase, all on one connection and one transaction."""
 

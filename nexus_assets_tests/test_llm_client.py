@@ -30,7 +30,7 @@ from nexus_assets.llm.client import (
     call_key,
     parse_reply,
 )
-from nexus_assets.llm.plan import estimate_cost, plan_runs
+from nexus_assets.llm.planning import estimate_cost, plan_runs
 from nexus_assets.llm.prompt import (
     POINTER_SCHEMA,
     PROMPT_VERSION,

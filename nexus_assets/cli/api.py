@@ -8,6 +8,7 @@ import sys
 
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError
+from nexus_assets.cli.parsing import Commands, runs_dir_flag, topics_dir_flag, vault_flag
 
 
 def api_config(args: argparse.Namespace, *, host: str = "127.0.0.1", port: int = 8765, mcp: bool = True):
@@ -61,3 +62,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     threading.Thread(target=warm, args=(config.db,), daemon=True).start()
     server.run("stdio")
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("api", cmd_api, common=False, help="the HTTP API (loopback unless NEXUS_API_TOKEN is set), with the MCP tools at /mcp")
+    vault_flag(p)
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; another needs NEXUS_API_TOKEN)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    runs_dir_flag(p)
+    topics_dir_flag(p)
+    p = commands.add("mcp", cmd_mcp, common=False, help="the MCP server over stdio, for desktop and IDE agents; read-only unless --allow-writes")
+    vault_flag(p)
+    p.add_argument("--allow-writes", action="store_true", help="add the sync, forget, keep and drop tools")
+    runs_dir_flag(p)
+    topics_dir_flag(p)

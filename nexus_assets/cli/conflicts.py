@@ -7,6 +7,7 @@ import argparse
 
 from nexus_assets.cli.common import emit
 from nexus_assets.services.queries import conflicts
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
@@ -35,3 +36,8 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
         text = f"no conflicts in {args.topic}"
     emit(args, rows, text)
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("conflicts", cmd_conflicts, help="related bricks that state different values, side by side with their sources")
+    p.add_argument("topic")

@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault, require_topic
-from nexus_assets.eval.rules import GoldError
-from nexus_assets.eval.step import evaluate, gold_lines_for
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from nexus_assets.eval.rules import GoldError
+    from nexus_assets.eval.step import evaluate
+
     if args.init_gold:
         return _init_gold(args)
     if not args.gold:
@@ -55,6 +57,8 @@ def _below(result: dict, args: argparse.Namespace) -> bool:
 
 
 def _init_gold(args: argparse.Namespace) -> int:
+    from nexus_assets.eval.step import gold_lines_for
+
     path = Path(args.init_gold)
     if path.exists():
         raise UsageError(f"{path} already exists; eval never overwrites a gold file (remove it or pick another path)")
@@ -94,3 +98,14 @@ def _text(r: dict, *, detail: bool) -> str:
         lines += [f"misses ({len(r['misses'])}, exact):", *map(_addr, r["misses"])]
         lines += [f"false positives ({len(r['false_positives'])}, exact):", *map(_addr, r["false_positives"])]
     return "\n".join(lines)
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("eval", cmd_eval, help="extraction quality against a gold file: exact and overlap P/R/F1; read-only")
+    p.add_argument("topic")
+    p.add_argument("--gold", help="gold spans, JSONL: {topic_id, run_id, json_path, start, end} or {…, quote} per line")
+    p.add_argument("--init-gold", metavar="PATH", help="write the topic's current bricks as a starting gold file (never overwrites)")
+    p.add_argument("--extractor", help="score this extractor identity from the extractions kept in the vault")
+    p.add_argument("--extractors", action="store_true", help="score the bricks and every extractor identity seen for the topic")
+    p.add_argument("--min-precision", type=float, default=None, help="exit 1 when overlap precision is below this")
+    p.add_argument("--min-recall", type=float, default=None, help="exit 1 when overlap recall is below this")

@@ -6,6 +6,7 @@ import argparse
 from collections import Counter
 
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault, require_brick
+from nexus_assets.cli.parsing import Commands
 
 SHOWN = 40  # sentences listed per topic unless --json
 
@@ -66,3 +67,11 @@ def _render_run(d: dict) -> str:
     if not d["topics"]:
         lines.append("no compiled topic in the vault")
     return "\n".join(lines)
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("explain", cmd_explain, help="why the selector kept a brick, or why a run's or node's sentences were not kept")
+    p.add_argument("brick_id", nargs="?")
+    p.add_argument("--run", help="a run id: every sentence of it, kept or not, and why, per compiled topic")
+    p.add_argument("--node", help="with --run: one text node (JSON path) only")
+    p.add_argument("--topic", action="append", help="with --run: only this topic (repeatable)")

@@ -9,16 +9,12 @@ from pathlib import Path
 
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.cli.common import UsageError, open_vault, require_topic
-from nexus_assets.export.step import (
-    NoManifest,
-    manifest_rows,
-    to_jsonl,
-    to_markdown,
-    write_parquet,
-)
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from nexus_assets.export.step import NoManifest, manifest_rows, to_jsonl, to_markdown, write_parquet
+
     if args.format == "parquet" and not args.out:
         # Beside the vault, not wherever the command happens to run.
         beside = Path.cwd() if is_postgres(args.db) else Path(args.db).resolve().parent
@@ -48,3 +44,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         os.replace(partial, out)
     print(f"wrote {len(rows)} bricks of {args.topic} (manifest {header['manifest_hash'][:16]}) to {out}", file=sys.stderr)
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add(
+        "export", cmd_export, common=False,
+        help="the manifest's bricks with their sources as JSON lines, Parquet or Markdown; read-only",
+    )
+    p.add_argument("topic")
+    p.add_argument("--format", choices=["jsonl", "parquet", "markdown"], required=True)
+    p.add_argument("--out", help="file to write (default: standard output; for parquet TOPIC.parquet)")

@@ -9,9 +9,7 @@ from pathlib import Path
 
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, vault_exists
-from nexus_assets.services.forgetting import forget_source
-from nexus_assets.services.forgetting import ForgetError
-from nexus_assets.core.actors import user_actor
+from nexus_assets.cli.parsing import Commands
 
 
 def _describe_plan(p: dict) -> list[str]:
@@ -29,6 +27,9 @@ def _describe_plan(p: dict) -> list[str]:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
+    from nexus_assets.core.actors import user_actor
+    from nexus_assets.services.forgetting import ForgetError, forget_source
+
     if bool(args.run) == bool(args.file):
         raise UsageError("give exactly one of --run RUN_ID or --file PATH")
     if not args.reason or not args.reason.strip():
@@ -90,3 +91,12 @@ def _report(args: argparse.Namespace, report: dict) -> int:
     )
     emit(args, report, "\n".join(lines))
     return 0 if proof["text_gone"] else 1
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("forget", cmd_forget, help="erase a run or file everywhere, with a tombstone (invariant 15)")
+    p.add_argument("--run", help="the run to forget")
+    p.add_argument("--file", help="the run file to forget (every run read from it)")
+    p.add_argument("--reason", required=True, help="why; recorded in the tombstone")
+    p.add_argument("--yes", action="store_true", help="do it; without this only the plan is printed and nothing changes")
+    p.add_argument("--delete-file", action="store_true", help="also delete the file from the runs folder")

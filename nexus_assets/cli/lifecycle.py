@@ -19,22 +19,8 @@ from nexus_assets.cli.common import (
     project_dagster_home,
     require_folder,
 )
-from nexus_assets.discovery.records import dropped_topics
-from nexus_assets.discovery.step import (
-    DiscoveryError,
-    discover_embedded,
-    discover_llm,
-    recent_runs,
-)
-from nexus_assets.core.actors import user_actor
-from nexus_assets.lifecycle.step import (
-    LifecycleError,
-    SealRefused,
-    activate,
-    seal,
-    topic_history,
-)
-from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
+from nexus_assets.cli.parsing import Commands, runs_dir_flag, topics_dir_flag
+from nexus_assets.extract.registry import extractor_kind, extractor_names
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -45,10 +31,17 @@ def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, P
 
 
 def _history(vault, topic_id: str) -> list[dict]:
+    from nexus_assets.lifecycle.step import topic_history
+
     return [{**h, "changed_at": str(h["changed_at"])} for h in topic_history(vault, topic_id)]
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
+    from nexus_assets.discovery.records import dropped_topics
+    from nexus_assets.discovery.step import DiscoveryError, discover_embedded, discover_llm, recent_runs
+    from nexus_assets.core.actors import user_actor
+    from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
+
     topics_dir, runs_dir = Path(args.topics_dir), require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     if args.recent < 1 or (args.max is not None and args.max < 1):
         raise UsageError("--recent and --max take a positive number")
@@ -59,7 +52,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
         # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
         # a sync or not yet), are never proposed again.
         recorded = [*vault.topics.all(), *dropped_topics(vault)]
-        if args.extractor == "openai":
+        if extractor_kind(args.extractor).calls_endpoint:
             try:
                 config = LLMConfig.from_env(settings.load().as_env())
             except LLMConfigError as exc:
@@ -96,6 +89,9 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 
 def cmd_activate(args: argparse.Namespace) -> int:
+    from nexus_assets.core.actors import user_actor
+    from nexus_assets.lifecycle.step import LifecycleError, activate
+
     topics_dir, _ = _dirs(args)
     with open_vault(args, write=True, create=True) as vault:
         try:
@@ -131,6 +127,9 @@ def cmd_activate(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
+    from nexus_assets.core.actors import user_actor
+    from nexus_assets.lifecycle.step import LifecycleError, SealRefused, seal
+
     topics_dir, runs_dir = _dirs(args, must_exist=False)
     if not vault_exists(args.db):
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
@@ -170,3 +169,25 @@ def cmd_close(args: argparse.Namespace) -> int:
         f"run {args.run_id} {'closed' if changed else 'was already closed'}; bricks move to FORMING on the next sync",
     )
     return 0
+
+
+def register_close(commands: Commands) -> None:
+    p = commands.add("close", cmd_close, help="close a run (one-way)")
+    p.add_argument("run_id")
+
+
+def register(commands: Commands) -> None:
+    """discover, activate and seal (`close` sits with the reading commands in `nexus --help`)."""
+    p = commands.add("discover", cmd_discover, help="propose topics from recent runs as DRAFT topic files")
+    runs_dir_flag(p)
+    topics_dir_flag(p)
+    p.add_argument("--extractor", choices=extractor_names(), default=commands.basics.extractor)
+    p.add_argument("--recent", type=int, default=200, help="look at this many most recent runs (default 200)")
+    p.add_argument("--max", type=int, default=None, help="write at most this many proposals")
+    p = commands.add("activate", cmd_activate, help="the human gate: DRAFT → ACTIVE (rewrites the file's state line)")
+    p.add_argument("topic")
+    topics_dir_flag(p)
+    p = commands.add("seal", cmd_seal, help="ACTIVE → LOCKED: every brick FINAL and immutable, once the gates pass")
+    p.add_argument("topic")
+    runs_dir_flag(p)
+    topics_dir_flag(p)

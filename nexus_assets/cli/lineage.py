@@ -7,11 +7,13 @@ import argparse
 
 from nexus_assets.cli.common import UsageError, emit, open_vault
 from nexus_assets.cli.forget import _describe_plan
-from nexus_assets.services.forgetting import ForgetError, forward_lineage
 from nexus_assets.services.queries import lineage_of
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
+    from nexus_assets.services.forgetting import ForgetError, forward_lineage
+
     given = [x for x in (args.brick_id, args.run, args.file) if x]
     if len(given) != 1:
         raise UsageError("give exactly one of BRICK_ID, --run RUN_ID or --file PATH")
@@ -42,3 +44,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     lines.append(f"  answers citing it: {len(data['answers'])}")
     emit(args, data, "\n".join(lines))
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("lineage", cmd_lineage, help="a brick's lineage backwards, or a run's or file's forwards")
+    p.add_argument("brick_id", nargs="?", help="a brick id or unique prefix (backwards)")
+    p.add_argument("--run", help="everything derived from this run (forwards)")
+    p.add_argument("--file", help="everything derived from the runs of this run file (forwards)")

@@ -7,10 +7,12 @@ from pathlib import Path
 
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, require_folder
-from nexus_assets.services.llm_plan import PlanRefused, PlanRequest, plan_config, plan_sync
+from nexus_assets.cli.parsing import Commands, positive_int, runs_dir_flag, topics_dir_flag
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from nexus_assets.services.llm_plan import PlanRefused, PlanRequest, plan_config, plan_sync
+
     env = settings.load().as_env()
     try:
         config, default_model = plan_config(env)
@@ -71,3 +73,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     emit(args, data, "\n".join(lines))
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("plan", cmd_plan, help="what a sync with the openai extractor would call and cost; sends nothing")
+    p.add_argument("--topic", action="append", help="a topic to plan (repeatable); default every ACTIVE topic")
+    runs_dir_flag(p)
+    topics_dir_flag(p)
+    p.add_argument("--token-budget", type=positive_int, default=None, help="source tokens per request (default $NEXUS_LLM_TOKEN_BUDGET, else what $NEXUS_LLM_CONTEXT_TOKENS and $NEXUS_LLM_MAX_OUTPUT_TOKENS allow)")
+    p.add_argument("--explain-cache", action="store_true", help="per run and topic: cached or will call, and why")

@@ -19,6 +19,7 @@ from nexus_assets.cli.common import (
     shown_path,
 )
 from nexus_assets.services.queries import trace_of
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_bricks(args: argparse.Namespace) -> int:
@@ -187,3 +188,31 @@ def cmd_calls(args: argparse.Namespace) -> int:
     )
     emit(args, rows, text or "no LLM calls recorded")
     return 0
+
+
+# The reading commands sit apart in `nexus --help` (among topics, conflicts, explain, verify, close),
+# so each registers on its own; nexus_assets/cli/__init__.py lists them in that order.
+def register_calls(commands: Commands) -> None:
+    p = commands.add("calls", cmd_calls, help="the audit trail of LLM calls")
+    p.add_argument("--topic", help="only this topic's calls")
+
+
+def register_bricks(commands: Commands) -> None:
+    p = commands.add("bricks", cmd_bricks, help="a topic's visible bricks in order")
+    p.add_argument("topic")
+    p.add_argument("--all", action="store_true", help="include superseded bricks")
+    p.add_argument("--full", action="store_true", help="each brick's whole text, wrapped, with the conversation it came from")
+    p = commands.add("rejections", cmd_rejections, help="rejected pointers with reason codes")
+    p.add_argument("topic")
+
+
+def register_manifest(commands: Commands) -> None:
+    p = commands.add("manifest", cmd_manifest, help="the topic's manifest and its hash")
+    p.add_argument("topic")
+    p = commands.add("trace", cmd_trace, help="where a brick was said: file, conversation, message, its text marked")
+    p.add_argument("brick_id")
+    p.add_argument("--full", action="store_true", help="every source (not the first 3), each message whole (not a window around the text)")
+
+
+def register_errors(commands: Commands) -> None:
+    commands.add("errors", cmd_errors, help="ingestion errors")

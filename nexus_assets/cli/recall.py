@@ -14,6 +14,7 @@ from nexus_assets.cli.common import (
     open_vault,
     require_topic,
 )
+from nexus_assets.cli.parsing import Commands, bounded, who_and_when
 from nexus_assets.core import bounds
 from nexus_assets.core.display import json_for_terminal, visible
 from nexus_assets.core.utf8 import utf8_problem
@@ -133,3 +134,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
     ) or "no answers audited yet"
     emit(args, rows, text)
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("recall", cmd_recall, help="semantic recall over bricks; read-only")
+    p.add_argument("query", nargs="?", help="what to recall (or --repl)")
+    p.add_argument(
+        "--repl", action="store_true", help="read one query per line from standard input and answer each, loading the model once"
+    )
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--k", type=bounded(*bounds.RECALL_K), default=5, help=f"results, {bounds.RECALL_K[0]} to {bounds.RECALL_K[1]} (default 5)")
+    who_and_when(p)
+    p = commands.add("ask", cmd_ask, help="a grounded answer citing bricks; exit 1 when refused")
+    p.add_argument("question")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    who_and_when(p)
+    p.add_argument("--user", help="who asks (default $USER)")
+    p.add_argument("--agent", default="nexus-cli", help="through what (default nexus-cli)")
+    commands.add("audit", cmd_audit, help="the append-only audit trail of answers and refusals")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import UsageError, emit, one_line
+from nexus_assets.cli.parsing import Commands, bounded
 from nexus_assets.core import bounds
 from nexus_assets.services.queries import search
 
@@ -21,3 +22,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     ) or f"no brick matches {args.text.strip()!r}"
     emit(args, rows, text_out)
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("search", cmd_search, help="ranked full-text search (BM25) over brick text, with highlights")
+    p.add_argument("text", help='words, or "a phrase" in quotes')
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument(
+        "--limit", type=bounded(*bounds.SEARCH_LIMIT), default=20,
+        help=f"at most this many results, {bounds.SEARCH_LIMIT[0]} to {bounds.SEARCH_LIMIT[1]} (default 20)",
+    )

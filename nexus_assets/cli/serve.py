@@ -10,9 +10,9 @@ import threading
 
 from nexus_assets.vault.address import is_postgres, vault_exists
 from nexus_assets.cli.common import UsageError
+from nexus_assets.cli.parsing import Commands, vault_flag
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.vault.migrations import pending
-from nexus_assets.web.server import LOOPBACK_NAMES, make_server
 
 
 class _Terminated(Exception):
@@ -31,6 +31,8 @@ def _stop_on_sigterm() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from nexus_assets.web.server import LOOPBACK_NAMES, make_server
+
     if not vault_exists(args.db):
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     try:
@@ -74,3 +76,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.shutdown()
         server.server_close()
     return 0
+
+
+def register(commands: Commands) -> None:
+    p = commands.add("serve", cmd_serve, common=False, help="the read-only trace viewer (a local web app)")
+    vault_flag(p)
+    p.add_argument("--port", type=int, default=8766, help="port (default 8766, beside `nexus api`'s 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")

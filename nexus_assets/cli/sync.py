@@ -6,14 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from nexus_assets.cli.common import UsageError, emit, folders_note, shown_path, vault_exists
-from nexus_assets.services.sync import broken_topic_files
-from nexus_assets.services.sync import SyncEvent, SyncInputError, SyncOutcome, SyncRequest, check, parallel_topics, run
+from nexus_assets.cli.parsing import Commands, non_negative_float, positive_int, runs_dir_flag, topics_dir_flag
+from nexus_assets.extract.registry import extractor_names
+
+if TYPE_CHECKING:
+    from nexus_assets.services.sync import SyncEvent, SyncOutcome, SyncRequest
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
 
 def request_from_args(args: argparse.Namespace) -> SyncRequest:
+    from nexus_assets.services.sync import SyncRequest
+
     return SyncRequest(
         db=args.db,
         runs_dir=args.runs_dir,
@@ -32,6 +39,8 @@ def request_from_args(args: argparse.Namespace) -> SyncRequest:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
+    from nexus_assets.services.sync import SyncInputError, check, parallel_topics, run
+
     try:
         checked = check(request_from_args(args))
         for line in checked.selection.warnings:
@@ -76,6 +85,8 @@ class _Announcements:
 def _report_broken(problems: list[str], code: int) -> int:
     """The valid topics compiled; a broken topic file still fails the sync, named in its last lines
     (where a person or cron looks), whatever else happened."""
+    from nexus_assets.services.sync import broken_topic_files
+
     if not problems:
         return code
     sys.stdout.flush()
@@ -143,3 +154,40 @@ def _report_unchanged(args: argparse.Namespace, outcome: SyncOutcome) -> int:
     ]
     emit(args, outcome.results, "\n".join(lines))
     return 0
+
+
+def register(commands: Commands) -> None:
+    basics = commands.basics
+    p = commands.add("sync", cmd_sync, help="compile topics through the Dagster asset graph")
+    p.add_argument("--topic", action="append", help="a topic to sync (repeatable); default every ACTIVE topic")
+    runs_dir_flag(p)
+    topics_dir_flag(p)
+    p.add_argument("--extractor", choices=extractor_names(), default=basics.extractor)
+    p.add_argument("--replay-only", action="store_true", help="openai: fail on a cache miss instead of calling the model")
+    p.add_argument(
+        "--no-recall",
+        action="store_true",
+        default=basics.no_recall,
+        help="build no embeddings or vector index this time (default $NEXUS_NO_RECALL); a later sync without it builds what is missing",
+    )
+    p.add_argument("--batch", action="store_true", help="openai: send through the Batch API (half price on OpenAI; resumes a recorded batch)")
+    p.add_argument(
+        "--max-cost",
+        type=non_negative_float,
+        default=None,
+        metavar="USD",
+        help="openai: stop sending before the estimated spend passes this (default $NEXUS_LLM_MAX_COST); a re-run resumes",
+    )
+    p.add_argument(
+        "--parallel", type=positive_int, default=None, metavar="N",
+        help="compile up to N topics at once on a PostgreSQL vault (a DuckDB vault has one writer: one topic at a time)"
+    )
+    p.add_argument(
+        "--reselect", action="store_true",
+        help="move the topics to this release's selector: bricks it no longer selects leave the manifest (history kept; FINAL bricks stay)",
+    )
+    p.add_argument(
+        "--open-after",
+        default=basics.open_after,
+        help="export conversations updated at or after this ISO time are OPEN (default: all CLOSED)",
+    )

@@ -8,6 +8,7 @@ import argparse
 
 from nexus_assets import settings
 from nexus_assets.cli.common import UsageError, emit, one_line, open_vault
+from nexus_assets.cli.parsing import Commands, topics_dir_flag
 
 
 def cmd_keep(args: argparse.Namespace) -> int:
@@ -39,3 +40,12 @@ def _teach(args: argparse.Namespace, verdict: str) -> int:
     )
     emit(args, done.as_json(), text)
     return 0
+
+
+def register(commands: Commands) -> None:
+    for verdict, handler in (("keep", cmd_keep), ("drop", cmd_drop)):
+        doc = f"a person's judgement: the brick's text joins its topic's examples to {verdict}"
+        p = commands.add(verdict, handler, help=f"{doc} (the topic file is rewritten, comments kept); the next sync selects with it")
+        p.add_argument("brick_id", help="a brick id or unique prefix")
+        p.add_argument("--reason", help="why; recorded in the vault's audit trail")
+        topics_dir_flag(p)

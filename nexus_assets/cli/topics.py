@@ -7,6 +7,7 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_catalog
 from nexus_assets.services.queries import topic_rows
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
@@ -30,3 +31,7 @@ def _examples(row: dict) -> str:
     """A person's examples, when the topic has any (`nexus keep` / `nexus drop`)."""
     n = row.get("examples") or {}
     return f"; examples: keep {n.get('keep', 0)}, drop {n.get('drop', 0)}" if n.get("keep") or n.get("drop") else ""
+
+
+def register(commands: Commands) -> None:
+    commands.add("topics", cmd_topics, help="topics with state and brick counts")

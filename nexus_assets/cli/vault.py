@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from nexus_assets.cli.common import UsageError, emit
+from nexus_assets.cli.parsing import Commands
 from nexus_assets.vault.transfer import CopyRefused
 
 
@@ -27,3 +28,14 @@ def cmd_copy(args: argparse.Namespace) -> int:
     )
     emit(args, report.as_dict(), text + "".join(f"\n  {p}" for p in report.problems))
     return 0 if report.verified else 1
+
+
+def register(commands: Commands) -> None:
+    p = commands.sub.add_parser("vault", help="the vault itself: copy it between backends")
+    vault_sub = p.add_subparsers(dest="vault_command", required=True, metavar="VAULT_COMMAND")
+    p = commands.add(
+        "copy", cmd_copy, sub=vault_sub,
+        help="copy a vault into a new, empty one (DuckDB ↔ PostgreSQL), checking every manifest hash on arrival",
+    )
+    p.add_argument("source", metavar="SRC", help="the vault to copy: a path, duckdb:///path or postgresql://…")
+    p.add_argument("destination", metavar="DST", help="a new, empty vault: a path, duckdb:///path or postgresql://…")

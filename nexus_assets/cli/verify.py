@@ -6,10 +6,12 @@ import argparse
 
 from nexus_assets.cli.common import emit, open_vault
 from nexus_assets.cli.forget import unfinished_line
-from nexus_assets.services.checks import verify
+from nexus_assets.cli.parsing import Commands
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from nexus_assets.services.checks import verify
+
     with open_vault(args, write=True) as vault:
         found = verify(vault, args.db)
     drifts, by_run, unfinished = found.drifts, found.drift_by_run, found.unfinished_forgets
@@ -51,3 +53,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def register(commands: Commands) -> None:
+    commands.add("verify", cmd_verify, help="re-check sources against run files, manifest chains and sealed (FINAL) bricks")

@@ -3,9 +3,8 @@
 
 import sys
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -13,10 +12,10 @@ from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
-from nexus_assets.extract.backends import Extractor, OpenAIExtractor, StoredVectors, embedded_extractor, newest_selector
+from nexus_assets.extract.backends import Extractor
+from nexus_assets.extract.registry import ExtractorName, ExtractorRequest, ExtractorUnavailable, extractor_kind, llm_config
 from nexus_assets.ingest.runfiles import Limits
-from nexus_assets.llm.chunking import token_budget_from_env
-from nexus_assets.llm.client import LLMConfig, LLMConfigError, SendProgress
+from nexus_assets.llm.client import LLMConfig, SendProgress
 from nexus_assets.store import Vault
 
 
@@ -59,7 +58,7 @@ class ExtractorResource(dg.ConfigurableResource):
     """Which extractor points at text. `embedded` is offline and deterministic; `openai` calls any
     OpenAI-compatible server (OPENAI_BASE_URL, OPENAI_API_KEY, NEXUS_LLM_MODEL)."""
 
-    backend: Literal["embedded", "openai"] = "embedded"
+    backend: ExtractorName = "embedded"
     model: str | None = Field(default=None, description="Overrides NEXUS_LLM_MODEL.")
     base_url: str | None = Field(default=None, description="Overrides OPENAI_BASE_URL.")
     replay_only: bool = Field(default=False, description="Fail on a cache miss instead of calling the model.")
@@ -79,20 +78,20 @@ class ExtractorResource(dg.ConfigurableResource):
         description="ISO time the spend counted against max_cost_usd starts (a CLI sync sets its start; default: this step's).",
     )
 
+    def request(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None, topic_id: str | None = None) -> ExtractorRequest:
+        """What the registered extractor's builder is given: the vault, the settings, these options."""
+        chosen = settings.load()
+        return ExtractorRequest(
+            vault=vault, topic_id=topic_id, env=chosen.as_env(), embedded_selector=chosen.embedded_selector,
+            selector_weights=chosen.selector_weights, progress=progress, model=self.model, base_url=self.base_url,
+            replay_only=self.replay_only, token_budget=self.token_budget, concurrency=self.concurrency,
+            max_cost_usd=self.max_cost_usd, batch=self.batch, reselect=self.reselect, cost_since=self.cost_since,
+        )
+
     def llm_config(self) -> LLMConfig:
-        overrides = {
-            k: v
-            for k, v in {
-                "model": self.model,
-                "base_url": self.base_url,
-                "concurrency": self.concurrency,
-                "max_cost_usd": self.max_cost_usd,
-            }.items()
-            if v not in (None, "")
-        }
         try:
-            return LLMConfig.from_env(settings.load().as_env(), **overrides)
-        except LLMConfigError as exc:
+            return llm_config(self.request(None))
+        except ExtractorUnavailable as exc:
             raise dg.Failure(str(exc)) from None
 
     def semantic_veto(self, topic, vault: Vault):
@@ -108,34 +107,11 @@ class ExtractorResource(dg.ConfigurableResource):
         )
 
     def build(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None, topic_id: str | None = None) -> Extractor:
-        if self.backend == "embedded":
-            # Each topic keeps the selector version that selected it (DESIGN §5) unless moved.
-            from nexus_assets.extract.selection import topic_selector
-
-            chosen = settings.load()
-            newest = chosen.embedded_selector or newest_selector()
-            version = topic_selector(vault, topic_id, reselect=self.reselect, newest=newest) if topic_id else newest
-            try:
-                return embedded_extractor(version, StoredVectors(vault.recall), vault.runs.run_names, chosen.selector_weights)
-            except ValueError as exc:
-                raise dg.Failure(f"{topic_id}: {exc}") from None
+        """The extractor named by `backend`, as registered (extract/registry.py), for one topic's step."""
         try:
-            budget = token_budget_from_env(settings.load().as_env()) if self.token_budget is None else self.token_budget
-        except ValueError as exc:
+            return extractor_kind(self.backend).build(self.request(vault, progress, topic_id))
+        except ExtractorUnavailable as exc:
             raise dg.Failure(str(exc)) from None
-        backend = OpenAIExtractor(
-            self.llm_config(),
-            vault.llm_calls,
-            replay_only=self.replay_only,
-            token_budget=budget,
-            batch=self.batch,
-            progress=progress,
-        )
-        if backend.budget is not None and self.cost_since:
-            # One ceiling for the whole sync: what earlier topics' steps sent counts against it.
-            spent_in, spent_out = vault.llm_calls.tokens_since(datetime.fromisoformat(self.cost_since))
-            backend.budget.spent = backend.budget.cost(spent_in, spent_out)
-        return backend
 
 
 class VaultResource(dg.ConfigurableResource):

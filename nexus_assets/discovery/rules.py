@@ -161,27 +161,52 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
     for t in existing:
         claimed |= keyword_stems(t.extraction_policy.required_keywords or ())
     taken_ids = {t.topic_id for t in existing}
-
-    focal: list[set[str]] = []  # per run
-    forms: dict[str, Counter] = defaultdict(Counter)
-    in_runs: dict[str, set[int]] = defaultdict(set)  # runs that mention the stem at all
-    about: dict[str, set[int]] = defaultdict(set)  # runs that are about it (focal)
-    for ri, run in enumerate(runs):
-        messages = _run_messages(run)
-        mine, form = _focal_terms(messages)
-        focal.append(mine)
-        for _, text in messages:
-            for w in terms(text):
-                forms[stem(w)][w] += 1
-                in_runs[stem(w)].add(ri)
-        for s_ in mine:
-            about[s_].add(ri)
+    forms, in_runs, about = _term_runs(runs)
 
     n = len(runs)
     need = min_evidence(n)
     max_runs = max(need, int(n * MAX_RUN_SHARE))
     candidates = [s for s, rs in about.items() if len(rs) >= need and len(in_runs[s]) <= max_runs and s not in claimed]
     candidates.sort(key=lambda s: (-len(about[s]), -len(in_runs[s]), s))
+
+    proposals: list[tuple[tuple, Proposal]] = []
+    for cluster, evidence in _clusters(candidates, in_runs, about, n, need):
+        keywords = sorted({w for s_ in cluster for w in forms[s_]}, key=lambda w: (cluster.index(stem(w)), w))
+        display = [forms[s_].most_common(1)[0][0] for s_ in cluster]
+        topic_id = next((c for c in (slug(display[:2]), slug(display[:3])) if c and c not in taken_ids), None)
+        if topic_id is None or duplicate_of(keywords, existing):
+            continue
+        taken_ids.add(topic_id)
+        topic = _draft(topic_id, display, keywords, len(evidence), n)
+        rank = (-len(evidence), topic_id)
+        proposals.append((rank, Proposal(topic, tuple(runs[i].run_id for i in sorted(evidence)), n)))
+    proposals.sort(key=lambda p: p[0])
+    return [p for _, p in proposals][:limit]
+
+
+def _term_runs(runs: Sequence[Run]) -> tuple[dict[str, Counter], dict[str, set[int]], dict[str, set[int]]]:
+    """Per stem: the word forms seen (counted), the runs (by index) that mention it at all, and
+    the runs that are about it (it is one of their focal terms)."""
+    forms: dict[str, Counter] = defaultdict(Counter)
+    in_runs: dict[str, set[int]] = defaultdict(set)
+    about: dict[str, set[int]] = defaultdict(set)
+    for ri, run in enumerate(runs):
+        messages = _run_messages(run)
+        mine, _ = _focal_terms(messages)
+        for _, text in messages:
+            for w in terms(text):
+                forms[stem(w)][w] += 1
+                in_runs[stem(w)].add(ri)
+        for s_ in mine:
+            about[s_].add(ri)
+    return forms, in_runs, about
+
+
+def _clusters(
+    candidates: list[str], in_runs: dict[str, set[int]], about: dict[str, set[int]], n: int, need: int
+) -> list[tuple[list[str], set[int]]]:
+    """The candidate stems grouped into subjects (terms that come up in the same conversations),
+    each with its evidence: at least `need` runs, and no subject twice."""
 
     def jaccard(a: set[int], b: set[int]) -> float:
         return len(a & b) / len(a | b)
@@ -215,31 +240,23 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
         if any(len(evidence & seen) >= SAME_SUBJECT * min(len(evidence), len(seen)) for _, seen in clusters):
             continue
         clusters.append((cluster, evidence))
+    return clusters
 
-    proposals: list[tuple[tuple, Proposal]] = []
-    for cluster, evidence in clusters:
-        keywords = sorted({w for s_ in cluster for w in forms[s_]}, key=lambda w: (cluster.index(stem(w)), w))
-        display = [forms[s_].most_common(1)[0][0] for s_ in cluster]
-        topic_id = next((c for c in (slug(display[:2]), slug(display[:3])) if c and c not in taken_ids), None)
-        if topic_id is None or duplicate_of(keywords, existing):
-            continue
-        taken_ids.add(topic_id)
-        names = [w[:1].upper() + w[1:] for w in display]
-        topic = Topic(
-            topic_id=topic_id,
-            display_name=", ".join(names[:-1]) + " and " + names[-1],
-            extraction_policy=ExtractionPolicy(
-                scope_description=(
-                    f"What the conversations say about {', '.join(display[:-1])} and {display[-1]} "
-                    f"({len(evidence)} of {n} recent conversations are about them)."
-                ),
-                target_node_types=TEXT_NODE_TYPES,
-                required_keywords=tuple(keywords),
+
+def _draft(topic_id: str, display: list[str], keywords: list[str], evidence: int, n: int) -> Topic:
+    """The DRAFT topic of one subject: its display words, its keywords, how many conversations back it."""
+    names = [w[:1].upper() + w[1:] for w in display]
+    return Topic(
+        topic_id=topic_id,
+        display_name=", ".join(names[:-1]) + " and " + names[-1],
+        extraction_policy=ExtractionPolicy(
+            scope_description=(
+                f"What the conversations say about {', '.join(display[:-1])} and {display[-1]} "
+                f"({evidence} of {n} recent conversations are about them)."
             ),
-            ordering_rule="chronological",
-            state="DRAFT",
-        )
-        rank = (-len(evidence), topic_id)
-        proposals.append((rank, Proposal(topic, tuple(runs[i].run_id for i in sorted(evidence)), n)))
-    proposals.sort(key=lambda p: p[0])
-    return [p for _, p in proposals][:limit]
+            target_node_types=TEXT_NODE_TYPES,
+            required_keywords=tuple(keywords),
+        ),
+        ordering_rule="chronological",
+        state="DRAFT",
+    )

@@ -238,43 +238,7 @@ def discover_llm(
 ) -> tuple[DiscoveryReport, list[Topic]]:
     existing, taken_files = existing_topics(topics_dir, recorded)
     report = DiscoveryReport("openai", len(runs))
-    messages = render_messages(runs, existing)
-    key = call_key(config.model, DISCOVER_PROMPT_VERSION, messages)
-    stored = store.get(key)
-    if stored is not None:
-        text = stored.raw_response
-        report.llm_call = {"call_key": key, "model": config.model, "cached": True}
-    else:
-        base = dict(
-            key=key,
-            topic_id=CALL_TOPIC_ID,
-            run_id=CALL_RUN_ID,
-            model=config.model,
-            prompt_version=DISCOVER_PROMPT_VERSION,
-            prompt_hash=prompt_hash(messages),
-            request_json=canonical_json(messages),
-        )
-        with PointerClient(config) as client:
-            try:
-                reply = client.complete(messages, formats=response_formats(TOPICS_SCHEMA, "topics"))
-            except CallFailed as exc:
-                store.put(CallRecord(**base, status="failed", error=str(exc), attempts=exc.attempts))
-                raise DiscoveryError(f"the model gave no answer: {exc}") from None
-        text = reply.text
-        fields = reply.record_fields()
-        try:
-            parse_topics_reply(text)
-        except ReplyNotJSON as exc:
-            store.put(CallRecord(**base, **fields, status="failed", error=str(exc)))
-            raise DiscoveryError(f"the model's reply holds no topics: {exc}; nothing was written") from None
-        store.put(CallRecord(**base, **fields, status="ok"))
-        report.llm_call = {
-            "call_key": key,
-            "model": config.model,
-            "cached": False,
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-        }
+    text = _topics_reply(report, render_messages(runs, existing), config, store)
     try:
         suggestions = parse_topics_reply(text)
     except ReplyNotJSON as exc:
@@ -314,6 +278,48 @@ def discover_llm(
         if written_topic is not None:
             written.append(written_topic)
     return report, written
+
+
+def _topics_reply(report: DiscoveryReport, messages: list, config: LLMConfig, store: CallStore) -> str:
+    """The model's reply to the discovery prompt: the stored one when this prompt was asked before
+    (replayed free), else asked now and stored, a failed call or a reply without topics too."""
+    key = call_key(config.model, DISCOVER_PROMPT_VERSION, messages)
+    stored = store.get(key)
+    if stored is not None:
+        text = stored.raw_response
+        report.llm_call = {"call_key": key, "model": config.model, "cached": True}
+    else:
+        base = dict(
+            key=key,
+            topic_id=CALL_TOPIC_ID,
+            run_id=CALL_RUN_ID,
+            model=config.model,
+            prompt_version=DISCOVER_PROMPT_VERSION,
+            prompt_hash=prompt_hash(messages),
+            request_json=canonical_json(messages),
+        )
+        with PointerClient(config) as client:
+            try:
+                reply = client.complete(messages, formats=response_formats(TOPICS_SCHEMA, "topics"))
+            except CallFailed as exc:
+                store.put(CallRecord(**base, status="failed", error=str(exc), attempts=exc.attempts))
+                raise DiscoveryError(f"the model gave no answer: {exc}") from None
+        text = reply.text
+        fields = reply.record_fields()
+        try:
+            parse_topics_reply(text)
+        except ReplyNotJSON as exc:
+            store.put(CallRecord(**base, **fields, status="failed", error=str(exc)))
+            raise DiscoveryError(f"the model's reply holds no topics: {exc}; nothing was written") from None
+        store.put(CallRecord(**base, **fields, status="ok"))
+        report.llm_call = {
+            "call_key": key,
+            "model": config.model,
+            "cached": False,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        }
+    return text
 
 
 def _evidence(runs: Sequence[Run], topic: Topic) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line,
 from nexus_assets.extract.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 from nexus_assets.ingest.formats.harness import person_spans
+from nexus_assets.ingest.formats.registry import names as format_names
 
 # v2 kept statements only (v1 every keyword sentence); v3 also leaves out chatter, labels, code,
 # markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
@@ -87,7 +88,7 @@ def _units(text: str, run_format: str, node_type: str) -> list[tuple[int, int, s
     """The sentence units of a node. In a coding agent's session, only the person's spans of a
     string the harness also wrote into (`harness.person_spans`: an answer given through a tool,
     a prompt after the IDE's context) are read, each at its own offsets."""
-    if run_format not in ("claude-code", "codex") or node_type != "user_message":
+    if run_format not in format_names("session") or node_type != "user_message":
         return sentence_units(text)
     spans = person_spans(text)
     if spans == [(0, len(text))]:

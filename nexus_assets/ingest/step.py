@@ -11,6 +11,7 @@ from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.ingest.formats.limits import max_errors_per_file
+from nexus_assets.ingest.formats.registry import one_file_formats
 from nexus_assets.ingest.runfiles import (
     Limits,
     RetryableError,
@@ -335,7 +336,7 @@ def follow_moved_files(vault: IngestStores, runs_dir: Path | None = None) -> lis
 
 # Formats whose run lives in exactly one file (a session file is one session): a second file
 # claiming the run is a copy or a clash, never a newer version.
-_ONE_FILE_FORMATS = ("nexus", "claude-code", "codex")
+_ONE_FILE_FORMATS = one_file_formats()
 
 
 def _refuse_duplicate_run_ids(vault: IngestStores, batch: list[tuple[Run, str, str]], claimed: dict[str, tuple[str, str]]) -> list[IngestionError]:

@@ -280,22 +280,7 @@ class ChatTransport:
                     kept=exc.head.decode("utf-8", "replace")[:KEPT_PREFIX_CHARS],
                 ) from None
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
-                status = getattr(exc, "status_code", None)
-                if isinstance(exc, openai.APITimeoutError):
-                    what = f"no answer within {cfg.timeout_s:g}s"
-                elif isinstance(exc, openai.APIStatusError):
-                    what = f"{url} answered {status}: {server_message(exc)}"
-                    asked = retry_after_s(exc)
-                    if status == 429 and asked is not None and asked > cfg.timeout_s:
-                        raise TransportError(
-                            f"{what}; it asks to wait {asked:.0f}s, longer than NEXUS_LLM_TIMEOUT; asked again next sync",
-                            attempts=attempts,
-                        ) from None
-                else:
-                    what = f"could not connect to {url}: {_one_line(exc)}"
-                if not _transient(exc):
-                    raise TransportError(what, attempts=attempts) from None
-                raise TransportError(f"gave up after {attempts} attempts; last: {what}", attempts=attempts) from None
+                raise self._failed(exc, attempts) from None
             except UnicodeEncodeError:
                 # Nothing was sent: a lone surrogate that JSON input may carry cannot be encoded.
                 raise TransportError(
@@ -303,6 +288,28 @@ class ChatTransport:
                 ) from None
             self.format_index, self.token_param = format_index, token_param
             return parse_completion(body, url=url, latency_ms=latency_ms, attempts=attempts, mode=mode)
+
+    def _failed(self, exc: Exception, attempts: int) -> TransportError:
+        """What a failed status or connection says once retrying stopped (or would not help)."""
+        import openai
+
+        cfg, url = self.config, self.config.base_url
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, openai.APITimeoutError):
+            what = f"no answer within {cfg.timeout_s:g}s"
+        elif isinstance(exc, openai.APIStatusError):
+            what = f"{url} answered {status}: {server_message(exc)}"
+            asked = retry_after_s(exc)
+            if status == 429 and asked is not None and asked > cfg.timeout_s:
+                return TransportError(
+                    f"{what}; it asks to wait {asked:.0f}s, longer than NEXUS_LLM_TIMEOUT; asked again next sync",
+                    attempts=attempts,
+                )
+        else:
+            what = f"could not connect to {url}: {_one_line(exc)}"
+        if not _transient(exc):
+            return TransportError(what, attempts=attempts)
+        return TransportError(f"gave up after {attempts} attempts; last: {what}", attempts=attempts)
 
 
 class _StopWhenAskedToWaitTooLong:

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 from nexus_assets.services import queries
 from nexus_assets.core import bounds
 from nexus_assets.services.pushing import RUN_ID_RULE
+from nexus_assets.extract.registry import ExtractorName
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
 VERBATIM = "Every brick is verbatim text from a conversation, never paraphrased, citable by its brick_id."
@@ -139,7 +140,16 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
     """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
     server = NexusServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
-    db = config.db
+    # Registered in the order `tools/list` shows them.
+    _topic_tools(server, config.db)
+    _question_tools(server, config)
+    if allow_writes:
+        _write_tools(server, config)
+    return server
+
+
+def _topic_tools(server: MCPServer, db: str) -> None:
+    """Reading a topic: the topics, a topic's bricks, one brick in context."""
 
     @server.tool(description=(
         "List the topics in this memory: each one's topic_id, display name, state (DRAFT, ACTIVE, LOCKED) and its "
@@ -173,6 +183,11 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
         brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1], description="a brick id or a unique prefix")],
     ) -> dict[str, Any]:
         return await _call("brick_id", queries.brick_detail, db, brick_id)
+
+
+def _question_tools(server: MCPServer, config) -> None:
+    """Questions over the bricks: by meaning, as a cited answer, by words, and where they disagree."""
+    db = config.db
 
     @server.tool(description=(
         "Find bricks by meaning: the k bricks that best answer `query` (a question or a description, in any words), "
@@ -230,12 +245,16 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
         found = await _call("topic_id", queries.conflicts, db, topic_id)
         return found[0]
 
-    if allow_writes:
-        _write_tools(server, config)
-    return server
-
 
 def _write_tools(server: MCPServer, config) -> None:
+    """The tools that change the memory (`nexus mcp --allow-writes`), in `tools/list` order."""
+    _compile_tools(server, config)
+    _forget_tool(server, config)
+    _teach_tools(server, config)
+
+
+def _compile_tools(server: MCPServer, config) -> None:
+    """Conversations in (`remember`), bricks out (`sync`)."""
     from nexus_assets.services.sync import SyncRequest, check, run
 
     @server.tool(description=(
@@ -247,7 +266,7 @@ def _write_tools(server: MCPServer, config) -> None:
     async def sync(
         topics: Annotated[list[str] | None, Field(max_length=100)] = None,
         force_recompile: bool = False,
-        extractor: Literal["embedded", "openai"] | None = None,
+        extractor: ExtractorName | None = None,
         reselect: bool = False,
     ) -> list[dict[str, Any]]:
         request = SyncRequest(
@@ -282,6 +301,8 @@ def _write_tools(server: MCPServer, config) -> None:
 
         return await anyio.to_thread.run_sync(work)
 
+
+def _forget_tool(server: MCPServer, config) -> None:
     @server.tool(description=(
         "Erase a run (or every run read from a file) from this memory everywhere, with a tombstone recording what, "
         "who, when and why (a legal erasure: even FINAL bricks go). Without confirm=true only the plan is returned "
@@ -317,6 +338,9 @@ def _write_tools(server: MCPServer, config) -> None:
 
         return await anyio.to_thread.run_sync(work)
 
+
+def _teach_tools(server: MCPServer, config) -> None:
+    """A person's judgement of a brick (keep, drop), through the teaching service."""
 
     async def _teach(ctx: Context | None, brick_id: str, verdict: str, reason: str | None) -> Taught:
         from nexus_assets.services.teaching import TeachingRefused, teach_in

@@ -242,7 +242,7 @@ def plan_veto(topic: Topic, new_texts: Sequence[str] | None, *, stored_answers: 
     extractor runs). Each is asked about at most once, and only when it has related bricks, so the
     figures are a ceiling; each question is costed as if it showed the most related bricks."""
     from nexus_assets.llm.chunking import estimate_tokens
-    from nexus_assets.llm.plan import estimate_cost
+    from nexus_assets.llm.planning import estimate_cost
     from nexus_assets.llm.requests import TOKENS_PER_MESSAGE
 
     def tokens(text: str) -> int:

@@ -100,28 +100,9 @@ def resolve_changes(
     another); `superseders`: the bricks those name; `everything`: every untouched brick that is not
     retired, read only when some candidate must be searched against all texts.
     """
-    ingestion_seq = ingestion_seq or {}
-    by_fp: dict[str, list[Occurrence]] = defaultdict(list)
-    for occ in occurrences:
-        if occ.topic_id != topic_id:
-            raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
-        by_fp[occ.fingerprint].append(occ)
-    groups = [_Group(topic_id, occs, withdrawn) for occs in by_fp.values()]
-    retire_deselected(groups, deselected)
+    groups = _groups(topic_id, occurrences, withdrawn, deselected)
     touched = {g.brick_id for g in groups}
-
-    states: dict[str, BrickState] = {}
-    retired: set[str] = set()
-    keys: dict[str, tuple[bytes, bytes | None]] = {}
-    for g in groups:
-        keys[g.brick_id] = group_keys(g, ordering_rule, ingestion_seq)
-        if g.brick_id in final:
-            states[g.brick_id] = "FINAL"
-        elif g.withdrawn:
-            states[g.brick_id] = "SUPERSEDED"
-            retired.add(g.brick_id)
-        else:
-            states[g.brick_id] = brick_state((s.run_id for s in g.sources), run_status, sealed=False)
+    states, retired, keys = _states(groups, final, run_status, ordering_rule, ingestion_seq or {})
 
     # Touched bricks whose place among the texts moved: a new text, a new first occurrence, or one
     # that retired or came back. A candidate whose answer was one of these is searched again whole.
@@ -134,6 +115,78 @@ def resolve_changes(
     }
     order: dict[str, bytes] = {bid: k[0] for bid, k in keys.items()}
     touched_texts = [_Text(g.brick_id, normalize(g.canonical.content)) for g in groups if g.brick_id not in retired]
+    untouched = [c for c in candidates if c.brick_id not in touched]
+    quick, thorough, last = _to_search(groups, untouched, states, retired, stored, moved, order, touched_texts)
+    superseded_by = _quick_answers(quick, last, touched_texts, order, superseders)
+    if thorough:
+        texts = list(touched_texts)
+        for s in everything():
+            if s.brick_id not in touched and not s.retired:
+                texts.append(_Text(s.brick_id, normalize(s.content)))
+                order[s.brick_id] = s.first_key
+        superseded_by.update(_smallest_supersets(thorough, texts, order))
+
+    restated: dict[str, tuple[BrickState, str | None]] = {}
+    wider: set[str] = set()
+    for c in untouched:
+        now = superseded_by.get(c.brick_id)
+        if now == c.superseded_by:
+            continue
+        if now is None:
+            wider.add(c.fingerprint)  # superseded no longer: its state comes from its own sources
+        else:
+            restated[c.brick_id] = ("SUPERSEDED", now)
+    if wider:
+        return Wider(frozenset(wider))
+    return Changes(_keyed(topic_id, groups, states, keys, superseded_by, final, stale_addresses), restated)
+
+
+def _groups(
+    topic_id: str, occurrences: Iterable[Occurrence], withdrawn: frozenset[SourceAddress] | set[SourceAddress], deselected: frozenset[str] | set[str]
+) -> list[_Group]:
+    """One group per touched fingerprint, its deselected ones retired."""
+    by_fp: dict[str, list[Occurrence]] = defaultdict(list)
+    for occ in occurrences:
+        if occ.topic_id != topic_id:
+            raise ValueError(f"occurrence of topic {occ.topic_id!r} passed to resolution of {topic_id!r}")
+        by_fp[occ.fingerprint].append(occ)
+    groups = [_Group(topic_id, occs, withdrawn) for occs in by_fp.values()]
+    retire_deselected(groups, deselected)
+    return groups
+
+
+def _states(
+    groups: list[_Group], final: Mapping[str, Brick], run_status: Mapping[str, RunStatus], ordering_rule: OrderingRule, ingestion_seq: Mapping[str, int]
+) -> tuple[dict[str, BrickState], set[str], dict[str, tuple[bytes, bytes | None]]]:
+    """Each touched brick's state before supersession, the ones retired, and their order keys."""
+    states: dict[str, BrickState] = {}
+    retired: set[str] = set()
+    keys: dict[str, tuple[bytes, bytes | None]] = {}
+    for g in groups:
+        keys[g.brick_id] = group_keys(g, ordering_rule, ingestion_seq)
+        if g.brick_id in final:
+            states[g.brick_id] = "FINAL"
+        elif g.withdrawn:
+            states[g.brick_id] = "SUPERSEDED"
+            retired.add(g.brick_id)
+        else:
+            states[g.brick_id] = brick_state((s.run_id for s in g.sources), run_status, sealed=False)
+    return states, retired, keys
+
+
+def _to_search(
+    groups: list[_Group],
+    untouched: list[StoredBrick],
+    states: Mapping[str, BrickState],
+    retired: set[str],
+    stored: Mapping[str, StoredBrick],
+    moved: set[str],
+    order: dict[str, bytes],
+    touched_texts: list[_Text],
+) -> tuple[list[_Text], list[_Text], dict[str, str | None]]:
+    """The candidates for supersession: those whose last answer still holds for the untouched texts
+    (quick: searched among the touched texts only), the others (thorough: searched against all), and
+    the quick ones' last answers. Adds the untouched candidates' order keys to `order`."""
     text_of = {t.brick_id: t.normalized for t in touched_texts}
 
     def previous_answer(s: StoredBrick | None) -> tuple[bool, str | None]:
@@ -155,7 +208,6 @@ def resolve_changes(
         (quick if usable else thorough).append(_Text(g.brick_id, text_of[g.brick_id]))
         if usable:
             last[g.brick_id] = answer
-    untouched = [c for c in candidates if c.brick_id not in touched]
     for c in untouched:
         text = normalize(c.content)
         order[c.brick_id] = c.first_key
@@ -163,42 +215,44 @@ def resolve_changes(
         (quick if usable else thorough).append(_Text(c.brick_id, text))
         if usable:
             last[c.brick_id] = answer
+    return quick, thorough, last
 
+
+def _quick_answers(
+    quick: list[_Text], last: Mapping[str, str | None], touched_texts: list[_Text], order: Mapping[str, bytes], superseders: Mapping[str, StoredBrick]
+) -> dict[str, str]:
+    """The quick candidates' superseders: the smallest of a touched text that contains them and
+    their last answer."""
     superseded_by: dict[str, str] = {}
-    if quick:
-        found = _smallest_supersets(quick, touched_texts, order) if touched_texts else {}
-        for c in quick:
-            options = []
-            if (new := found.get(c.brick_id)) is not None:
-                options.append((len(text_of[new]), order[new], new))
-            if (old := last[c.brick_id]) is not None:
-                s = superseders.get(old)
-                if old in text_of:
-                    options.append((len(text_of[old]), order[old], old))
-                elif s is not None:
-                    options.append((len(normalize(s.content)), s.first_key, old))
-            if options:
-                superseded_by[c.brick_id] = min(options)[2]
-    if thorough:
-        texts = list(touched_texts)
-        for s in everything():
-            if s.brick_id not in touched and not s.retired:
-                texts.append(_Text(s.brick_id, normalize(s.content)))
-                order[s.brick_id] = s.first_key
-        superseded_by.update(_smallest_supersets(thorough, texts, order))
+    if not quick:
+        return superseded_by
+    text_of = {t.brick_id: t.normalized for t in touched_texts}
+    found = _smallest_supersets(quick, touched_texts, order) if touched_texts else {}
+    for c in quick:
+        options = []
+        if (new := found.get(c.brick_id)) is not None:
+            options.append((len(text_of[new]), order[new], new))
+        if (old := last[c.brick_id]) is not None:
+            s = superseders.get(old)
+            if old in text_of:
+                options.append((len(text_of[old]), order[old], old))
+            elif s is not None:
+                options.append((len(normalize(s.content)), s.first_key, old))
+        if options:
+            superseded_by[c.brick_id] = min(options)[2]
+    return superseded_by
 
-    restated: dict[str, tuple[BrickState, str | None]] = {}
-    wider: set[str] = set()
-    for c in untouched:
-        now = superseded_by.get(c.brick_id)
-        if now == c.superseded_by:
-            continue
-        if now is None:
-            wider.add(c.fingerprint)  # superseded no longer: its state comes from its own sources
-        else:
-            restated[c.brick_id] = ("SUPERSEDED", now)
-    if wider:
-        return Wider(frozenset(wider))
+
+def _keyed(
+    topic_id: str,
+    groups: list[_Group],
+    states: Mapping[str, BrickState],
+    keys: Mapping[str, tuple[bytes, bytes | None]],
+    superseded_by: Mapping[str, str],
+    final: Mapping[str, Brick],
+    stale_addresses: frozenset[SourceAddress] | set[SourceAddress],
+) -> list[Keyed]:
+    """The touched bricks as they now are, with their order keys."""
 
     def is_stale(sources: Sequence[SourceAddress]) -> bool:
         return bool(sources) and sources[0] in stale_addresses
@@ -215,7 +269,7 @@ def resolve_changes(
         else:
             brick = _brick(topic_id, g, state, None, None, is_stale(g.sources))
         keyed.append(Keyed(brick, *keys[bid]))
-    return Changes(keyed, restated)
+    return keyed
 
 
 def ranked_order(bricks: Iterable[tuple[str, BrickState, int | None, bytes, bytes | None]]) -> dict[str, int | None]:

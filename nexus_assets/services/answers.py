@@ -228,15 +228,7 @@ def recall(
     with Vault.open(db_path, read_only=True) as vault:
         hashes = vault.latest_manifest_hashes()
         wanted = topics or sorted(hashes)
-        missing = vault.recall.unembedded_counts(wanted, MODEL)
-        indexes = [ensure(vault, db_path, t, manifest_hash=hashes.get(t), unembedded=missing.get(t, 0))[0] for t in wanted]
-        not_embedded = sum(missing.values())
-        if not_embedded and not any(idx.brick_ids for idx in indexes):
-            raise NothingToRecall(
-                f"no brick of {', '.join(wanted)} is embedded yet ({not_embedded} visible bricks): the vault was synced "
-                "with --no-recall or NEXUS_NO_RECALL=1, or by a release with another embedding model; run `nexus sync` "
-                "without --no-recall to build the embeddings (only what is missing is embedded)"
-            )
+        indexes, not_embedded = _indexes(vault, db_path, wanted, hashes)
         if not fulltext.in_step(vault, db_path, wanted):
             fulltext.refresh(vault, db_path, wanted)
         # Hard filters are applied before ranking, over every brick of the topics.
@@ -245,15 +237,7 @@ def recall(
             facts_all = vault.recall.source_facts(topic_ids=wanted, dates=bool(given.since or given.until))
             admitted = {b for b, facts in facts_all.items() if given.admits(facts)}
         qv = embed([query])
-        dense: dict[str, float] = {}
-        for idx in indexes:
-            n = idx.index.ntotal if admitted is not None else min(idx.index.ntotal, depth)
-            if n == 0:
-                continue
-            scores, rows = idx.index.search(qv, n)
-            for s, r in zip(scores[0], rows[0]):
-                if r >= 0 and (admitted is None or idx.brick_ids[r] in admitted):
-                    dense[idx.brick_ids[r]] = float(s)
+        dense = _dense(indexes, qv, admitted, depth)
         dense_ranking = sorted(dense, key=lambda b: (-round(dense[b], 6), b))[:depth]
         bm25 = fulltext.ranked_ids(db_path, query, wanted, depth if admitted is None else depth * 10)
         bm25_ranking = [b for b, _ in bm25 if admitted is None or b in admitted][:depth]
@@ -264,21 +248,11 @@ def recall(
             for b in pool - dense.keys():
                 if b in rows:
                     dense[b] = float(idx.index.reconstruct(rows[b]) @ qv[0])
-        rankings = [dense_ranking, bm25_ranking]
         # What the query names itself (a known speaker, a day or month) ranks the candidates said
         # by them or then once more: it lifts them without hiding the rest.
         named_speakers = [] if given.speaker else speakers_in(query, _known_speakers(vault, db_path, wanted, hashes))
         named_days = None if (given.since or given.until) else dates_in(query)
-        facts = vault.recall.source_facts(brick_ids=pool, dates=bool(named_days)) if (named_speakers or named_days) else {}
-        fused_first = _rrf(rankings)
-        by_fused = sorted(pool, key=lambda b: (-fused_first.get(b, 0.0), b))
-        if named_speakers:
-            said = {s.casefold() for s in named_speakers}
-            rankings.append([b for b in by_fused if any((sp or "").casefold() in said for sp, _ in facts.get(b, ()))])
-        if named_days:
-            then = Filters(since=named_days[0], until=named_days[1])
-            rankings.append([b for b in by_fused if then.admits(facts.get(b, []))])
-        fused = _rrf(rankings)
+        fused = _fused(vault, pool, [dense_ranking, bm25_ranking], named_speakers, named_days)
         shortlist = sorted(pool, key=lambda b: (-fused.get(b, 0.0), b))[: max(k * OVERFETCH, k)]
         bricks = {b.brick_id: b for b in vault.bricks.select(brick_ids=shortlist)}
         topic_defs = {t: vault.topics.topic(t) for t in {b.topic_id for b in bricks.values()}}
@@ -286,10 +260,79 @@ def recall(
         files = {r: f for r, (f, _) in vault.runs.run_sources(canonical_runs).items()}
         names = vault.runs.run_names(canonical_runs)
         seq = vault.runs.ingestion_seq()
-    order = sorted({seq.get(b.sources[0].run_id, 0) for b in bricks.values() if b.sources})
-    rank = {s: (i / (len(order) - 1) if len(order) > 1 else 1.0) for i, s in enumerate(order)}
+    candidates = _candidates(shortlist, bricks, topic_defs, files, seq, dense, fused)
+    ranked, notes = rerank(query, candidates, env)
+    stamp = datetime.now(timezone.utc).isoformat()
     dense_rank = {b: i for i, b in enumerate(dense_ranking, 1)}
     bm25_rank = {b: i for i, (b, _) in enumerate(bm25, 1)}
+    # In rank order, as the reranker left them: the first result is the best answer.
+    results = [
+        _result(rank, c, bricks[c.brick_id], names, dense_rank.get(c.brick_id), bm25_rank.get(c.brick_id), stamp)
+        for rank, c in enumerate(ranked[:k], 1)
+    ]
+    return {
+        "query": query,
+        "model": MODEL,
+        "topics": wanted,
+        "filters": given.as_json(),
+        # What the query named itself and recall ranked by (not filtered on).
+        "named": {"speakers": named_speakers, "since": named_days[0] if named_days else None,
+                  "until": named_days[1] if named_days else None},
+        "results": results,
+        "reranker_used": results[0]["reranker_used"] if results else None,
+        "fell_through": notes,
+        "not_embedded": not_embedded,  # visible bricks recall cannot see until a sync with recall embeds them
+        "latency_ms": int((time.monotonic() - started) * 1000),
+    }
+
+
+def _indexes(vault: Vault, db_path: str | Path, wanted: list[str], hashes: dict) -> tuple[list, int]:
+    """Each wanted topic's vector index (rebuilt when out of step) and how many visible bricks are
+    not embedded; NothingToRecall when none of them is."""
+    missing = vault.recall.unembedded_counts(wanted, MODEL)
+    indexes = [ensure(vault, db_path, t, manifest_hash=hashes.get(t), unembedded=missing.get(t, 0))[0] for t in wanted]
+    not_embedded = sum(missing.values())
+    if not_embedded and not any(idx.brick_ids for idx in indexes):
+        raise NothingToRecall(
+            f"no brick of {', '.join(wanted)} is embedded yet ({not_embedded} visible bricks): the vault was synced "
+            "with --no-recall or NEXUS_NO_RECALL=1, or by a release with another embedding model; run `nexus sync` "
+            "without --no-recall to build the embeddings (only what is missing is embedded)"
+        )
+    return indexes, not_embedded
+
+
+def _dense(indexes: list, qv, admitted: set[str] | None, depth: int) -> dict[str, float]:
+    """Brick id -> cosine with the query, the `depth` nearest of each index (every admitted one when filtered)."""
+    dense: dict[str, float] = {}
+    for idx in indexes:
+        n = idx.index.ntotal if admitted is not None else min(idx.index.ntotal, depth)
+        if n == 0:
+            continue
+        scores, rows = idx.index.search(qv, n)
+        for s, r in zip(scores[0], rows[0]):
+            if r >= 0 and (admitted is None or idx.brick_ids[r] in admitted):
+                dense[idx.brick_ids[r]] = float(s)
+    return dense
+
+
+def _fused(vault: Vault, pool: set[str], rankings: list[list[str]], named_speakers: list[str], named_days) -> dict[str, float]:
+    """The rankings fused, with one more ranking each for the speakers and the days the query names."""
+    facts = vault.recall.source_facts(brick_ids=pool, dates=bool(named_days)) if (named_speakers or named_days) else {}
+    fused_first = _rrf(rankings)
+    by_fused = sorted(pool, key=lambda b: (-fused_first.get(b, 0.0), b))
+    if named_speakers:
+        said = {s.casefold() for s in named_speakers}
+        rankings.append([b for b in by_fused if any((sp or "").casefold() in said for sp, _ in facts.get(b, ()))])
+    if named_days:
+        then = Filters(since=named_days[0], until=named_days[1])
+        rankings.append([b for b in by_fused if then.admits(facts.get(b, []))])
+    return _rrf(rankings)
+
+
+def _candidates(shortlist: list[str], bricks: dict, topic_defs: dict, files: dict, seq: dict, dense: dict, fused: dict) -> list[Candidate]:
+    """The shortlist as the reranker's candidates: similarity, authority, recency (by ingestion order), fused score."""
+    order = sorted({seq.get(b.sources[0].run_id, 0) for b in bricks.values() if b.sources})
+    rank = {s: (i / (len(order) - 1) if len(order) > 1 else 1.0) for i, s in enumerate(order)}
     candidates = []
     for bid in shortlist:
         b = bricks.get(bid)
@@ -304,48 +347,30 @@ def recall(
                 fused=round(fused.get(bid, 0.0), 6),
             )
         )
-    ranked, notes = rerank(query, candidates, env)
-    stamp = datetime.now(timezone.utc).isoformat()
-    results = []
-    # In rank order, as the reranker left them: the first result is the best answer.
-    for rank, c in enumerate(ranked[:k], 1):
-        b = bricks[c.brick_id]
-        name = names.get(b.sources[0].run_id) if b.sources else None
-        results.append(
-            {
-                "rank": rank,
-                "brick_id": c.brick_id,
-                "topic_id": c.topic_id,
-                "content": c.content,
-                "state": c.state,
-                "confidence": confidence(c.score, c.reranker_used),  # in rank order: never rises down the list
-                "similarity": round(c.similarity, 6),
-                "fused": c.fused,
-                "dense_rank": dense_rank.get(c.brick_id),
-                "bm25_rank": bm25_rank.get(c.brick_id),
-                "rerank_score": c.score,
-                "reranker_used": c.reranker_used,
-                "authority": c.authority,
-                "sources": [s.model_dump(mode="json") for s in b.sources],
-                "retrieval_timestamp": stamp,
-                # The message the brick was said in (its canonical source), and the conversation's name.
-                "message": _message_key(b),
-                **(name.as_json() if name else {"run_title": None, "run_date": None}),
-            }
-        )
+    return candidates
+
+
+def _result(rank: int, c: Candidate, b, names: dict, dense_rank: int | None, bm25_rank: int | None, stamp: str) -> dict:
+    name = names.get(b.sources[0].run_id) if b.sources else None
     return {
-        "query": query,
-        "model": MODEL,
-        "topics": wanted,
-        "filters": given.as_json(),
-        # What the query named itself and recall ranked by (not filtered on).
-        "named": {"speakers": named_speakers, "since": named_days[0] if named_days else None,
-                  "until": named_days[1] if named_days else None},
-        "results": results,
-        "reranker_used": results[0]["reranker_used"] if results else None,
-        "fell_through": notes,
-        "not_embedded": not_embedded,  # visible bricks recall cannot see until a sync with recall embeds them
-        "latency_ms": int((time.monotonic() - started) * 1000),
+        "rank": rank,
+        "brick_id": c.brick_id,
+        "topic_id": c.topic_id,
+        "content": c.content,
+        "state": c.state,
+        "confidence": confidence(c.score, c.reranker_used),  # in rank order: never rises down the list
+        "similarity": round(c.similarity, 6),
+        "fused": c.fused,
+        "dense_rank": dense_rank,
+        "bm25_rank": bm25_rank,
+        "rerank_score": c.score,
+        "reranker_used": c.reranker_used,
+        "authority": c.authority,
+        "sources": [s.model_dump(mode="json") for s in b.sources],
+        "retrieval_timestamp": stamp,
+        # The message the brick was said in (its canonical source), and the conversation's name.
+        "message": _message_key(b),
+        **(name.as_json() if name else {"run_title": None, "run_date": None}),
     }
 
 
@@ -450,27 +475,8 @@ def ask(
             except Exception as exc:  # noqa: BLE001 (the next endpoint, else the offline answer)
                 notes.append(f"{ep.base_url} ({ep.model}): {exc}")
         if generation == "none":
-            # The most relevant bricks are chosen (the same sentence in two topics is said once),
-            # then the answer leads with the highest authority; within a level, relevance decides.
-            # Questions, headings and fragments (an LLM extractor may have kept them) answer nothing.
-            chosen, seen = [], set()
-            for b in bricks:
-                said = " ".join(b["content"].lower().split())
-                if said not in seen and is_statement(b["content"]):
-                    seen.add(said)
-                    chosen.append(b)
-            # Bricks of one message stay together, in the order they were said.
-            first = {}
-            for i, b in enumerate(chosen[:ANSWER_BRICKS]):
-                first.setdefault(b["message"], i)
-            ordered = sorted(
-                chosen[:ANSWER_BRICKS],
-                key=lambda b: (b["authority"], first[b["message"]], b["sources"][0]["start"] if b["sources"] else 0),
-            )
-            answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered], limit=ANSWER_BRICKS)
+            answer, reason = _extractive(bricks)
             model, generation = "offline-extractive", "verbatim brick text only; CCC 1.0 by construction"
-            if not ordered:
-                reason = "every brick recalled for this question is a question or a fragment, not a statement to quote"
     parts = split_answer(answer, allowed) if answer else []
     score = ccc(parts)
     cited = list(dict.fromkeys(b for p in parts for b in p.brick_ids))
@@ -487,12 +493,7 @@ def ask(
             answer = (f"From authority level {levels[0]} sources first (this answer draws on levels "
                       f"{', '.join(map(str, levels))}): ") + answer
         audit_id = uuid.uuid4().hex
-        cost = None
-        price_in, price_out = env.get("NEXUS_PRICE_IN_PER_MTOK"), env.get("NEXUS_PRICE_OUT_PER_MTOK")
-        if price_in and price_out:
-            cost = (tokens_in * float(price_in) + tokens_out * float(price_out)) / 1_000_000
-        elif generation.startswith("offline"):
-            cost = 0.0
+        cost = _cost(env, tokens_in, tokens_out, generation)
         vault.recall.append_audit(
             {
                 "audit_id": audit_id, "recorded_at": datetime.now(timezone.utc), "user": user, "agent": agent,
@@ -504,23 +505,6 @@ def ask(
                 "answer_sha256": hashlib.sha256(answer.encode("utf-8")).hexdigest() if answer else None,
             }
         )
-    grounding = [
-        {
-            "brick_id": b,
-            "content_snippet": by_id[b]["content"][:200],
-            "run_id": by_id[b]["sources"][0]["run_id"],
-            "json_path": by_id[b]["sources"][0]["json_path"],
-            "start": by_id[b]["sources"][0]["start"],
-            "end": by_id[b]["sources"][0]["end"],
-            "viewer_url": f"{topic_url(by_id[b]['topic_id'])}#brick-{b}",
-            "confidence": by_id[b]["confidence"],
-            "authority": by_id[b]["authority"],
-            "run_title": by_id[b]["run_title"],
-            "run_date": by_id[b]["run_date"],
-            "retrieval_timestamp": by_id[b]["retrieval_timestamp"],
-        }
-        for b in cited
-    ]
     return {
         "answer": None if reason else answer,
         "refused": reason is not None,
@@ -532,6 +516,60 @@ def ask(
         "generation": generation,
         "audit_id": audit_id,
         "reranker_used": recalled["reranker_used"],
-        "sources": grounding,
+        "sources": [_grounding(b, by_id[b]) for b in cited],
         "fell_through": recalled["fell_through"] + notes,
+    }
+
+
+def _extractive(bricks: list[dict]) -> tuple[str, str | None]:
+    """The offline answer: the most relevant bricks are chosen (the same sentence in two topics is
+    said once), then the answer leads with the highest authority; within a level, relevance decides.
+    Questions, headings and fragments (an LLM extractor may have kept them) answer nothing: with
+    only those, the answer is empty and the second value the refusal's reason."""
+    chosen, seen = [], set()
+    for b in bricks:
+        said = " ".join(b["content"].lower().split())
+        if said not in seen and is_statement(b["content"]):
+            seen.add(said)
+            chosen.append(b)
+    # Bricks of one message stay together, in the order they were said.
+    first = {}
+    for i, b in enumerate(chosen[:ANSWER_BRICKS]):
+        first.setdefault(b["message"], i)
+    ordered = sorted(
+        chosen[:ANSWER_BRICKS],
+        key=lambda b: (b["authority"], first[b["message"]], b["sources"][0]["start"] if b["sources"] else 0),
+    )
+    answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered], limit=ANSWER_BRICKS)
+    if not ordered:
+        return answer, "every brick recalled for this question is a question or a fragment, not a statement to quote"
+    return answer, None
+
+
+def _cost(env: Mapping[str, str], tokens_in: int, tokens_out: int, generation: str) -> float | None:
+    """USD of the generation by the configured prices; an offline answer costs nothing; else unknown."""
+    price_in, price_out = env.get("NEXUS_PRICE_IN_PER_MTOK"), env.get("NEXUS_PRICE_OUT_PER_MTOK")
+    if price_in and price_out:
+        return (tokens_in * float(price_in) + tokens_out * float(price_out)) / 1_000_000
+    if generation.startswith("offline"):
+        return 0.0
+    return None
+
+
+def _grounding(brick_id: str, b: dict) -> dict:
+    """Where a cited brick was said, as the answer's `sources` show it."""
+    source = b["sources"][0]
+    return {
+        "brick_id": brick_id,
+        "content_snippet": b["content"][:200],
+        "run_id": source["run_id"],
+        "json_path": source["json_path"],
+        "start": source["start"],
+        "end": source["end"],
+        "viewer_url": f"{topic_url(b['topic_id'])}#brick-{brick_id}",
+        "confidence": b["confidence"],
+        "authority": b["authority"],
+        "run_title": b["run_title"],
+        "run_date": b["run_date"],
+        "retrieval_timestamp": b["retrieval_timestamp"],
     }

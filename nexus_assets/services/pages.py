@@ -74,7 +74,7 @@ class LastSync:
 
 
 @dataclass(frozen=True)
-class TopicSummary:
+class TopicOverview:
     topic: Topic
     counts: dict[str, int]
     stale: int
@@ -104,7 +104,7 @@ class BrickView:
 
 @dataclass(frozen=True)
 class TopicPage:
-    summary: TopicSummary
+    summary: TopicOverview
     bricks: list[BrickView]
     query: str
     manifest: Manifest | None
@@ -123,9 +123,9 @@ def _stale_counts(vault: Vault) -> dict[str, int]:
     return vault.history.stale_counts()
 
 
-def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:
+def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicOverview:
     manifest = vault.bricks.latest_manifest(topic.topic_id)
-    return TopicSummary(
+    return TopicOverview(
         topic=topic,
         counts={s: counts.get(topic.topic_id, {}).get(s, 0) for s in STATES},
         stale=stale.get(topic.topic_id, 0),
@@ -135,7 +135,7 @@ def _summary(vault: Vault, topic: Topic, counts, stale, syncs) -> TopicSummary:
     )
 
 
-def topic_summaries(vault: Vault) -> list[TopicSummary]:
+def topic_summaries(vault: Vault) -> list[TopicOverview]:
     counts, stale, syncs = vault.brick_counts(), _stale_counts(vault), _last_syncs(vault)
     return [_summary(vault, t, counts, stale, syncs) for t in vault.topics.all()]
 
@@ -241,7 +241,7 @@ def _relation_counts(vault: Vault, topic_id: str) -> tuple[dict[str, int], dict[
 
 @dataclass(frozen=True)
 class ConflictPage:
-    summary: TopicSummary
+    summary: TopicOverview
     conflicts: list[dict]
 
     @property

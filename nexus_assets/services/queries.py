@@ -92,7 +92,7 @@ def topics(db: str | Path) -> list:
 
 def named_bricks(vault, bricks, left: Mapping[str, str] | None = None) -> list:
     """Bricks as BrickOut: each source with its conversation's title and start date; `left`: why
-    a brick left the manifest, by brick id (`teaching.service.left_because`)."""
+    a brick left the manifest, by brick id (`services.teaching.left_because`)."""
     from nexus_assets.schemas import BrickOut
 
     names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)

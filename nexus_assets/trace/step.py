@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.paths import parse_normalized, resolve_string
-from nexus_assets.ingest.formats.jsonl import SESSION_FORMATS
+from nexus_assets.ingest.formats.registry import names as format_names
 from nexus_assets.drift.records import node_key
 from nexus_assets.vault.records import RunVersion
 
@@ -58,7 +58,7 @@ def trace_brick(vault: TraceStores, brick_id: str) -> dict:
                 **names[a.run_id].as_json(),
                 "run_label": names[a.run_id].label,
                 # A session's node is on a line of its file: people open the file at that line.
-                **({"line": session_line(a.json_path)} if run is not None and run.format in SESSION_FORMATS else {}),
+                **({"line": session_line(a.json_path)} if run is not None and run.format in format_names("session") else {}),
             }
         )
     return {

@@ -52,8 +52,9 @@ def pool_size() -> int | None:
     return size
 
 
-class Catalog(Database):
-    """One connection to the vault (DuckDB's, or a pooled PostgreSQL one), configured and migrated."""
+class BaseCatalog(Database):
+    """One connection to the vault (DuckDB's, or a pooled PostgreSQL one), configured and migrated:
+    the base of `nexus_assets.catalog.Catalog` and `nexus_assets.store.Vault`, which add `backfills`."""
 
     # The upgrades that need a phase's code, by name: handed in by the classes composed above the
     # phases (`nexus_assets.catalog.Catalog`, `nexus_assets.store.Vault`).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
-from nexus_assets.vault.catalog import Catalog
+from nexus_assets.vault.catalog import BaseCatalog
 from nexus_assets.vault.sources import recorded_path, stored_path, vault_folder
 
 UNFINISHED = "unfinished_copy"
@@ -22,7 +22,7 @@ class CopyRefused(ValueError):
     """The destination already holds a vault (or is the source)."""
 
 
-def tables(vault: Catalog) -> list[str]:
+def tables(vault: BaseCatalog) -> list[str]:
     if vault.on_postgres:
         sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
     else:
@@ -30,7 +30,7 @@ def tables(vault: Catalog) -> list[str]:
     return [t for (t,) in vault.conn.execute(sql).fetchall() if t not in NOT_COPIED]
 
 
-def columns(vault: Catalog, table: str) -> list[str]:
+def columns(vault: BaseCatalog, table: str) -> list[str]:
     rows = vault.conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = current_schema() "
         "ORDER BY ordinal_position",
@@ -39,33 +39,33 @@ def columns(vault: Catalog, table: str) -> list[str]:
     return [c for (c,) in rows if c != "rowid"]
 
 
-def row_count(vault: Catalog, table: str) -> int:
+def row_count(vault: BaseCatalog, table: str) -> int:
     return vault.conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
 
 
-def holds_rows(vault: Catalog) -> list[str]:
+def holds_rows(vault: BaseCatalog) -> list[str]:
     return [t for t in tables(vault) if row_count(vault, t)]
 
 
-def mark_unfinished(vault: Catalog, detail: str) -> None:
+def mark_unfinished(vault: BaseCatalog, detail: str) -> None:
     vault.conn.execute(
         "INSERT INTO vault_marks VALUES (?, ?, ?) ON CONFLICT (mark) DO UPDATE SET detail = excluded.detail, marked_at = excluded.marked_at",
         [UNFINISHED, detail, datetime.now(timezone.utc)],
     )
 
 
-def unmark(vault: Catalog) -> None:
+def unmark(vault: BaseCatalog) -> None:
     vault.conn.execute("DELETE FROM vault_marks WHERE mark = ?", [UNFINISHED])
 
 
-def _rows(vault: Catalog, table: str, cols: list[str]) -> Iterator[list[tuple]]:
+def _rows(vault: BaseCatalog, table: str, cols: list[str]) -> Iterator[list[tuple]]:
     order = " ORDER BY rowid" if table in IN_INSERTION_ORDER else ""
     cursor = vault.conn.execute(f'SELECT {", ".join(cols)} FROM "{table}"{order}')
     while batch := cursor.fetchmany(BATCH_ROWS):
         yield batch
 
 
-def copy_rows(source: Catalog, destination: Catalog, *, on_table: Callable[[str, int], None] | None = None) -> dict[str, int]:
+def copy_rows(source: BaseCatalog, destination: BaseCatalog, *, on_table: Callable[[str, int], None] | None = None) -> dict[str, int]:
     """Every row of every table of `source` into the (emptied) `destination`; rows per table.
 
     The recorded runs and topics folders are written as the destination records them (relative to
@@ -95,7 +95,7 @@ def copy_rows(source: Catalog, destination: Catalog, *, on_table: Callable[[str,
     return copied
 
 
-def _continue_sequence(source: Catalog, destination: Catalog) -> None:
+def _continue_sequence(source: BaseCatalog, destination: BaseCatalog) -> None:
     """Ingestion order goes on from where the source's left it."""
     last = source.conn.execute("SELECT max(ingest_seq) FROM runs").fetchone()[0] or 0
     if destination.on_postgres:
@@ -104,7 +104,7 @@ def _continue_sequence(source: Catalog, destination: Catalog) -> None:
         destination.conn.execute(f"CREATE OR REPLACE SEQUENCE ingest_seq START {last + 1}")
 
 
-def empty(destination: Catalog) -> None:
+def empty(destination: BaseCatalog) -> None:
     """Drop every row an earlier, unfinished copy left."""
     for table in tables(destination):
         destination.conn.execute(f'DELETE FROM "{table}"')

@@ -179,19 +179,7 @@ def read_runs(
     query = head[: len(queries)]
     keep_v = head[len(queries) : len(queries) + len(keep_ex)]
     drop_v = head[len(queries) + len(keep_ex) :]
-    # The conversations that have a candidate left: one text each.
-    live = [r for r in readings if any(c.reason is None for c in r.candidates)]
-    if live:
-        conv = np.asarray(
-            vectors([conversation_text(run, titles.get(run.run_id), texts_by_run[run.run_id]) for run in runs if run.run_id in {r.run_id for r in live}]),
-            dtype="float32",
-        )
-        for r, score in zip(live, _rounded((conv @ query.T).max(axis=1))):
-            r.conversation_relevance = score
-    for r in readings:
-        if r.conversation_relevance is not None and r.conversation_relevance < CONVERSATION_BAR and not named:
-            for c in r.candidates:
-                c.reason = c.reason or f"conversation: relevance {r.conversation_relevance:.3f} to the topic is under {CONVERSATION_BAR}"
+    _scope_conversations(readings, runs, vectors, titles, texts_by_run, query, named)
     # Form-dropped sentences are never scored (nor ranked among the others); `every_candidate` also
     # scores the sentences the conversation scope dropped, as they would be were the run named.
     todo = [(r, c) for r in readings for c in r.candidates
@@ -232,6 +220,29 @@ def read_runs(
         )
         vecs[id(c)] = matrix[i]
     return readings, vecs
+
+
+def _scope_conversations(
+    readings: list[RunReading], runs: Sequence[Run], vectors: Vectors, titles: Mapping[str, str | None],
+    texts_by_run: Mapping[str, object], query, named: bool,
+) -> None:
+    """Step 3, the conversation scope: each conversation with a candidate left gets its relevance to
+    the topic (one text each); under CONVERSATION_BAR its candidates are dropped, unless the topic
+    names its sources."""
+    import numpy as np
+
+    live = [r for r in readings if any(c.reason is None for c in r.candidates)]
+    if live:
+        conv = np.asarray(
+            vectors([conversation_text(run, titles.get(run.run_id), texts_by_run[run.run_id]) for run in runs if run.run_id in {r.run_id for r in live}]),
+            dtype="float32",
+        )
+        for r, score in zip(live, _rounded((conv @ query.T).max(axis=1))):
+            r.conversation_relevance = score
+    for r in readings:
+        if r.conversation_relevance is not None and r.conversation_relevance < CONVERSATION_BAR and not named:
+            for c in r.candidates:
+                c.reason = c.reason or f"conversation: relevance {r.conversation_relevance:.3f} to the topic is under {CONVERSATION_BAR}"
 
 
 def feature_rows(candidates: Sequence[Candidate], vecs: Mapping[int, object]):

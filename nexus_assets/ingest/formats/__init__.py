@@ -1,8 +1,9 @@
 """Run formats: each turns one conversation document into a `Run` with typed text nodes.
 
 Detection looks at content, never at file names. This package module holds only what the readers
-share; `dispatch.parse_document` picks the reader, so the read commands that import `limits` do
-not load the readers.
+share; the formats are listed, with how each is recognised and read, in `registry.py`, and
+`dispatch.parse_document` picks the reader, so the read commands that import `limits` do not load
+the readers.
 """
 
 from __future__ import annotations
@@ -23,18 +24,11 @@ class FormatError(ValueError):
 
 
 def detect_format(value: Any) -> str | None:
-    """'nexus', 'chatgpt', 'claude', 'claude-code' or 'codex' for a run document or one export
-    conversation (a session's document is built from its lines by `jsonl`)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("lines"), list) and value.get("session_format") in ("claude-code", "codex"):
-            return value["session_format"]
-        if "messages" in value and "run_id" in value:
-            return "nexus"
-        if "mapping" in value:
-            return "chatgpt"
-        if "chat_messages" in value:
-            return "claude"
-    return None
+    """The format ('nexus', 'chatgpt', 'claude', 'claude-code', 'codex', ...) of a run document or
+    one export conversation, as the one list of formats (`registry.py`) recognises it."""
+    from nexus_assets.ingest.formats.registry import detect_format as detect
+
+    return detect(value)
 
 
 def document_version(document: Any) -> str:

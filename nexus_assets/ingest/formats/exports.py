@@ -16,13 +16,14 @@ from typing import Any, BinaryIO, Callable, Iterator
 import ijson
 
 from nexus_assets.core.models import Run
-from nexus_assets.ingest.formats import FormatError, detect_format
+from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats.conversations import (
     ConversationError,
     ConversationProblem,
     normalize_open_after,
 )
 from nexus_assets.ingest.formats.dispatch import parse_document
+from nexus_assets.ingest.formats.registry import detect_format, names
 
 try:
     _ijson: Any = ijson.get_backend("yajl2_c")
@@ -119,7 +120,7 @@ def _convert(item: Any, index: int, open_after: str | None) -> Run | Conversatio
         kind = "null" if item is None else type(item).__name__
         return ConversationProblem(index, None, f"array item #{index} is {kind}, not a conversation object")
     try:
-        if detect_format(item) in ("chatgpt", "claude"):
+        if detect_format(item) in names("export"):
             return parse_document(item, open_after=open_after, index=index)
     except ConversationError as exc:
         return ConversationProblem(index, _plain_id(item), exc.detail)
@@ -162,6 +163,20 @@ def _unsupported(count: int, first: Any) -> FormatError:
         f"it holds {_shape_of(first)}; accepted are a ChatGPT or Claude conversations.json export "
         '(objects with "mapping" or "chat_messages") or one Nexus run {"run_id", "status", "messages"}'
     )
+
+
+def _guarded(
+    item: Any, index: int, too_deep: Callable[[Any], bool] | None, too_deep_problem: str, bad_value: Callable[[Any], str | None] | None
+) -> ConversationProblem | None:
+    """The problem of an item a guard cut part of out (too deep, or a value no reader can keep), else None."""
+    if too_deep is not None and too_deep(item):
+        # Not read at all: what is left might even parse, but it is not the conversation.
+        return ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
+    problem = bad_value(item) if bad_value is not None else None
+    if problem is not None:
+        conversation = _plain_id(item) if isinstance(item, dict) else None
+        return ConversationProblem(index, None if conversation is None or problem in conversation else conversation, problem)
+    return None
 
 
 def iter_export(
@@ -209,15 +224,9 @@ def iter_export(
                 conversations_read=index,
                 bytes_read=source.bytes_read,
             ) from None
-        if too_deep is not None and too_deep(item):
-            # Not read at all: what is left might even parse, but it is not the conversation.
-            yield ConversationProblem(index, _plain_id(item) if isinstance(item, dict) else None, too_deep_problem)
-            index += 1
-            continue
-        problem = bad_value(item) if bad_value is not None else None
-        if problem is not None:
-            conversation = _plain_id(item) if isinstance(item, dict) else None
-            yield ConversationProblem(index, None if conversation is None or problem in conversation else conversation, problem)
+        guarded = _guarded(item, index, too_deep, too_deep_problem, bad_value)
+        if guarded is not None:
+            yield guarded
             index += 1
             continue
         result = _convert(item, index, open_after)

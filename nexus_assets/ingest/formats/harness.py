@@ -92,10 +92,6 @@ def is_injected(text: str) -> bool:
     return not any(text[s:e].strip() for s, e in _complement(injected_regions(text), 0, len(text)))
 
 
-def in_region(regions: list[tuple[int, int]], start: int, end: int) -> bool:
-    return any(s < end and start < e for s, e in regions)
-
-
 # What the harness writes around what the person says through a tool (Claude Code, Codex CLI).
 _ANSWERED = re.compile(r"\s*(?:User has answered your questions|Your questions have been answered):")
 _ANSWER = re.compile(r'"(?:[^"\\]|\\.)*"="((?:[^"\\]|\\.)*)"')

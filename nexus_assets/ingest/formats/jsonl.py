@@ -25,9 +25,6 @@ from typing import Any, BinaryIO, Callable
 from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats import limits as L
 
-SESSION_FORMATS = ("claude-code", "codex")
-
-
 @dataclass(frozen=True)
 class LineProblem:
     line: int  # 1-based, as an editor shows it
@@ -168,7 +165,9 @@ def _finite_float(text: str) -> float:
 
 def session_document(lines: list[Any], session_format: str, header: dict[str, Any]) -> dict[str, Any]:
     """The run document of a session: its lines first, then the header its reader derived."""
-    if session_format not in SESSION_FORMATS:
+    from nexus_assets.ingest.formats.registry import names
+
+    if session_format not in names("session"):
         raise FormatError(f"unknown session format {session_format!r}")
     return {"lines": lines, "session_format": session_format, **header}
 

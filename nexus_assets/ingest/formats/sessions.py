@@ -7,22 +7,22 @@ from typing import Any, BinaryIO, Iterator
 
 from nexus_assets.core.models import IngestionError, Run
 from nexus_assets.ingest.formats import FormatError
-from nexus_assets.ingest.formats.claude_code import claude_code_header, claude_code_run, is_claude_code_event
-from nexus_assets.ingest.formats.codex import codex_header, codex_run, is_codex_event
 from nexus_assets.ingest.formats.jsonl import read_lines, session_document
+from nexus_assets.ingest.formats.registry import FORMATS, session_formats
 
 
 def is_session_event(value: Any) -> bool:
-    return is_claude_code_event(value) or is_codex_event(value)
+    return any(f.is_event(value) for f in session_formats())  # type: ignore[misc]
 
 
 def session_format(lines: list[Any]) -> str | None:
-    """The tool that wrote `lines`: decided by the first line either tool would write."""
+    """The tool that wrote `lines`: decided by the first line any session tool would write (the
+    tools in `registry.py`'s order)."""
+    tools = session_formats()
     for line in lines:
-        if is_codex_event(line):
-            return "codex"
-        if is_claude_code_event(line):
-            return "claude-code"
+        for f in tools:
+            if f.is_event(line):  # type: ignore[misc]
+                return f.name
     return None
 
 
@@ -42,12 +42,11 @@ def iter_session(stream: BinaryIO, display: str, sha: str | None, limits: Any) -
     if kind is None:
         if not any(isinstance(line, dict) for line in lines) and problems:
             raise FormatError(f"JSON Lines of which no line could be read; first problem: line {problems[0].line} {problems[0].problem}")
-        raise FormatError(
-            "JSON Lines, but not a Claude Code session (lines with sessionId, type user/assistant) "
-            "nor a Codex CLI rollout (lines with type session_meta/response_item and a payload); "
-            "move it out of the runs folder"
-        )
-    header = claude_code_header(lines) if kind == "claude-code" else codex_header(lines)
+        # Named in the reverse of detection order: "not a Claude Code session ... nor a Codex CLI rollout ...".
+        looks = " nor ".join(f.looks for f in reversed(session_formats()))
+        raise FormatError(f"JSON Lines, but not {looks}; move it out of the runs folder")
+    tool = FORMATS[kind]
+    header = tool.header(lines)  # type: ignore[misc]
     run_id = header.get("session_id")
     if run_id is None:
         for p in problems:
@@ -55,7 +54,7 @@ def iter_session(stream: BinaryIO, display: str, sha: str | None, limits: Any) -
         return
     if len(run_id) > 256 or any(ch in run_id for ch in "\x00\n\r\t"):
         raise FormatError(f"session id {run_id[:60]!r}… is not a usable run id (over 256 characters or control characters)")
-    run = (claude_code_run if kind == "claude-code" else codex_run)(session_document(lines, kind, header))
+    run = tool.read(session_document(lines, kind, header), None, None)
     yield run
     for warning in run.warnings:
         yield IngestionError(display, f"warning: {warning}; the rest of the session was kept", conversation=run.run_id, file_sha256=sha)
