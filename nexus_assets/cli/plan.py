@@ -7,6 +7,7 @@ from pathlib import Path
 
 from nexus_assets import settings
 from nexus_assets.cli.common import (
+    settings_of,
     COMPILED_STATES,
     UsageError,
     emit,
@@ -21,7 +22,7 @@ from nexus_assets.topics.files import read_topic_files
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    env = settings.load().as_env()
+    env = settings_of(args).as_env()
     # Planning sends nothing, so only the model (part of every call key) and prices matter.
     env.setdefault("OPENAI_BASE_URL", "http://unused.invalid/v1")
     env.setdefault("OPENAI_API_KEY", "unused")
@@ -134,7 +135,7 @@ def _plan_veto(args: argparse.Namespace, topics, runs, config: LLMConfig) -> lis
     from nexus_assets.relate.prompt import VETO_PROMPT_VERSION
     from nexus_assets.relate.veto import plan_veto
 
-    embedded = settings.Basics.from_env().extractor == "embedded"
+    embedded = args.basics.extractor == "embedded"
     db_exists = vault_exists(args.db)
     out = []
     for topic in topics:

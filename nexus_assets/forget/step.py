@@ -201,11 +201,13 @@ def _compact(db_path: Path | str) -> None:
                 vault.conn.execute(f'VACUUM FULL "{table}"')
         _crash_point("compacted")
         return
+    memory = parse_address(db_path).options.memory  # DuckDB's memory, as the address's options say
+    db_path = Path(db_path)
     fresh = db_path.with_name(db_path.name + ".compact")
     for leftover in (fresh, Path(str(fresh) + ".wal")):
         leftover.unlink(missing_ok=True)
     with writer_intent(db_path):
-        conn = connect(db_path)
+        conn = connect(db_path, memory=memory)
         try:
             conn.execute("CHECKPOINT")
             name = conn.execute("SELECT current_database()").fetchone()[0]
@@ -447,10 +449,10 @@ def finish_erasure(db_path: str | Path, journal: dict, *, removed: dict | None =
     db = db_path if is_postgres(db_path) else Path(db_path)
     resumed = manifests is None
     if resumed:
-        with Vault.open(db) as vault:
+        with Vault.open(db_path) as vault:
             manifests = {t: (m.manifest_hash, len(m.bricks)) for t in journal["topics"] if (m := vault.bricks.latest_manifest(t))}
     pieces, topics = journal["pieces"], journal["topics"]
-    _compact(db)
+    _compact(db_path)
     forget_index(db)
     for topic_id in topics:
         shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)

@@ -172,7 +172,7 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
     async def get_brick(
         brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1], description="a brick id or a unique prefix")],
     ) -> dict[str, Any]:
-        return await _call("brick_id", queries.brick_detail, db, brick_id)
+        return await _call("brick_id", queries.brick_detail, db, brick_id, viewer_url=config.env.get("NEXUS_VIEWER_URL"))
 
     @server.tool(description=(
         "Find bricks by meaning: the k bricks that best answer `query` (a question or a description, in any words), "
@@ -274,7 +274,9 @@ def _write_tools(server: MCPServer, config) -> None:
 
         def work() -> RunPushed:
             try:
-                pushed = append_messages(Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages])
+                pushed = append_messages(
+                    Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages], max_bytes=config.max_run_bytes
+                )
             except PushError as exc:
                 argument = "messages" if isinstance(exc, MessageConflict) or "messages" in str(exc) else "run_id"
                 raise ToolError(f"{argument}: {exc}") from None
@@ -294,7 +296,6 @@ def _write_tools(server: MCPServer, config) -> None:
         file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
-        from nexus_assets import settings
         from nexus_assets.forget.service import forget_source
         from nexus_assets.forget.step import ForgetError
         from nexus_assets.lifecycle.step import user_actor
@@ -306,7 +307,7 @@ def _write_tools(server: MCPServer, config) -> None:
             # The one forgetting service (as `nexus forget`): unfinished erasures are finished first.
             try:
                 outcome = forget_source(
-                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", settings.user()),
+                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", config.user),
                     confirm=confirm, delete_file=False,
                 )
             except ForgetError as exc:

@@ -512,7 +512,7 @@ def ask(
             "json_path": by_id[b]["sources"][0]["json_path"],
             "start": by_id[b]["sources"][0]["start"],
             "end": by_id[b]["sources"][0]["end"],
-            "viewer_url": f"{topic_url(by_id[b]['topic_id'])}#brick-{b}",
+            "viewer_url": f"{topic_url(by_id[b]['topic_id'], env.get('NEXUS_VIEWER_URL'))}#brick-{b}",
             "confidence": by_id[b]["confidence"],
             "authority": by_id[b]["authority"],
             "run_title": by_id[b]["run_title"],

@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from nexus_assets.core.display import visible
 
-from nexus_assets.vault.address import is_postgres
+from nexus_assets.vault.address import is_postgres, parse_address
 from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.vault.connection import VaultBusy, connect
 from nexus_assets.store import Vault
@@ -123,7 +123,7 @@ class Viewer:
     """The viewer's pages over one vault, independent of the server that carries them."""
 
     def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0, teach: bool = False) -> None:
-        self.address = str(db_path)
+        self.address = parse_address(db_path)  # with its options (DuckDB's memory)
         self.db_path = Path(db_path)
         self.loopback_only = loopback_only
         self.busy_wait_s = busy_wait_s
@@ -141,7 +141,7 @@ class Viewer:
             return
         if not self.db_path.exists():
             raise NoVault(f"no vault at {self.db_path}; run `nexus sync` first, or pass --db")
-        conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s)
+        conn = connect(self.db_path, read_only=True, wait_s=self.busy_wait_s, memory=self.address.options.memory)
         try:
             vault = Vault(conn, migrate=False)
             if not vault.history.holds_vault_tables():
