@@ -201,13 +201,11 @@ def _compact(db_path: Path | str) -> None:
                 vault.conn.execute(f'VACUUM FULL "{table}"')
         _crash_point("compacted")
         return
-    memory = parse_address(db_path).options.memory  # DuckDB's memory, as the address's options say
-    db_path = Path(db_path)
-    fresh = db_path.with_name(db_path.name + ".compact")
+    fresh = Path(db_path).with_name(Path(db_path).name + ".compact")  # db_path: the address, with its options
     for leftover in (fresh, Path(str(fresh) + ".wal")):
         leftover.unlink(missing_ok=True)
     with writer_intent(db_path):
-        conn = connect(db_path, memory=memory)
+        conn = connect(db_path)
         try:
             conn.execute("CHECKPOINT")
             name = conn.execute("SELECT current_database()").fetchone()[0]

@@ -51,8 +51,7 @@ class SyncRequest:
     reselect: bool = False  # move the topics to this release's selector (DESIGN §5); always compiles
     progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
     tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
-    # The shell's settings, handed to the engine's resources (None: the engine reads them itself).
-    basics: settings.Basics | None = None
+    basics: settings.Basics | None = None  # the shell's settings for the engine's resources (None: read there)
 
 
 @dataclass
