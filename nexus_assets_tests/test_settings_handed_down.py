@@ -6,6 +6,7 @@ service what it did as one typed value."""
 from __future__ import annotations
 
 import ast
+import json
 import pickle
 from pathlib import Path
 
@@ -100,10 +101,11 @@ def test_the_engine_gets_one_vault_resource_per_backend_and_the_settings_in_its_
         assert max_node_chars() == 1000
 
 
-def test_a_step_outcome_is_one_json_value_read_back_in_one_place():
+def test_a_step_outcome_is_one_value_read_back_in_one_place():
     said = StepOutcome(runs_incomplete=2, llm_stopped_by_cost=True)
     value = said.metadata()[OUTCOME_KEY]
-    assert isinstance(value, dg.JsonMetadataValue) and StepOutcome.parse(value) == said
+    # Its JSON as text: the UI shows it, no JSON behind a link (test_asset_graph).
+    assert isinstance(value, dg.TextMetadataValue) and StepOutcome.parse(value) == said
     both = TopicRunOutcome.combine([said, StepOutcome(runs_incomplete=1, conflicts_changed=True)])
     assert both == TopicRunOutcome(runs_incomplete=3, llm_stopped_by_cost=True, conflicts_changed=True)
 
@@ -111,6 +113,7 @@ def test_a_step_outcome_is_one_json_value_read_back_in_one_place():
 @pytest.mark.parametrize(
     "recorded, problem",
     [
+        ("not json", "is not JSON"),
         ([1], "is not an object"),
         ({"runs_incomplete": 1, "surprise": True}, "unknown fields ['surprise']"),
         ({"runs_incomplete": -1}, "runs_incomplete is not a count"),
@@ -120,4 +123,4 @@ def test_a_step_outcome_is_one_json_value_read_back_in_one_place():
 )
 def test_a_recorded_outcome_that_is_not_one_is_a_one_line_error(recorded, problem):
     with pytest.raises(ValueError, match=f"^{OUTCOME_KEY}.*{problem.replace('[', '.').replace(']', '.')}"):
-        StepOutcome.parse(dg.MetadataValue.json(recorded))
+        StepOutcome.parse(dg.MetadataValue.text(recorded if isinstance(recorded, str) else json.dumps(recorded)))

@@ -1,7 +1,7 @@
 """What a `compile_topic` run tells the sync service beyond success and its checks, typed.
 
-Each asset that has something to say records one `StepOutcome` as one JSON metadata value under
-`OUTCOME_KEY`; `TopicRunOutcome.of(result)` reads every one back, in this one place. The figures
+Each asset that has something to say records one `StepOutcome` as one metadata value under
+`OUTCOME_KEY`: its JSON, as text (shown as it is in the UI, not behind a link: test_asset_graph); `TopicRunOutcome.of(result)` reads every one back, in this one place. The figures
 the UI shows (runs_incomplete, llm_stopped_by_cost, conflicts_changed) stay beside it for a person;
 the sync service never reads a figure by its display name. Standard library only: the sync service
 imports it before Dagster is loaded.
@@ -9,6 +9,7 @@ imports it before Dagster is loaded.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
@@ -30,12 +31,17 @@ class StepOutcome:
         """The metadata entry an asset adds to its materialization."""
         import dagster as dg
 
-        return {OUTCOME_KEY: dg.MetadataValue.json(asdict(self))}
+        return {OUTCOME_KEY: dg.MetadataValue.text(json.dumps(asdict(self), sort_keys=True))}
 
     @classmethod
     def parse(cls, value: Any) -> StepOutcome:
-        """From the recorded JSON; ValueError for anything that is not one (a run of another release)."""
-        data = getattr(value, "data", value)  # a JsonMetadataValue, or its data
+        """From the recorded value (a TextMetadataValue, or its text); ValueError, one line, for
+        anything that is not one."""
+        text = getattr(value, "text", value)
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"{OUTCOME_KEY} is not JSON: {text!r}"[:300]) from None
         if not isinstance(data, dict):
             raise ValueError(f"{OUTCOME_KEY} is not an object: {data!r}")
         known = {f.name: f.type for f in fields(cls)}
