@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 
 from nexus_assets.defs.assets import (
     pointer_extractions,
@@ -27,7 +26,7 @@ from nexus_assets.defs.recall import (
     vector_index,
     vector_index_in_step,
 )
-from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
+from nexus_assets.defs.resources import ExtractorResource, NexusSettings, vault_resource
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
 from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from here)
@@ -36,7 +35,6 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from her
     DEFAULT_TOPICS_DIR,
     Basics,
 )
-from nexus_assets.settings import apply as apply_settings
 
 ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
 CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step, open_conflicts]
@@ -52,22 +50,25 @@ def build_resources(
     open_after: str | None = None,
     progress: bool = False,
     llm: dict | None = None,
+    basics: Basics | None = None,
 ) -> dict:
-    """Resources from arguments, else the settings (NEXUS_* environment variables), else the shipped defaults."""
-    apply_settings()  # Dagster's shell: the UI, the schedule and the CLI's runs all pass here
-    basics = Basics.from_env()
+    """Resources from arguments, else the settings (`basics`: the caller's; None: the NEXUS_*
+    environment variables, read here, the code location's entry point), else the shipped defaults.
+    Every value a step needs is in a resource: nothing is handed over through a module global."""
+    basics = Basics.from_env() if basics is None else basics
     settings = NexusSettings(
         runs_dir=runs_dir or basics.runs_dir or DEFAULT_RUNS_DIR,
         topics_dir=topics_dir or basics.topics_dir or DEFAULT_TOPICS_DIR,
         open_after=open_after or basics.open_after or None,
         progress=progress,
         recall=not basics.no_recall,
+        viewer_url=basics.viewer_url,
+        limits_given=dict(basics.limits_given),
     )
-    duckdb = DuckDBResource(database=db_path or basics.db)
     return {
         "settings": settings,
-        "duckdb": duckdb,
-        "vault": VaultResource(duckdb=duckdb),
+        # One resource per backend, as the address names it, with this process's options.
+        "vault": vault_resource(basics.address(db_path or basics.db)),
         # `llm`: the CLI's LLM options (batch, max_cost_usd, concurrency, cost_since), as resource fields.
         "extractor": ExtractorResource(
             backend=extractor or basics.extractor, replay_only=replay_only, **(llm or {})

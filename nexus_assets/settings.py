@@ -1,12 +1,15 @@
 """Every setting Nexus reads from the environment, with its default: the one place that reads it
-(DESIGN §11). The shells — a `nexus` command, Dagster's definitions and resources, the viewer —
-make a `Settings` when they act and pass its values down; nothing else in `nexus_assets` reads
-`os.environ` (test_settings). A fresh `Settings` reads the environment afresh: nothing is cached.
+(docs/configuration.md). Each entry point — a `nexus` command (cli.main), Dagster's definitions,
+the API and the MCP server (built by `nexus api` / `nexus mcp`) — makes its settings once when it
+starts acting and passes the values down; nothing else in `nexus_assets` reads `os.environ`
+(test_settings), and nothing writes a module global with them: the vault's memory and pool size
+travel with the vault address (`VaultOptions`), the input limits as an `InputLimits`, the
+viewer's address as an argument. A fresh `Settings` reads the environment afresh.
 
 `Settings` is a pydantic-settings model, built on first use: importing pydantic costs a read
 command more than the rest of its start-up, and `nexus topics` never loads it (test_fast_reads).
-What every command needs before it knows what it runs (the vault, the folders, the extractor)
-is `Basics`, read with the standard library; `test_settings` checks the two agree.
+What every command needs before it knows what it runs (the vault, the folders, the extractor,
+the limits as text) is `Basics`, read with the standard library; `test_settings` checks the two agree.
 
 Values a command parses only when it uses them (the LLM's numbers, the input limits, the token
 budget) are kept as the environment gives them, as text, and parsed where they are used, with
@@ -19,10 +22,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
-from nexus_assets.vault.address import VaultAddress, parse_address  # standard library only, like Basics
+from nexus_assets.vault.address import VaultAddress, VaultOptions, parse_address  # standard library only, like Basics
 
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
+
+    from nexus_assets.ingest.formats.limits import InputLimits
 
 DEFAULT_DB = "data/nexus.duckdb"
 DEFAULT_RUNS_DIR = "data/runs"
@@ -33,19 +38,10 @@ DEFAULT_VIEWER_URL = "http://127.0.0.1:8765"
 # What `nexus plan` estimates for when NEXUS_LLM_MODEL is unset (it says so): a common hosted model.
 DEFAULT_PLAN_MODEL = "gpt-4o-mini"
 
-# Input limits (invariant 12): variable -> default. Parsed by `limit_values`.
-LIMIT_DEFAULTS: dict[str, int] = {
-    "NEXUS_MAX_RUN_FILE_BYTES": 32 * 1024 * 1024,
-    "NEXUS_MAX_JSON_DEPTH": 64,
-    "NEXUS_MAX_NODE_CHARS": 32_000_000,
-    "NEXUS_MAX_ZIP_INFLATED_BYTES": 2 * 1024**3,
-    "NEXUS_MAX_ZIP_RATIO": 200,
-    "NEXUS_MAX_CONVERSATIONS_PER_FILE": 200_000,
-    "NEXUS_MAX_ERRORS_PER_FILE": 100,
-    "NEXUS_MAX_JSONL_LINE_BYTES": 32 * 1024 * 1024,
-    "NEXUS_MAX_SESSION_FILE_BYTES": 256 * 1024 * 1024,
-    "NEXUS_MAX_SESSION_LINES": 1_000_000,
-}
+# The input limits (invariant 12) and their defaults are written once, in
+# nexus_assets/ingest/formats/limits.py (DEFAULTS); their variables all start with this.
+LIMIT_PREFIX = "NEXUS_MAX_"
+
 
 # Variables that only SET something for a third-party library, never read as our configuration:
 # recall/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
@@ -71,19 +67,47 @@ class Basics(NamedTuple):
     open_after: str | None
     vault_memory: str | None  # None: DEFAULT_VAULT_MEMORY
     no_recall: bool = False  # NEXUS_NO_RECALL: a sync leaves the recall group (embeddings, vector index) out
+    pg_pool_size: str | None = None  # NEXUS_PG_POOL_SIZE, as text (checked when a PostgreSQL vault opens)
+    viewer_url: str = DEFAULT_VIEWER_URL  # NEXUS_VIEWER_URL: where links to the viewer point
+    limits_given: tuple[tuple[str, str], ...] = ()  # the NEXUS_MAX_* variables set, as text, sorted
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Basics:
         env = _environ(environ)
+        options = VaultOptions(env.get("NEXUS_VAULT_MEMORY") or None, env.get("NEXUS_PG_POOL_SIZE") or None)
         return cls(
-            db=parse_address(env.get("NEXUS_DB") or DEFAULT_DB),  # parsed once, where it enters
+            db=parse_address(env.get("NEXUS_DB") or DEFAULT_DB, options),  # parsed once, where it enters
             runs_dir=env.get("NEXUS_RUNS_DIR") or None,
             topics_dir=env.get("NEXUS_TOPICS_DIR") or None,
             extractor=env.get("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR),
             open_after=env.get("NEXUS_OPEN_AFTER"),
-            vault_memory=env.get("NEXUS_VAULT_MEMORY") or None,
+            vault_memory=options.memory,
             no_recall=truthy(env.get("NEXUS_NO_RECALL")),
+            pg_pool_size=options.pool_size,
+            viewer_url=env.get("NEXUS_VIEWER_URL") or DEFAULT_VIEWER_URL,
+            limits_given=tuple(sorted((k, v) for k, v in env.items() if k.startswith(LIMIT_PREFIX))),
         )
+
+    @property
+    def vault_options(self) -> VaultOptions:
+        """How this process opens a vault: what every address it parses carries."""
+        return VaultOptions(self.vault_memory, self.pg_pool_size)
+
+    def address(self, text: str) -> VaultAddress:
+        """A vault address given elsewhere (a flag, a request), with this process's options."""
+        return parse_address(text, self.vault_options)
+
+    def input_limits(self) -> InputLimits:
+        """The input limits in effect; ValueError naming the variable for one that is not a whole
+        number (0 or less means the default). Parsed here, when a command reads input."""
+        from nexus_assets.ingest.formats.limits import InputLimits
+
+        return InputLimits.given(dict(self.limits_given))
+
+    @property
+    def node_limit(self) -> str | None:
+        """NEXUS_MAX_NODE_CHARS as text, for `limits.node_limit(...)` around a command."""
+        return dict(self.limits_given).get("NEXUS_MAX_NODE_CHARS")
 
 
 def truthy(value: str | None) -> bool:
@@ -117,24 +141,11 @@ def prefixed(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     return sorted((k, v) for k, v in _environ(environ).items() if k.startswith(("NEXUS_", "OPENAI_")))
 
 
-def apply(environ: Mapping[str, str] | None = None) -> None:
-    """Hand the settings that deep code needs to the modules that use them: the input limits to the
-    pure core, NEXUS_VAULT_MEMORY to every vault connection, NEXUS_VIEWER_URL to the links in
-    Dagster metadata. The shells call it when they act (each `nexus` command, each set of Dagster
-    resources), so a later change of the environment is seen by the next command or run."""
-    from nexus_assets.ingest.formats import limits
-    from nexus_assets.vault import catalog
-    from nexus_assets.core import links
-
-    env = _environ(environ)
-    limits.configure({k: env.get(k, "") for k in LIMIT_DEFAULTS})
-    catalog.configure(env.get("NEXUS_VAULT_MEMORY") or None, env.get("NEXUS_PG_POOL_SIZE") or None)
-    links.configure(env.get("NEXUS_VIEWER_URL") or None)
-
-
 def _define() -> type[BaseSettings]:
     from pydantic import AliasChoices, Field
     from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    from nexus_assets.ingest.formats.limits import DEFAULTS as LIMIT_DEFAULTS
 
     def env(name: str, default: Any = None, description: str = "") -> Any:
         return Field(default, validation_alias=AliasChoices(name), description=description)
@@ -223,36 +234,24 @@ def _define() -> type[BaseSettings]:
 
         @property
         def basics(self) -> Basics:
+            options = VaultOptions(self.vault_memory or None, self.pg_pool_size or None)
+            given = self.model_fields_set  # a limit's default is not "set": Basics holds what was given
             return Basics(
-                parse_address(self.db or DEFAULT_DB), self.runs_dir or None, self.topics_dir or None, self.extractor, self.open_after, self.vault_memory or None,
-                truthy(self.no_recall),
+                parse_address(self.db or DEFAULT_DB, options), self.runs_dir or None, self.topics_dir or None, self.extractor,
+                self.open_after, options.memory, truthy(self.no_recall), options.pool_size, self.viewer_url or DEFAULT_VIEWER_URL,
+                tuple(sorted((self.variable(f), getattr(self, f)) for f in given if self.variable(f).startswith(LIMIT_PREFIX))),
             )
 
-        def limits(self) -> dict[str, int]:
-            """The input limits by variable; ValueError naming the variable for one that is not a
-            whole number; 0 or less means the default."""
-            return limit_values(self.as_env())
+        def input_limits(self) -> InputLimits:
+            """The input limits; ValueError naming the variable for one that is not a whole number
+            (0 or less means the default)."""
+            return self.basics.input_limits()
 
         def current_user(self) -> str:
             import getpass  # only when $USER is unset
             return self.user or getpass.getuser()
 
     return Settings
-
-
-def limit_values(env: Mapping[str, str]) -> dict[str, int]:
-    out = {}
-    for name, default in LIMIT_DEFAULTS.items():
-        value = env.get(name, "").strip()
-        if not value:
-            out[name] = default
-            continue
-        try:
-            parsed = int(value)
-        except ValueError:
-            raise ValueError(f"{name}={value!r} is not a whole number") from None
-        out[name] = parsed if parsed > 0 else default
-    return out
 
 
 def load(environ: Mapping[str, str] | None = None) -> Any:

@@ -49,18 +49,6 @@ def empty_project(tmp_path: Path) -> Project:
 
 
 @pytest.fixture(autouse=True)
-def _settings_handed_over_afresh():
-    """What the shell hands to deep code (limits, vault memory, viewer address) is set per command;
-    a test that calls that code directly hands it over itself (`settings.apply()` after setenv).
-    Afterwards the defaults are back, so no test sees another's values."""
-    from nexus_assets import settings
-
-    settings.apply({})
-    yield
-    settings.apply({})
-
-
-@pytest.fixture(autouse=True)
 def _no_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests use ephemeral instances unless they set DAGSTER_HOME themselves.
     monkeypatch.delenv("DAGSTER_HOME", raising=False)

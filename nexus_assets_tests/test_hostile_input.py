@@ -328,14 +328,14 @@ import json, resource, sys
 from pathlib import Path
 from nexus_assets import settings
 from nexus_assets.ingest.runfiles import iter_run_file
-settings.apply()  # the limits as set for this process, as a command hands them over
+limits = settings.Basics.from_env().input_limits()  # the limits as set for this process, as a command reads them
 # The cap is set after imports: what is left is too little for the big file, plenty for the small.
 size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
 cap = size + 96 * 1024 * 1024
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 out = []
 for name in sys.argv[1:]:
-    for item in iter_run_file(Path(name), name):
+    for item in iter_run_file(Path(name), name, limits=limits):
         out.append({"run_id": item.run_id} if hasattr(item, "run_id") else {"problem": item.problem})
 print(json.dumps(out))
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus_assets import settings
+from nexus_assets.ingest.formats.limits import InputLimits
 from nexus_assets.core.models import ExtractionPolicy, IngestionError, Run, Topic
 from nexus_assets.core.paths import resolve_string
 from nexus_assets.extract.scope import in_scope_nodes
@@ -435,8 +435,8 @@ def export_of(path: Path, parts: list[str]) -> Path:
     return path
 
 
-def read_export(path: Path) -> tuple[list[str], list[IngestionError]]:
-    items = list(iter_run_file(path, path.name))
+def read_export(path: Path, limits: InputLimits | None = None) -> tuple[list[str], list[IngestionError]]:
+    items = list(iter_run_file(path, path.name, limits=limits))
     return [i.run_id for i in items if isinstance(i, Run)], [i for i in items if isinstance(i, IngestionError)]
 
 
@@ -524,8 +524,7 @@ def test_exactly_the_limit_is_read_and_one_more_level_is_not(tmp_path: Path) -> 
 def test_a_cut_that_changes_what_the_reader_sees_is_still_reported_as_too_deep(tmp_path: Path, monkeypatch) -> None:
     # At 6 levels, the object part of a multimodal message is what crosses the limit; what the
     # reader would find in its place must never be stored as the conversation's text.
-    monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "6")
-    settings.apply()  # as a command would, before it reads
+    six = InputLimits.given({"NEXUS_MAX_JSON_DEPTH": "6"})  # as a command hands them down, from its settings
     spoken = {"content_type": "audio_transcription", "text": "Spoken.", "direction": "in"}
     multimodal = gpt_message("user", {"content_type": "multimodal_text", "parts": [spoken, "Typed."]})
     path = export_of(
@@ -536,13 +535,11 @@ def test_a_cut_that_changes_what_the_reader_sees_is_still_reported_as_too_deep(t
             json.dumps(said("g-2", "Plain too.", "chatgpt")),
         ],
     )
-    runs, errors = read_export(path)
+    runs, errors = read_export(path, six)
     assert runs == ["g-0", "g-2"]
     assert [(e.conversation, e.problem) for e in errors] == [("g-cut", TOO_DEEP.replace("64", "6"))]
     # At 1 level every conversation's body is cut, and the reader would call it the wrong shape.
-    monkeypatch.setenv("NEXUS_MAX_JSON_DEPTH", "1")
-    settings.apply()
-    runs, errors = read_export(path)
+    runs, errors = read_export(path, InputLimits.given({"NEXUS_MAX_JSON_DEPTH": "1"}))
     assert runs == []
     assert [(e.conversation, e.problem) for e in errors] == [(c, TOO_DEEP.replace("64", "1")) for c in ("g-0", "g-cut", "g-2")]
 

@@ -258,13 +258,12 @@ def test_a_large_topic_reads_its_vectors_in_order_within_the_vault_memory_limit(
     the default 512MB; 30k vectors do at 32MB)."""
     import numpy as np
 
-    from nexus_assets import settings
     from nexus_assets.store import Vault
+    from nexus_assets.vault.address import VaultOptions, parse_address
 
-    monkeypatch.setenv("NEXUS_VAULT_MEMORY", "32MB")
-    settings.apply()  # as a command would, before it opens the vault
     n = 30_000
-    with Vault.open(tmp_path / "v.duckdb") as v:
+    # NEXUS_VAULT_MEMORY=32MB, as a command hands it down: with the vault's address.
+    with Vault.open(parse_address(str(tmp_path / "v.duckdb"), VaultOptions(memory="32MB"))) as v:
         # Brick i holds fingerprint fi, the vector (i, i+1, ...), and place n - i: manifest order is reversed.
         v.conn.execute(
             "INSERT INTO bricks (brick_id, topic_id, content, fingerprint, state, order_index, superseded_by, stale, first_seen, updated_at) "

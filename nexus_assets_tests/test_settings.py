@@ -63,8 +63,11 @@ def test_the_settings_module_loads_no_pydantic_until_settings_are_made():
 
 def test_basics_agree_with_settings():
     for env in ({}, {"NEXUS_DB": "v.duckdb", "NEXUS_RUNS_DIR": "r", "NEXUS_TOPICS_DIR": "t", "NEXUS_EXTRACTOR": "openai",
-                     "NEXUS_OPEN_AFTER": "2024-01-01T00:00:00Z", "NEXUS_VAULT_MEMORY": "64MB"}):
-        assert settings.load(env).basics == settings.Basics.from_env(env)
+                     "NEXUS_OPEN_AFTER": "2024-01-01T00:00:00Z", "NEXUS_VAULT_MEMORY": "64MB", "NEXUS_PG_POOL_SIZE": "3",
+                     "NEXUS_VIEWER_URL": "http://viewer.example/", "NEXUS_MAX_JSON_DEPTH": "6", "NEXUS_MAX_NODE_CHARS": ""}):
+        made, basics = settings.load(env).basics, settings.Basics.from_env(env)
+        assert made == basics and made.db.options == basics.db.options
+        assert made.input_limits() == basics.input_limits()
 
 
 def test_a_fresh_settings_sees_a_later_change(monkeypatch):

@@ -1,5 +1,6 @@
-"""What the API is started with: the vault and its folders, and the security settings, read once
-from the one settings module (nexus_assets/settings.py) by the shell that starts the server."""
+"""What the API and the MCP server are started with: the vault and its folders, the security
+settings and the rest of the settings they hand down, made once by the shell that starts the
+server (`nexus api`, `nexus mcp`: cli/api.py) from its `Settings` (nexus_assets/settings.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ class ApiConfig:
     max_query_chars: int = 4096  # the whole query string; single parameters have their own bounds
     extractor: str = "embedded"
     no_recall: bool = False
-    env: dict = field(default_factory=dict)  # settings by variable (rerank, answer endpoints)
+    env: dict = field(default_factory=dict)  # settings by variable (rerank, answer endpoints, NEXUS_VIEWER_URL)
+    max_run_bytes: int | None = None  # NEXUS_MAX_RUN_FILE_BYTES for a pushed run (None: the default)
     user: str = "nexus-api"
     mcp: bool = True  # the MCP tools at /mcp
     warm: bool = True  # load the embedding model and each topic's index at start

@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 # not a read of Nexus's configuration (that is nexus_assets/settings.py).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from nexus_assets import settings
 from nexus_assets.cli import (
     api,
     conflicts,
@@ -42,6 +41,7 @@ from nexus_assets.cli import eval as eval_command  # not the builtin
 from nexus_assets.cli.common import DEFAULT_DB, UsageError, resolve_dirs
 from nexus_assets.cli.parsing import Commands
 from nexus_assets.core.display import visible
+from nexus_assets.ingest.formats.limits import node_limit
 from nexus_assets.services.queries import BadQuery, NotFound
 from nexus_assets.settings import Basics
 from nexus_assets.vault.address import parse_address
@@ -117,11 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     basics = Basics.from_env()  # read afresh by every command: nothing is cached between them
     args = build_parser(basics).parse_args(argv)
-    settings.apply()  # the limits, vault memory and viewer address, as set for this command
+    # The settings are handed down, never set for the process: the vault's options travel with its
+    # address, the rest in `args.basics` (and `common.settings_of(args)`, made when a command needs it).
+    args.db, args.basics = basics.address(args.db), basics
     command = args.handler
     try:
         resolve_dirs(args, basics)
-        code = command(args)
+        with node_limit(basics.node_limit):  # the extraction scope's node limit, for this command only
+            code = command(args)
     except (UsageError, NotFound, BadQuery, VaultBusy, VaultConfigError, VaultPathError, VaultTooNew, VaultUnusable) as exc:
         print(f"nexus: {visible(str(exc))}", file=sys.stderr)  # it may quote a run's text or id
         return 2

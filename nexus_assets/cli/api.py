@@ -7,23 +7,23 @@ import argparse
 import sys
 
 from nexus_assets import settings
-from nexus_assets.cli.common import UsageError
+from nexus_assets.cli.common import UsageError, settings_of
 from nexus_assets.cli.parsing import Commands, runs_dir_flag, topics_dir_flag, vault_flag
 
 
 def api_config(args: argparse.Namespace, *, host: str = "127.0.0.1", port: int = 8765, mcp: bool = True):
     from nexus_assets.api.config import ApiConfig, InsecureBind
 
-    config = settings.load()
+    config = settings_of(args)
     origins = tuple(o.strip() for o in (config.api_cors_origins or "").split(",") if o.strip())
     try:
         return ApiConfig(
             db=args.db, runs_dir=args.runs_dir, topics_dir=args.topics_dir, host=host, port=port,
             token=config.api_token or None, cors_origins=origins, max_body_bytes=config.api_max_body_bytes,
             extractor=config.extractor, no_recall=settings.truthy(config.no_recall), env=config.as_env(),
-            user=config.current_user(), mcp=mcp,
+            max_run_bytes=config.input_limits().max_file_bytes, user=config.current_user(), mcp=mcp,
         )
-    except InsecureBind as exc:
+    except (InsecureBind, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -18,7 +18,7 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: the CLI imports i
     DEFAULT_TOPICS_DIR,
     Basics,
 )
-from nexus_assets.vault.address import is_postgres, vault_exists  # noqa: F401 (the CLI's commands import it from here)
+from nexus_assets.vault.address import VaultAddress, is_postgres, parse_address, vault_exists  # noqa: F401 (the CLI's commands import it from here)
 from nexus_assets.catalog import Catalog
 from nexus_assets.core.display import json_for_terminal, visible
 
@@ -42,13 +42,14 @@ def one_line(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _existing(args: argparse.Namespace, create: bool) -> Path | str:
-    if is_postgres(args.db):
-        return args.db  # a database, not a file: opening it makes its tables if it has none
-    db = Path(args.db)
-    if not create and not db.exists():
-        raise UsageError(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
-    return db
+def _existing(args: argparse.Namespace, create: bool) -> VaultAddress:
+    """The vault's address as the command was given it, with this process's options (memory, pool)."""
+    address = parse_address(args.db)
+    if address.is_postgres:
+        return address  # a database, not a file: opening it makes its tables if it has none
+    if not create and not address.path.exists():
+        raise UsageError(f"no vault at {address.path}; run `nexus sync` first, or pass --db PATH")
+    return address
 
 
 def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = False):
@@ -57,10 +58,11 @@ def open_vault(args: argparse.Namespace, *, write: bool = False, create: bool = 
     from nexus_assets.store import Vault
 
     db = _existing(args, create)
-    if create and isinstance(db, Path) and not db.exists():
+    if create and not db.is_postgres and not db.path.exists():
         # A mistyped --db must not pass as a sync into the vault meant: say a new one was made, and where.
-        folder = "" if db.parent.exists() else f", and the folder {db.parent} for it"
-        return _announced(Vault.open(db, read_only=not write), f"nexus: created a new vault at {db}{folder}")
+        path = db.path
+        folder = "" if path.parent.exists() else f", and the folder {path.parent} for it"
+        return _announced(Vault.open(db, read_only=not write), f"nexus: created a new vault at {path}{folder}")
     return Vault.open(db, read_only=not write)
 
 
@@ -154,3 +156,14 @@ def require_brick(vault, prefix: str) -> str:
     if len(matches) > 1:
         raise UsageError(f"brick id prefix {prefix!r} is ambiguous; give more characters")
     return matches[0]
+
+
+def settings_of(args: argparse.Namespace):
+    """This command's `Settings` (nexus_assets/settings.py): made once, when the command first asks
+    (a command that never asks never loads pydantic), and handed to what it calls."""
+    made = getattr(args, "settings", None)
+    if made is None:
+        from nexus_assets import settings
+
+        made = args.settings = settings.load()
+    return made

@@ -13,6 +13,7 @@ from pathlib import Path
 from nexus_assets.vault.address import vault_exists
 from nexus_assets import settings
 from nexus_assets.cli.common import (
+    settings_of,
     UsageError,
     emit,
     open_vault,
@@ -54,7 +55,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
         recorded = [*vault.topics.all(), *dropped_topics(vault)]
         if extractor_kind(args.extractor).calls_endpoint:
             try:
-                config = LLMConfig.from_env(settings.load().as_env())
+                config = LLMConfig.from_env(settings_of(args).as_env())
             except LLMConfigError as exc:
                 raise UsageError(str(exc)) from None
             try:

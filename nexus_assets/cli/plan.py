@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nexus_assets import settings
-from nexus_assets.cli.common import UsageError, emit, require_folder
+from nexus_assets.cli.common import UsageError, emit, require_folder, settings_of
 from nexus_assets.cli.parsing import Commands, positive_int, runs_dir_flag, topics_dir_flag
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from nexus_assets.services.llm_plan import PlanRefused, PlanRequest, plan_config, plan_sync
 
-    env = settings.load().as_env()
+    env = settings_of(args).as_env()
     try:
         config, default_model = plan_config(env)
         topics_dir = require_folder(Path(args.topics_dir), "topics", "--topics-dir")
         runs_dir = require_folder(Path(args.runs_dir), "runs", "--runs-dir")
-        request = PlanRequest(env, args.db, topics_dir, runs_dir, args.topic, args.token_budget, args.explain_cache)
+        request = PlanRequest(env, args.db, topics_dir, runs_dir, args.topic, args.token_budget, args.explain_cache, args.basics.extractor)
         data = plan_sync(request, config, default_model)
     except PlanRefused as exc:
         raise UsageError(str(exc)) from None

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from nexus_assets import settings
 from nexus_assets.cli.common import (
+    settings_of,
     UsageError,
     emit,
     one_line,
@@ -46,7 +46,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         return _repl(args)
     if args.query is None or not require_utf8(args.query, "query").strip():
         raise UsageError("give a query (or --repl to read queries from standard input)")
-    out, text = _recall_once(args, args.query, _topics(args), settings.load().as_env())
+    out, text = _recall_once(args, args.query, _topics(args), settings_of(args).as_env())
     emit(args, out, text)
     return 0
 
@@ -54,7 +54,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def _repl(args: argparse.Namespace) -> int:
     """One answer per line of standard input, in one process: the model and each topic's index are
     loaded once. With --json, one JSON object per line."""
-    topics, env = _topics(args), settings.load().as_env()
+    topics, env = _topics(args), settings_of(args).as_env()
     for line in sys.stdin:
         query = line.strip()
         if not query:
@@ -103,10 +103,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
-    config = settings.load()
-    user = args.user or config.current_user()
+    made = settings_of(args)
+    user = args.user or made.current_user()
     out = ask(
-        args.db, args.question, _topics(args), user=user, agent=args.agent, env=config.as_env(), **_filters(args)
+        args.db, args.question, _topics(args), user=user, agent=args.agent, env=made.as_env(), **_filters(args)
     ).model_dump(mode="json")
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"

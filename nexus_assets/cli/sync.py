@@ -35,6 +35,7 @@ def request_from_args(args: argparse.Namespace) -> SyncRequest:
         parallel=args.parallel,
         progress=not args.json,
         reselect=getattr(args, "reselect", False),
+        basics=getattr(args, "basics", None),
     )
 
 

@@ -18,7 +18,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
             print(f"  {table}: {rows} rows", file=sys.stderr, flush=True)
 
     try:
-        report = copy_vault(args.source, args.destination, on_table=progress)
+        report = copy_vault(args.basics.address(args.source), args.basics.address(args.destination), on_table=progress)
     except CopyRefused as exc:
         raise UsageError(str(exc)) from None
     text = (

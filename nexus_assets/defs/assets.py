@@ -39,6 +39,7 @@ from nexus_assets.search.step import refresh as refresh_search
 from nexus_assets.topics.files import find_topic, read_topic_files, topic_id_conflicts
 from nexus_assets.store import Vault
 from nexus_assets.core.links import topic_url
+from nexus_assets.defs.outcome import StepOutcome
 
 WRITER_POOL = "duckdb_writer"
 # Shown in the catalog: who to ask about these assets.
@@ -166,7 +167,7 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
 def pointer_extractions(
     context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
 ) -> dg.MaterializeResult:
-    with vault.open() as v:
+    with vault.open() as v, settings.node_scope():
         topic = current_topic(v, context.partition_key)
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
@@ -232,6 +233,10 @@ def pointer_extractions(
     else:
         # The embedded extractor calls no model: zero is a fact here, not a missing value.
         metadata |= {"llm_calls": 0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "llm_cost_usd_estimated": 0.0}
+    # What the sync service reads (defs/outcome.py): typed, beside the figures shown to a person.
+    metadata |= StepOutcome(
+        runs_incomplete=len(report.incomplete), llm_stopped_by_cost=isinstance(backend, OpenAIExtractor) and bool(backend.stopped_by_cost)
+    ).metadata()
     if report.incomplete:
         context.log.warning(
             f"{len(report.incomplete)} runs not fully extracted (failed LLM calls); they are retried next sync: "
@@ -250,7 +255,7 @@ def pointer_extractions(
 def validated_bricks(
     context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
 ) -> dg.MaterializeResult:
-    with vault.open() as v:
+    with vault.open() as v, settings.node_scope():
         topic = current_topic(v, context.partition_key)
         veto, note = extractor.semantic_veto(topic, v)
         if note:
@@ -368,7 +373,7 @@ def topic_manifest(
         names = v.runs.run_names(b.sources[0].run_id for b in preview if b.sources)
         # The search index follows the manifest (derived data: a failure here loses nothing).
         try:
-            reindexed = bool(refresh_search(v, vault.duckdb.database, [topic.topic_id]))
+            reindexed = bool(refresh_search(v, vault.address, [topic.topic_id]))
         except Exception as exc:  # noqa: BLE001
             reindexed = False
             context.log.warning(f"{topic.topic_id}: search index not updated ({exc}); `nexus search` rebuilds it")
@@ -390,6 +395,6 @@ def topic_manifest(
             "open_conflicts": open_conflicts,
             "related_pairs": related_pairs,
             **non_empty(preview=bricks_preview(preview, names=names)),
-            "viewer": dg.MetadataValue.url(topic_url(topic.topic_id)),
+            "viewer": dg.MetadataValue.url(topic_url(topic.topic_id, settings.viewer_url)),
         }
     )

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
+from nexus_assets.defs.outcome import StepOutcome
 from nexus_assets.defs.assets import WRITER_POOL, topic_asset, topic_manifest
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
@@ -57,7 +58,8 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
         metadata={"topic_id": topic_id, "model": MODEL, "embedded_now": len(todo), "reused": visible - len(todo),
                   "visible_bricks": visible, "related_pairs": related.pairs, "open_conflicts": related.conflicts,
                   "conflicts_changed": changed,
-                  "relations_looked_at": related.looked_at, "relations_dropped": related.dropped}
+                  "relations_looked_at": related.looked_at, "relations_dropped": related.dropped,
+                  **StepOutcome(conflicts_changed=changed).metadata()}
     )
 
 
@@ -71,10 +73,10 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
 def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
     topic_id = context.partition_key
     with vault.open() as v:
-        idx, rebuilt = ensure(v, vault.duckdb.database, topic_id)
+        idx, rebuilt = ensure(v, vault.address, topic_id)
     return dg.MaterializeResult(
         metadata={"topic_id": topic_id, "rows": idx.index.ntotal, "rebuilt": rebuilt,
-                  "path": dg.MetadataValue.path(str(vector_index_dir(vault.duckdb.database, topic_id)))}
+                  "path": dg.MetadataValue.path(str(vector_index_dir(vault.address, topic_id)))}
     )
 
 
@@ -89,7 +91,7 @@ def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultRes
     with vault.open() as v:
         expected = v.recall.visible_embedded_ids(topic_id, MODEL)
         bricks = {b.brick_id: b for b in v.bricks.select(brick_ids=expected[:1])}
-    idx = load(vault.duckdb.database, topic_id)
+    idx = load(vault.address, topic_id)
     problems = []
     if idx is None:
         problems.append("the index is missing or unreadable")

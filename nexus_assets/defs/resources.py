@@ -1,20 +1,23 @@
-"""Resources: where the inputs live, which extractor points, and the vault connection."""
+"""Resources: where the inputs live, which extractor points, and the vault connection. Built by
+the code location's entry point (definitions.build_resources) from its settings: a resource never
+reads the environment when a step runs."""
 
 
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from nexus_assets import settings
 from nexus_assets.defs.jobs import without_recall
 from nexus_assets.extract.backends import Extractor
 from nexus_assets.extract.registry import ExtractorName, ExtractorRequest, ExtractorUnavailable, extractor_kind, llm_config
-from nexus_assets.ingest.runfiles import Limits
+from nexus_assets.ingest.formats.limits import InputLimits, node_limit
+from nexus_assets.vault.address import VaultAddress, VaultOptions, parse_address
 from nexus_assets.llm.client import LLMConfig, SendProgress
 from nexus_assets.store import Vault
 
@@ -35,15 +38,27 @@ class NexusSettings(dg.ConfigurableResource):
         default=True,
         description="Scheduled and sensor runs build embeddings and the vector index (off: NEXUS_NO_RECALL=1).",
     )
+    viewer_url: str | None = Field(default=None, description="Where links to the viewer point (NEXUS_VIEWER_URL).")
+    limits_given: dict[str, str] = Field(
+        default_factory=dict, description="The NEXUS_MAX_* input limits as set, as text (checked when a step reads input)."
+    )
 
     def run_selection(self) -> list[dg.AssetKey] | None:
         """What a scheduled or sensor run of `sync_topics` selects: everything (None), or all but recall."""
         return None if self.recall else without_recall(ingest=True)
 
     @property
-    def limits(self) -> Limits:
+    def limits(self) -> InputLimits:
+        """The input limits: the settings', with this resource's two fields over them."""
+        base = InputLimits.given(self.limits_given)
         given = {"max_file_bytes": self.max_run_file_bytes, "max_depth": self.max_json_depth}
-        return Limits(**{k: v for k, v in given.items() if v is not None})
+        return replace(base, **{k: v for k, v in given.items() if v is not None})
+
+    @contextmanager
+    def node_scope(self) -> Iterator[None]:
+        """The extraction scope's node limit (NEXUS_MAX_NODE_CHARS) for the phase run inside."""
+        with node_limit(self.limits_given.get("NEXUS_MAX_NODE_CHARS")):
+            yield
 
     def say(self, context: dg.OpExecutionContext | dg.AssetCheckExecutionContext, message: str) -> None:
         context.log.info(message)
@@ -78,9 +93,15 @@ class ExtractorResource(dg.ConfigurableResource):
         description="ISO time the spend counted against max_cost_usd starts (a CLI sync sets its start; default: this step's).",
     )
 
+    def _settings(self):
+        """The LLM and selector settings for this step. Read when the step runs, in the run's own
+        process (Dagster's run worker is an entry point of its own): the endpoint's key is never a
+        resource field, which the UI would show."""
+        return settings.load()
+
     def request(self, vault: Vault, progress: Callable[[SendProgress], None] | None = None, topic_id: str | None = None) -> ExtractorRequest:
         """What the registered extractor's builder is given: the vault, the settings, these options."""
-        chosen = settings.load()
+        chosen = self._settings()
         return ExtractorRequest(
             vault=vault, topic_id=topic_id, env=chosen.as_env(), embedded_selector=chosen.embedded_selector,
             selector_weights=chosen.selector_weights, progress=progress, model=self.model, base_url=self.base_url,
@@ -102,7 +123,7 @@ class ExtractorResource(dg.ConfigurableResource):
         if not topic.semantic_veto:
             return None, None  # the settings are not even read
         return semantic_veto_for(
-            topic, settings.load().as_env(), vault.llm_calls, replay_only=self.replay_only,
+            topic, self._settings().as_env(), vault.llm_calls, replay_only=self.replay_only,
             model=self.model, base_url=self.base_url, concurrency=self.concurrency,
         )
 
@@ -115,12 +136,45 @@ class ExtractorResource(dg.ConfigurableResource):
 
 
 class VaultResource(dg.ConfigurableResource):
-    """The DuckDB vault named by the dagster-duckdb resource, opened the one way every part of
-    Nexus opens it (`Vault.open`: writer intent announced, waiting while another writer holds it)."""
+    """The vault, opened the one way every part of Nexus opens it (`Vault.open`: writer intent
+    announced, waiting while another writer holds it). One resource per backend below; the code
+    location's entry point picks the one its address names (`vault_resource`)."""
 
-    duckdb: dg.ResourceDependency[DuckDBResource]
+    @property
+    def address(self) -> VaultAddress:
+        raise NotImplementedError
 
     @contextmanager
     def open(self) -> Iterator[Vault]:
-        with Vault.open(self.duckdb.database) as vault:
+        with Vault.open(self.address) as vault:
             yield vault
+
+
+class DuckDBVaultResource(VaultResource):
+    """The embedded vault: one DuckDB file."""
+
+    path: str = Field(description="The vault file (NEXUS_DB or --db).")
+    memory: str | None = Field(default=None, description="DuckDB's memory for the vault (NEXUS_VAULT_MEMORY; unset: 512MB).")
+
+    @property
+    def address(self) -> VaultAddress:
+        return VaultAddress("duckdb", self.path, VaultOptions(memory=self.memory))
+
+
+class PostgresVaultResource(VaultResource):
+    """A PostgreSQL vault (psycopg 3, a bounded pool per process)."""
+
+    url: str = Field(description="postgresql://user@host:port/db (NEXUS_DB or --db).")
+    pool_size: str | None = Field(default=None, description="Connections one process holds at most (NEXUS_PG_POOL_SIZE; unset: 8).")
+
+    @property
+    def address(self) -> VaultAddress:
+        return VaultAddress("postgresql", self.url, VaultOptions(pool_size=self.pool_size))
+
+
+def vault_resource(address: str) -> VaultResource:
+    """The resource for the backend the address names, with its options."""
+    parsed = parse_address(address)
+    if parsed.is_postgres:
+        return PostgresVaultResource(url=parsed.target, pool_size=parsed.options.pool_size)
+    return DuckDBVaultResource(path=parsed.target, memory=parsed.options.memory)

@@ -217,7 +217,7 @@ def _compact(db_path: Path | str) -> None:
                 vault.conn.execute(f'VACUUM FULL "{table}"')
         crash_point("compacted")
         return
-    fresh = db_path.with_name(db_path.name + ".compact")
+    fresh = Path(db_path).with_name(Path(db_path).name + ".compact")  # db_path: the address, with its options
     for leftover in (fresh, Path(str(fresh) + ".wal")):
         leftover.unlink(missing_ok=True)
     with writer_intent(db_path):
@@ -369,7 +369,7 @@ def finish_erasure(
     an erasure an earlier forget committed but did not finish (`pending_erasures`)."""
     db = db_path if is_postgres(db_path) else Path(db_path)
     pieces, topics = journal["pieces"], journal["topics"]
-    _compact(db)
+    _compact(db_path)
     forget_index(db)
     for topic_id in topics:
         shutil.rmtree(derived_path(db, ".vectors") / topic_id, ignore_errors=True)

@@ -82,8 +82,9 @@ class PushResult:
 
 
 def max_run_bytes() -> int:
-    """The reader's limit for one run file: nothing is written that a sync could not read."""
-    return L.env_int("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024)
+    """The reader's default limit for one run file (NEXUS_MAX_RUN_FILE_BYTES unset): nothing is
+    written that a sync could not read. The entry point passes the limit in effect as `max_bytes`."""
+    return L.DEFAULTS["NEXUS_MAX_RUN_FILE_BYTES"]
 
 
 def run_path(runs_dir: Path, run_id: str) -> Path:

@@ -11,7 +11,7 @@ import io
 import json
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -51,23 +51,8 @@ def archive_problem(kind: str) -> str:
     )
 
 
-def _env_int(name: str, default: int) -> int:
-    return L.env_int(name, default)
-
-
-@dataclass(frozen=True)
-class Limits:
-    # One Nexus run file is loaded whole; exports are streamed conversation by conversation.
-    max_file_bytes: int = field(default_factory=lambda: _env_int("NEXUS_MAX_RUN_FILE_BYTES", 32 * 1024 * 1024))
-    max_depth: int = field(default_factory=L.max_depth)
-    max_inflated_bytes: int = field(default_factory=L.max_inflated_bytes)
-    max_zip_ratio: int = field(default_factory=L.max_compression_ratio)
-    max_conversations: int = field(default_factory=L.max_conversations)
-    max_node_chars: int = field(default_factory=L.max_node_chars)
-    # JSON Lines sessions are read a line at a time: a line is the unit a limit refuses.
-    max_line_bytes: int = field(default_factory=L.max_line_bytes)
-    max_session_bytes: int = field(default_factory=L.max_session_bytes)
-    max_session_lines: int = field(default_factory=L.max_session_lines)
+# The limits a read of run files applies: handed down by the entry point (its settings).
+Limits = L.InputLimits
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.models import IngestionError, Run
-from nexus_assets.ingest.formats.limits import max_errors_per_file
 from nexus_assets.ingest.formats.registry import one_file_formats
 from nexus_assets.ingest.runfiles import (
     Limits,
@@ -118,7 +117,7 @@ class _Ingestion:
         # What a file whose bytes were read before needs (a restore? a copied verdict?), read once and
         # again only after a write that can change it: one query per sync, not two per file.
         self.known: tuple[dict[str, frozenset[str]], dict[str, tuple[frozenset[str], bool]]] | None = None
-        self.error_cap = max_errors_per_file()
+        self.error_cap = limits.max_errors_per_file
 
     def run(self, runs_dir: Path) -> IngestReport:
         report = self.report

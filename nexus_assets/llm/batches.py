@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from nexus_assets.llm.transport import (
     ChatTransport,
@@ -21,15 +21,23 @@ from nexus_assets.llm.transport import (
     parse_completion,
 )
 
+from nexus_assets.llm.config import LLMFatalError
+from nexus_assets.llm.outcomes import ExtractionBatch, SendProgress
+from nexus_assets.llm.records import BatchRecord, CallStore
+from nexus_assets.llm.replies import POINTER_FORMATS
+
 if TYPE_CHECKING:
-    from nexus_assets.llm.client import (
-        BatchRecord,
-        CallStore,
-        ExtractionBatch,
-        PointerClient,
-        SendProgress,
-    )
     from nexus_assets.llm.requests import Request
+
+
+class ReplySink(Protocol):
+    """What the batch path hands each answer to: the client that planned the requests
+    (`PointerClient`), named by what it does so this module does not import it."""
+
+    def apply_reply(self, request: Request, store: CallStore, result: ExtractionBatch, *, reply=None, error=None, batch_id=None) -> None: ...
+
+    def mark_unsent(self, request: Request, result: ExtractionBatch) -> None: ...
+
 
 ENDPOINT = "/v1/chat/completions"
 # A batch in one of these states will produce no more output.
@@ -52,14 +60,10 @@ def batch_line(request: Request, chat: ChatTransport) -> dict:
 
 
 def chat_formats(chat: ChatTransport):
-    from nexus_assets.llm.client import POINTER_FORMATS
-
     return POINTER_FORMATS[min(chat.format_index, len(POINTER_FORMATS) - 1)]
 
 
 async def _submit(chat: ChatTransport, requests: list[Request], store: CallStore) -> BatchRecord:
-    from nexus_assets.llm.client import BatchRecord
-
     data = "\n".join(json.dumps(batch_line(r, chat), ensure_ascii=False) for r in requests).encode("utf-8", "surrogatepass")
     name = f"nexus-{hashlib.sha256(data).hexdigest()[:16]}.jsonl"
     uploaded = await chat.sdk.files.create(file=(name, data), purpose="batch")
@@ -114,7 +118,7 @@ def _reply_of(line: dict, chat: ChatTransport, mode: str):
 
 
 async def run_batches(
-    client: PointerClient,
+    client: ReplySink,
     chat: ChatTransport,
     requests: list[Request],
     store: CallStore,
@@ -122,8 +126,6 @@ async def run_batches(
     progress: Callable[[SendProgress], None] | None,
 ) -> None:
     import openai
-
-    from nexus_assets.llm.client import LLMFatalError, SendProgress
 
     cfg = chat.config
     by_key = {r.key: r for r in requests}

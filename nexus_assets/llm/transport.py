@@ -32,7 +32,7 @@ from tenacity import (
 if TYPE_CHECKING:
     import openai
 
-    from nexus_assets.llm.client import LLMConfig
+    from nexus_assets.llm.config import LLMConfig
 
 # What is kept of a reply over the size limit: enough to see what the server was sending.
 KEPT_PREFIX_CHARS = 4096

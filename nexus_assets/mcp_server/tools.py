@@ -182,7 +182,7 @@ def _topic_tools(server: MCPServer, db: str) -> None:
     async def get_brick(
         brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1], description="a brick id or a unique prefix")],
     ) -> dict[str, Any]:
-        return await _call("brick_id", queries.brick_detail, db, brick_id)
+        return await _call("brick_id", queries.brick_detail, db, brick_id, viewer_url=config.env.get("NEXUS_VIEWER_URL"))
 
 
 def _question_tools(server: MCPServer, config) -> None:
@@ -293,7 +293,9 @@ def _compile_tools(server: MCPServer, config) -> None:
 
         def work() -> RunPushed:
             try:
-                pushed = append_messages(Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages])
+                pushed = append_messages(
+                    Path(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in messages], max_bytes=config.max_run_bytes
+                )
             except PushError as exc:
                 argument = "messages" if isinstance(exc, MessageConflict) or "messages" in str(exc) else "run_id"
                 raise ToolError(f"{argument}: {exc}") from None
@@ -315,10 +317,8 @@ def _forget_tool(server: MCPServer, config) -> None:
         file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
-        from nexus_assets import settings
-        from nexus_assets.services.forgetting import forget_source
-        from nexus_assets.services.forgetting import ForgetError
         from nexus_assets.core.actors import user_actor
+        from nexus_assets.services.forgetting import ForgetError, forget_source
 
         if bool(run_id) == bool(file):
             raise ToolError("run_id: give exactly one of run_id or file")
@@ -327,7 +327,7 @@ def _forget_tool(server: MCPServer, config) -> None:
             # The one forgetting service (as `nexus forget`): unfinished erasures are finished first.
             try:
                 outcome = forget_source(
-                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", settings.user()),
+                    config.db, run_id=run_id, file=file, reason=reason, actor=user_actor("nexus mcp", config.user),
                     confirm=confirm, delete_file=False,
                 )
             except ForgetError as exc:

@@ -516,7 +516,7 @@ def ask(
         "generation": generation,
         "audit_id": audit_id,
         "reranker_used": recalled["reranker_used"],
-        "sources": [_grounding(b, by_id[b]) for b in cited],
+        "sources": [_grounding(b, by_id[b], env.get("NEXUS_VIEWER_URL")) for b in cited],
         "fell_through": recalled["fell_through"] + notes,
     }
 
@@ -556,7 +556,7 @@ def _cost(env: Mapping[str, str], tokens_in: int, tokens_out: int, generation: s
     return None
 
 
-def _grounding(brick_id: str, b: dict) -> dict:
+def _grounding(brick_id: str, b: dict, viewer_base: str | None) -> dict:
     """Where a cited brick was said, as the answer's `sources` show it."""
     source = b["sources"][0]
     return {
@@ -566,7 +566,7 @@ def _grounding(brick_id: str, b: dict) -> dict:
         "json_path": source["json_path"],
         "start": source["start"],
         "end": source["end"],
-        "viewer_url": f"{topic_url(b['topic_id'])}#brick-{brick_id}",
+        "viewer_url": f"{topic_url(b['topic_id'], viewer_base)}#brick-{brick_id}",
         "confidence": b["confidence"],
         "authority": b["authority"],
         "run_title": b["run_title"],

@@ -30,6 +30,7 @@ class PlanRequest:
     topic_ids: list[str] | None = None  # None: every compiled topic
     token_budget: int | None = None  # None: NEXUS_LLM_TOKEN_BUDGET, else what the context leaves
     explain_cache: bool = False
+    extractor: str = "embedded"  # the sync's extractor as the entry point read it: the veto plan depends on it
 
 
 def plan_config(env: dict) -> tuple[LLMConfig, bool]:
@@ -75,7 +76,7 @@ def plan_sync(request: PlanRequest, config: LLMConfig, default_model: bool) -> d
         data["cache"] = _explained(request.db if db_exists else None, selected, runs, config, budget)
     vetoing = [t for t in selected if t.semantic_veto]
     if vetoing:
-        data["semantic_veto"] = _plan_veto(request.db if db_exists else None, vetoing, runs, config)
+        data["semantic_veto"] = _plan_veto(request.db if db_exists else None, vetoing, runs, config, request.extractor)
     return data
 
 
@@ -95,7 +96,7 @@ def _explained(db, selected: list[Topic], runs, config: LLMConfig, budget: int) 
     return explained
 
 
-def _plan_veto(db, topics: list[Topic], runs, config: LLMConfig) -> list[dict]:
+def _plan_veto(db, topics: list[Topic], runs, config: LLMConfig, extractor: str) -> list[dict]:
     """The semantic veto's share of the plan: with the embedded extractor the new texts are known
     offline (a ceiling on the questions); with the openai one, only the cost of one question."""
     from nexus_assets.core.fingerprint import fingerprint
@@ -103,7 +104,7 @@ def _plan_veto(db, topics: list[Topic], runs, config: LLMConfig) -> list[dict]:
     from nexus_assets.relate.prompt import VETO_PROMPT_VERSION
     from nexus_assets.relate.veto import plan_veto
 
-    embedded = settings.Basics.from_env().extractor == "embedded"
+    embedded = extractor == "embedded"
     out = []
     for topic in topics:
         texts: dict[str, str] | None = None

@@ -23,7 +23,7 @@ from nexus_assets.ingest.names import RunName
 from nexus_assets.search.step import refresh, search
 from nexus_assets.trace.step import trace_brick
 from nexus_assets.store import Vault
-from nexus_assets.vault.address import is_postgres
+from nexus_assets.vault.address import is_postgres, parse_address
 from nexus_assets.vault.connection import connect
 from nexus_assets.vault.records import RunVersion
 
@@ -45,10 +45,11 @@ def reading(address: str, *, wait_s: float) -> Iterator[Vault]:
                 raise NoVault(f"{vault.address.shown} holds no vault tables yet; run `nexus sync` first")
             yield vault
         return
+    address = parse_address(address)  # with its options (DuckDB's memory), as the shell handed it
     db_path = Path(address)
     if not db_path.exists():
         raise NoVault(f"no vault at {db_path}; run `nexus sync` first, or pass --db")
-    conn = connect(db_path, read_only=True, wait_s=wait_s)
+    conn = connect(db_path, read_only=True, wait_s=wait_s, memory=address.options.memory)
     try:
         vault = Vault(conn, migrate=False)
         if not vault.history.holds_vault_tables():

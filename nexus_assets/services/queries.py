@@ -185,9 +185,9 @@ def trace_of(vault, brick_id: str) -> dict:
     return trace_brick(vault, brick_id)
 
 
-def brick_detail(db: str | Path, brick_id: str) -> dict:
+def brick_detail(db: str | Path, brick_id: str, *, viewer_url: str | None = None) -> dict:
     """A brick for an agent: the brick, each source with the verbatim text around the quote, its
-    lineage and a viewer link."""
+    lineage and a link to the viewer at `viewer_url` (NEXUS_VIEWER_URL, as the shell read it)."""
     from nexus_assets.trace.step import trace_brick
     from nexus_assets.core.links import topic_url
 
@@ -212,7 +212,7 @@ def brick_detail(db: str | Path, brick_id: str) -> dict:
         "brick": b.model_dump(mode="json"),
         "sources": sources,
         "lineage": {k: history[k] for k in ("sources", "manifests", "answers", "sealed") if k in history},
-        "viewer_url": f"{topic_url(b.topic_id)}#brick-{b.brick_id}",
+        "viewer_url": f"{topic_url(b.topic_id, viewer_url)}#brick-{b.brick_id}",
     }
 
 

@@ -23,6 +23,7 @@ from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.topics.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
+from nexus_assets.defs.outcome import TopicRunOutcome
 from nexus_assets.defs.tags import SYNC_TOPICS_TAG, TOPIC_TAG
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST
@@ -50,6 +51,7 @@ class SyncRequest:
     reselect: bool = False  # move the topics to this release's selector (DESIGN §5); always compiles
     progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
     tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
+    basics: settings.Basics | None = None  # the shell's settings for the engine's resources (None: read there)
 
 
 @dataclass
@@ -412,6 +414,7 @@ def _defs(checked: CheckedSync):
         open_after=request.open_after,
         progress=request.progress,
         llm={**checked.llm, **({"reselect": True} if request.reselect else {})},
+        basics=request.basics,
     )
 
 
@@ -488,26 +491,24 @@ def _compile_report(checked: CheckedSync, job, instance, topic_id: str, signals)
     warnings = {e.check_name: e.description or "" for e in evaluations if not e.passed and e.severity.value == "WARN"}
     checks = {e.check_name: e.passed or e.check_name in warnings for e in evaluations}
     errors = step_errors(result)
-    # Runs whose LLM calls failed are asked again next time: that sync is not a no-op.
-    extractions = [m.metadata for m in result.asset_materializations_for_node("pointer_extractions")]
-    unextracted = sum(m["runs_incomplete"].value for m in extractions if m.get("runs_incomplete") is not None)
+    # The run's typed outcome (defs/outcome.py): runs whose LLM calls failed are asked again next
+    # time (that sync is not a no-op); the cost ceiling; whether the open conflicts changed.
+    said = TopicRunOutcome.of(result)
     events = [SyncEvent("step_error", err, topic_id) for err in errors]
     events += [SyncEvent("check_failed", name, topic_id) for name, passed in checks.items() if not passed]
     # Open conflicts are said when their set changed (the embeddings step compares it), not at every
     # sync that leaves them as they were; the check and `nexus conflicts` still list them.
-    related = [m.metadata for m in result.asset_materializations_for_node("brick_embeddings")]
-    conflicts_changed = any(m.get("conflicts_changed") is not None and m["conflicts_changed"].value for m in related)
     events += [
         SyncEvent("check_warning", f"{name}: {description}", topic_id)
         for name, description in warnings.items()
-        if name != "open_conflicts" or conflicts_changed
+        if name != "open_conflicts" or said.conflicts_changed
     ]
     return TopicReport(
         result={"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks,
                 "errors": errors, **({"warnings": warnings} if warnings else {})},
         failed=not (result.success and all(checks.values())),
-        not_extracted=unextracted,
-        cost_stop=any(m.get("llm_stopped_by_cost") is not None and m["llm_stopped_by_cost"].value for m in extractions),
+        not_extracted=said.runs_incomplete,
+        cost_stop=said.llm_stopped_by_cost,
         events=events,
         stopped=_stopped(result, signals),
         storage_problem=storage_failure(checked.request.db, result),
@@ -530,7 +531,6 @@ def topic_lock(db: str, topic_id: str):
 def _compile_in_worker(checked: CheckedSync, topic_id: str, workers: int) -> TopicReport:
     """`--parallel`: one topic's run in a process of its own (its own Dagster run, vault pool and
     share of the cores)."""
-    settings.apply()
     embedder.share_cores(workers)
 
     job = _defs(checked).resolve_job_def("compile_topic")

@@ -12,8 +12,6 @@ from typing import Callable, ClassVar, Iterator, Mapping, Self
 import duckdb
 
 from nexus_assets.vault.connection import (
-    DEFAULT_MEMORY,
-    VaultConfigError,
     VaultUnusable,
     connect,
     writer_intent,
@@ -23,33 +21,6 @@ from nexus_assets.vault.address import parse_address
 from nexus_assets.vault.migrations import pending, upgrade
 from nexus_assets.vault.records import Database
 from nexus_assets.vault.sources import recorded_path, vault_folder
-
-# NEXUS_VAULT_MEMORY as the shell handed it over (`configure`); None: DuckDB gets DEFAULT_MEMORY.
-_memory: str | None = None
-
-
-# NEXUS_PG_POOL_SIZE as handed over; None: the PostgreSQL pool's default bound.
-_pool_size: str | None = None
-
-
-def configure(memory: str | None, pool_size: str | None = None) -> None:
-    """Set the memory every DuckDB connection may use, and the bound of a process's PostgreSQL pool
-    (the shell calls this from `nexus_assets.settings`)."""
-    global _memory, _pool_size
-    _memory = memory or None
-    _pool_size = pool_size or None
-
-
-def pool_size() -> int | None:
-    if _pool_size is None:
-        return None
-    try:
-        size = int(_pool_size)
-    except ValueError:
-        size = 0
-    if size < 1:
-        raise VaultConfigError(f"NEXUS_PG_POOL_SIZE={_pool_size!r} is not a number of connections (1 or more)")
-    return size
 
 
 class BaseCatalog(Database):
@@ -69,13 +40,8 @@ class BaseCatalog(Database):
                 upgrade_postgres(conn)
             return
         # DuckDB draws a progress bar on stdout for long queries; it would corrupt `--json` output.
+        # (Its memory is bounded where the connection is made: vault.connection.connect.)
         conn.execute("SET enable_progress_bar = false")
-        # DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
-        # spills large sorts and joins to disk instead, so a sync of a big export stays small.
-        try:
-            conn.execute(f"SET memory_limit = '{_memory or DEFAULT_MEMORY}'")
-        except duckdb.Error as exc:
-            raise VaultConfigError(f"NEXUS_VAULT_MEMORY={_memory!r} is not a DuckDB memory size such as 512MB: {exc}") from None
         if migrate:
             upgrade(conn, type(self).backfills)
 
@@ -110,7 +76,7 @@ class BaseCatalog(Database):
         if address.is_postgres:
             from nexus_assets.vault.postgres.connection import connection
 
-            with connection(address.target) as conn:
+            with connection(address.target, pool_size=address.options.pool_size) as conn:
                 # A new database gets its tables even from a command that only reads (upgrade
                 # asks once whether anything is pending).
                 vault = cls(conn)
@@ -120,7 +86,7 @@ class BaseCatalog(Database):
                 yield vault
             return
         db_path = address.path
-        if read_only and (held := warm.holding(db_path)) is not None:
+        if read_only and (held := warm.holding(address)) is not None:
             # A server holds this vault open (vault/warm.py): read on its connection.
             with held.reading(cls) as vault:
                 if vault is not None:
@@ -130,13 +96,13 @@ class BaseCatalog(Database):
         with contextlib.ExitStack() as stack:
             if not read_only:
                 stack.enter_context(writer_intent(db_path))
-            conn = connect(db_path, read_only=read_only)
+            conn = connect(db_path, read_only=read_only, memory=address.options.memory)
             if read_only and pending(conn):
                 # A vault from an earlier release is upgraded once, even by a command that only reads.
                 conn.close()
-                with cls._open(db_path):
+                with cls._open(address):
                     pass
-                conn = connect(db_path, read_only=True)
+                conn = connect(db_path, read_only=True, memory=address.options.memory)
             try:
                 vault = cls(conn, migrate=not read_only)
                 vault.address = address

@@ -197,11 +197,18 @@ def writer_waiting(db_path: str | Path) -> bool:
     return False
 
 
-def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
+def connect(
+    db_path: str | Path, *, read_only: bool = False, wait_s: float = 120.0, memory: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """Open the vault, waiting for another writer to finish instead of failing at once. The one
     place that waits for the vault: the CLI, the Dagster resource and the viewer all come here.
 
-    A read-only open also waits while a writer has announced itself (`writer_intent`)."""
+    A read-only open also waits while a writer has announced itself (`writer_intent`). DuckDB's
+    memory is `memory`, else the one the address carries (`VaultOptions`), else DEFAULT_MEMORY."""
+    from nexus_assets.vault.address import parse_address
+
+    if memory is None and not isinstance(db_path, Path):
+        memory = parse_address(db_path).options.memory
     db_path = Path(db_path)
     if read_only and not db_path.exists():
         raise FileNotFoundError(f"no vault at {db_path}; run `nexus sync` first or pass --db")
@@ -219,6 +226,7 @@ def connect(db_path: str | Path, *, read_only: bool = False, wait_s: float = 120
             conn = duckdb.connect(str(db_path), read_only=read_only)
             try:
                 check_intact(conn, db_path)
+                limit_memory(conn, memory)
             except BaseException:
                 conn.close()
                 raise
@@ -252,3 +260,12 @@ DEFAULT_MEMORY = "512MB"
 
 class VaultConfigError(ValueError):
     """A vault setting from the environment that DuckDB does not accept."""
+
+
+def limit_memory(conn: duckdb.DuckDBPyConnection, memory: str | None) -> None:
+    """DuckDB's own default is 80% of the machine's memory, which it keeps as cache; a bounded pool
+    spills large sorts and joins to disk instead, so a sync of a big export stays small."""
+    try:
+        conn.execute(f"SET memory_limit = '{memory or DEFAULT_MEMORY}'")
+    except duckdb.Error as exc:
+        raise VaultConfigError(f"NEXUS_VAULT_MEMORY={memory!r} is not a DuckDB memory size such as 512MB: {exc}") from None

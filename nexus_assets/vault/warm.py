@@ -75,8 +75,9 @@ def _trimmer():
 class Held:
     """One vault file held open read-only, with per-thread cursors and a per-generation memo."""
 
-    def __init__(self, path: Path, refresh: Callable[[], None] | None = None) -> None:
+    def __init__(self, path: Path, refresh: Callable[[], None] | None = None, memory: str | None = None) -> None:
         self.path = path
+        self.memory = memory  # DuckDB's memory, as the address's options give it
         # Run by the watcher once a writer is done: the hold is taken again and what the server
         # keeps beyond the memo (vector indexes, run names) is brought in step, before a request asks.
         self._refresh = refresh
@@ -125,7 +126,7 @@ class Held:
         from nexus_assets.vault.migrations import pending
 
         try:
-            conn = connection.connect(self.path, read_only=True, wait_s=0)
+            conn = connection.connect(self.path, read_only=True, wait_s=0, memory=self.memory)
         except Exception:  # noqa: BLE001 (no vault yet, busy, damaged: the ordinary open says which)
             return False
         try:
@@ -223,13 +224,15 @@ def _key(db: str | Path) -> Path | None:
 def hold(db: str | Path, refresh: Callable[[], None] | None = None) -> Held | None:
     """Keep this vault open for the life of the process (or until `release`); None for PostgreSQL.
     `refresh`: run after each writer (see Held)."""
+    from nexus_assets.vault.address import parse_address
+
     key = _key(db)
     if key is None:
         return None
     with _lock:
         held = _held.get(key)
         if held is None:
-            held = _held[key] = Held(key, refresh)
+            held = _held[key] = Held(key, refresh, parse_address(db).options.memory)
             if len(_held) == 1:
                 connection.on_writer(_writer_announced)
         return held

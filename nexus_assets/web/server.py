@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from nexus_assets.core.display import visible
 
+from nexus_assets.vault.address import parse_address
 from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.services import pages as views
 from nexus_assets.services.pages import NoVault
@@ -118,7 +119,7 @@ class Viewer:
     """The viewer's pages over one vault, independent of the server that carries them."""
 
     def __init__(self, db_path: str | Path, *, loopback_only: bool = True, busy_wait_s: float = 2.0, teach: bool = False) -> None:
-        self.address = str(db_path)
+        self.address = parse_address(db_path)  # with its options (DuckDB's memory)
         self.db_path = Path(db_path)
         self.loopback_only = loopback_only
         self.busy_wait_s = busy_wait_s

@@ -50,7 +50,7 @@ def _answer(pushed: PushResult, sync_job_id: str | None, status: int = 200) -> J
 def put(run_id: RunId, config: ConfigDep, jobs: JobsDep,
         run: Annotated[dict[str, Any], Body(description="a run in the Nexus format: {run_id?, status, started_at?, messages}")]):
     """Write a whole run (201 when new, 200 when replaced or the same); a CLOSED run never changes (409)."""
-    pushed = put_run(FilePath(config.runs_dir), run_id, run)
+    pushed = put_run(FilePath(config.runs_dir), run_id, run, max_bytes=config.max_run_bytes)
     return _answer(pushed, queue_sync(jobs, config.topics_dir, pushed) if pushed.added or pushed.created else None,
                    201 if pushed.created else 200)
 
@@ -58,7 +58,9 @@ def put(run_id: RunId, config: ConfigDep, jobs: JobsDep,
 @router.post("/v1/runs/{run_id}/messages", response_model=RunPushed, responses=REFUSED)
 def messages(run_id: RunId, body: RunMessages, config: ConfigDep, jobs: JobsDep):
     """Append messages to an OPEN run (created OPEN if new); a message id the run holds adds nothing."""
-    pushed = append_messages(FilePath(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in body.messages])
+    pushed = append_messages(
+        FilePath(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in body.messages], max_bytes=config.max_run_bytes
+    )
     return _answer(pushed, queue_sync(jobs, config.topics_dir, pushed) if pushed.added else None)
 
 

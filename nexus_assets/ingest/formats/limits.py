@@ -12,7 +12,10 @@ import re
 import secrets
 from itertools import accumulate
 from operator import sub
-from typing import Any, BinaryIO, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterator, Mapping
 
 from nexus_assets.ingest.formats import FormatError
 
@@ -21,71 +24,93 @@ class LimitError(FormatError):
     """Input over a configured limit; the message names the limit and the variable that sets it."""
 
 
-# The limits' settings as the shell handed them over (`configure`), as text: each is checked
-# when it is used, so one bad value fails only what needs it. The core never reads the
-# environment; unconfigured, every limit has its default.
-_given: dict[str, str] = {}
+# The input limits and their defaults, by the variable that sets each (docs/configuration.md):
+# written once, here. The core never reads the environment: an entry point reads the variables
+# (nexus_assets/settings.py) and hands the values down as an `InputLimits`.
+DEFAULTS: dict[str, int] = {
+    "NEXUS_MAX_RUN_FILE_BYTES": 32 * 1024 * 1024,
+    "NEXUS_MAX_JSON_DEPTH": 64,
+    "NEXUS_MAX_NODE_CHARS": 32_000_000,
+    "NEXUS_MAX_ZIP_INFLATED_BYTES": 2 * 1024**3,
+    "NEXUS_MAX_ZIP_RATIO": 200,
+    "NEXUS_MAX_CONVERSATIONS_PER_FILE": 200_000,
+    "NEXUS_MAX_ERRORS_PER_FILE": 100,
+    "NEXUS_MAX_JSONL_LINE_BYTES": 32 * 1024 * 1024,
+    "NEXUS_MAX_SESSION_FILE_BYTES": 256 * 1024 * 1024,
+    "NEXUS_MAX_SESSION_LINES": 1_000_000,
+}
+
+# InputLimits' field for each variable.
+FIELDS: dict[str, str] = {
+    "NEXUS_MAX_RUN_FILE_BYTES": "max_file_bytes",
+    "NEXUS_MAX_JSON_DEPTH": "max_depth",
+    "NEXUS_MAX_NODE_CHARS": "max_node_chars",
+    "NEXUS_MAX_ZIP_INFLATED_BYTES": "max_inflated_bytes",
+    "NEXUS_MAX_ZIP_RATIO": "max_zip_ratio",
+    "NEXUS_MAX_CONVERSATIONS_PER_FILE": "max_conversations",
+    "NEXUS_MAX_ERRORS_PER_FILE": "max_errors_per_file",
+    "NEXUS_MAX_JSONL_LINE_BYTES": "max_line_bytes",
+    "NEXUS_MAX_SESSION_FILE_BYTES": "max_session_bytes",
+    "NEXUS_MAX_SESSION_LINES": "max_session_lines",
+}
 
 
-def configure(values: Mapping[str, str]) -> None:
-    """Hand the core the NEXUS_MAX_* settings (the shell calls this from `nexus_assets.settings`)."""
-    global _given
-    _given = {k: v for k, v in values.items() if k.startswith("NEXUS_MAX_")}
-
-
-def env_int(name: str, default: int) -> int:
-    """The configured whole number for setting `name` (a value below 1 means the default)."""
-    value = _given.get(name, "").strip()
+def whole_number(name: str, text: str | None) -> int:
+    """A limit's setting as given: unset, empty, 0 or less is the default; ValueError naming the
+    variable for anything that is not a whole number."""
+    value = (text or "").strip()
     if not value:
-        return default
+        return DEFAULTS[name]
     try:
         parsed = int(value)
     except ValueError:
         raise ValueError(f"{name}={value!r} is not a whole number") from None
-    return parsed if parsed > 0 else default
+    return parsed if parsed > 0 else DEFAULTS[name]
 
 
-def max_depth() -> int:
-    return env_int("NEXUS_MAX_JSON_DEPTH", 64)
+@dataclass(frozen=True)
+class InputLimits:
+    """Every input limit in effect, handed down by the entry point (the defaults when built bare)."""
+
+    # One Nexus run file is loaded whole; exports are streamed conversation by conversation.
+    max_file_bytes: int = DEFAULTS["NEXUS_MAX_RUN_FILE_BYTES"]
+    max_depth: int = DEFAULTS["NEXUS_MAX_JSON_DEPTH"]
+    max_inflated_bytes: int = DEFAULTS["NEXUS_MAX_ZIP_INFLATED_BYTES"]
+    max_zip_ratio: int = DEFAULTS["NEXUS_MAX_ZIP_RATIO"]
+    max_conversations: int = DEFAULTS["NEXUS_MAX_CONVERSATIONS_PER_FILE"]
+    max_node_chars: int = DEFAULTS["NEXUS_MAX_NODE_CHARS"]
+    max_errors_per_file: int = DEFAULTS["NEXUS_MAX_ERRORS_PER_FILE"]
+    # JSON Lines sessions are read a line at a time: a line is the unit a limit refuses.
+    max_line_bytes: int = DEFAULTS["NEXUS_MAX_JSONL_LINE_BYTES"]
+    max_session_bytes: int = DEFAULTS["NEXUS_MAX_SESSION_FILE_BYTES"]
+    max_session_lines: int = DEFAULTS["NEXUS_MAX_SESSION_LINES"]
+
+    @classmethod
+    def given(cls, texts: Mapping[str, str | None]) -> InputLimits:
+        """The limits from their settings as text, by variable (what is not given: the default)."""
+        return cls(**{FIELDS[name]: whole_number(name, texts.get(name)) for name in DEFAULTS})
+
+
+# The node-character limit the extraction scope applies (extract/scope.py), for the code under an
+# entry point that handed it over with `node_limit(...)`: scoped to that block and that thread or
+# task, never written for the process. (Ingestion takes its limits as an argument; the scope is
+# built deep inside the phases, whose signatures are moving to services/ (issue 51).)
+_NODE_LIMIT: ContextVar[str | None] = ContextVar("nexus_max_node_chars", default=None)
+
+
+@contextmanager
+def node_limit(text: str | None) -> Iterator[None]:
+    """NEXUS_MAX_NODE_CHARS as given (text; checked where it is used), for the code in this block."""
+    token = _NODE_LIMIT.set(text)
+    try:
+        yield
+    finally:
+        _NODE_LIMIT.reset(token)
 
 
 def max_node_chars() -> int:
-    return env_int("NEXUS_MAX_NODE_CHARS", 32_000_000)
-
-
-def max_line_bytes() -> int:
-    """The longest line of a JSON Lines session that is parsed (a line holds one event)."""
-    return env_int("NEXUS_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
-
-
-def max_session_bytes() -> int:
-    """The largest JSON Lines session file read (it is stored whole as its run's document)."""
-    return env_int("NEXUS_MAX_SESSION_FILE_BYTES", 256 * 1024 * 1024)
-
-
-def max_session_lines() -> int:
-    """The most lines a JSON Lines session file may have (real sessions have thousands)."""
-    return env_int("NEXUS_MAX_SESSION_LINES", 1_000_000)
-
-
-# How far into a file detection looks for the end of its first line.
-DETECT_BYTES = 8 * 1024 * 1024
-
-
-def max_inflated_bytes() -> int:
-    return env_int("NEXUS_MAX_ZIP_INFLATED_BYTES", 2 * 1024**3)
-
-
-def max_compression_ratio() -> int:
-    return env_int("NEXUS_MAX_ZIP_RATIO", 200)
-
-
-def max_conversations() -> int:
-    return env_int("NEXUS_MAX_CONVERSATIONS_PER_FILE", 200_000)
-
-
-def max_errors_per_file() -> int:
-    return env_int("NEXUS_MAX_ERRORS_PER_FILE", 100)
+    """The longest text node an extractor is shown (see `node_limit`)."""
+    return whole_number("NEXUS_MAX_NODE_CHARS", _NODE_LIMIT.get())
 
 
 def depth_message(limit: int) -> str:
@@ -94,6 +119,10 @@ def depth_message(limit: int) -> str:
 
 def conversation_depth_message(limit: int) -> str:
     return f"JSON nesting is deeper than {limit} levels (NEXUS_MAX_JSON_DEPTH); this conversation was skipped, the rest of the export was read"
+
+
+# How far into a file detection looks for the end of its first line.
+DETECT_BYTES = 8 * 1024 * 1024
 
 
 # Escapes go first (so `\"` never ends a string), then whole strings; what is left between

@@ -21,9 +21,9 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from nexus_assets.vault.address import parse_address
-from nexus_assets.vault.connection import VaultUnusable
+from nexus_assets.vault.connection import VaultConfigError, VaultUnusable
 
-# The pool's bound: connections one process holds at most (NEXUS_PG_POOL_SIZE, read by the shell).
+# The pool's bound: connections one process holds at most (NEXUS_PG_POOL_SIZE, handed over with the address).
 DEFAULT_POOL_SIZE = 8
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
@@ -70,15 +70,27 @@ def _reset(conn: psycopg.Connection) -> None:
     conn.execute("SET TimeZone = 'UTC'")
 
 
-def pool(url: str) -> ConnectionPool:
-    """The process's pool for this database, opened on first use and bounded by the pool size."""
-    from nexus_assets.vault.catalog import pool_size
+def pool_bound(pool_size: str | None) -> int:
+    """NEXUS_PG_POOL_SIZE as given (text, or None: DEFAULT_POOL_SIZE), checked."""
+    if pool_size is None or pool_size == "":
+        return DEFAULT_POOL_SIZE
+    try:
+        size = int(pool_size)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise VaultConfigError(f"NEXUS_PG_POOL_SIZE={pool_size!r} is not a number of connections (1 or more)")
+    return size
 
+
+def pool(url: str, pool_size: str | None = None) -> ConnectionPool:
+    """The process's pool for this database, opened on first use and bounded by `pool_size`
+    (what the address's options say; the first open of a database decides its bound)."""
     with _pools_lock:
         found = _pools.get(url)
         if found is None:
             found = _pools[url] = ConnectionPool(
-                url, min_size=0, max_size=pool_size() or DEFAULT_POOL_SIZE, kwargs={"autocommit": True}, configure=_setup,
+                url, min_size=0, max_size=pool_bound(pool_size), kwargs={"autocommit": True}, configure=_setup,
                 reset=_reset, open=True, name=f"nexus-vault-{len(_pools)}", timeout=120.0,
             )
         return found
@@ -89,9 +101,9 @@ class PostgresUnreachable(VaultUnusable):
 
 
 @contextmanager
-def connection(url: str, *, read_only: bool = False) -> Iterator["PgConnection"]:
+def connection(url: str, *, read_only: bool = False, pool_size: str | None = None) -> Iterator["PgConnection"]:
     try:
-        held = pool(url).connection()
+        held = pool(url, pool_size).connection()
         raw = held.__enter__()
     except (psycopg.OperationalError, psycopg.errors.Error) as exc:
         raise PostgresUnreachable(f"cannot reach the vault {parse_address(url).shown}: {str(exc).strip().splitlines()[0]}") from None
