@@ -141,15 +141,16 @@ def build_server(config, *, allow_writes: bool = False) -> MCPServer:
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
     server = NexusServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
     # Registered in the order `tools/list` shows them.
-    _topic_tools(server, config.db)
+    _topic_tools(server, config)
     _question_tools(server, config)
     if allow_writes:
         _write_tools(server, config)
     return server
 
 
-def _topic_tools(server: MCPServer, db: str) -> None:
+def _topic_tools(server: MCPServer, config) -> None:
     """Reading a topic: the topics, a topic's bricks, one brick in context."""
+    db = config.db
 
     @server.tool(description=(
         "List the topics in this memory: each one's topic_id, display name, state (DRAFT, ACTIVE, LOCKED) and its "
