@@ -12,14 +12,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nexus_assets.extract.backends import SelectorV5Extractor, StoredVectors, embedded_extractor, newest_selector, selector_versions
+from nexus_assets.extract.backends import (
+    SelectorV5Extractor,
+    StoredVectors,
+    embedded_extractor,
+    newest_selector,
+    selector_versions,
+)
 from nexus_assets.extract.selector.features import SCALARS
-from nexus_assets.extract.selector.model import WEIGHTS, SelectorWeightsError, load_selector, load_selector_v5
+from nexus_assets.extract.selector.model import (
+    WEIGHTS,
+    SelectorWeightsError,
+    load_selector,
+    load_selector_v5,
+)
 from nexus_assets.extract.selector.select import read_runs
-from nexus_assets.extract.selector.v5 import EXTRA, SCALARS_V5, WEIGHTS_V5, conversation_vectors, run_extras
+from nexus_assets.extract.selector.v5 import (
+    EXTRA,
+    SCALARS_V5,
+    WEIGHTS_V5,
+    conversation_vectors,
+    run_extras,
+)
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.cli_helpers import run_nexus
-from nexus_assets_tests.test_selector import GARDEN, OFF_TOPIC, _project, document, garden_topic
+from nexus_assets_tests.test_selector import (
+    GARDEN,
+    OFF_TOPIC,
+    _project,
+    document,
+    garden_topic,
+)
 
 SELECTION = Path(__file__).resolve().parents[1] / "benchmarks" / "selection"
 

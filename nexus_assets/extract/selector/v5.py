@@ -17,13 +17,13 @@ Every value is rounded to `SCORE_DECIMALS` before it enters a row (DESIGN §2 in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
+from nexus_assets.extract.selector import V5_VERSION  # noqa: F401 (the version these features serve)
 from nexus_assets.extract.selector.features import SCALARS, SCORE_DECIMALS
 from nexus_assets.extract.selector.select import RunReading, _rounded, conversation_text
 
-from nexus_assets.extract.selector import V5_VERSION  # noqa: F401 (the version these features serve)
 WEIGHTS_V5 = Path(__file__).with_name("weights_v5.npz")
 EXTRA = (
     "restated_before", "restated_after", "restated_before_closely", "centrality", "relevance_z",
