@@ -18,8 +18,8 @@ rules said; the current rules (`relate/rules.py`) are scored on the same pairs.
     python benchmarks/bench_selection.py --lopo [--corpus DIR] [--data DIR] [--json]
 
 `--lopo` (issue 49): the labelled corpus of many people (`selection/corpus/`, see `selection/dataset.py`),
-leave one person out: for each person, embedded-v4's selector is fitted on everyone else and scored on
-that person (precision and recall per person, the mean per kind, chat and agent); embedded-v3 on the
+leave one person out: for each person, embedded-v4's and embedded-v5's selectors are fitted on everyone
+else and scored on that person (precision and recall per person, the mean per kind, chat and agent); embedded-v3 on the
 same sentences is "before". Also the share of kept sentences that are narration, tool output or code
 (the topics here ask for none of them). No figure is ever on a person the model was fitted on.
 
@@ -178,6 +178,7 @@ def _lopo(args) -> int:
     corpus = build(args.corpus, args.data, HERE / "labels.jsonl", CachedVectors(args.cache))
     rows = corpus.rows
     kept_v4 = lopo_kept(rows)
+    kept_v5 = lopo_kept(rows, features="scalars_v5")
     narration, tool, code = FORM.index("narration"), FORM.index("tool_output"), FORM.index("code")
 
     def junk_share(kept_rows) -> float:
@@ -194,8 +195,10 @@ def _lopo(args) -> int:
         people[person] = {
             "before_embedded_v3": person_figures(held, v3),
             "after_embedded_v4": person_figures(held, kept_v4),
+            "after_embedded_v5": person_figures(held, kept_v5),
             "junk_share_v3": junk_share([r for r in held if id(r) in v3]),
             "junk_share_v4": junk_share([r for r in held if id(r) in kept_v4]),
+            "junk_share_v5": junk_share([r for r in held if id(r) in kept_v5]),
         }
     means = {}
     for kind in ("chat", "agent"):
@@ -203,22 +206,26 @@ def _lopo(args) -> int:
         if group:
             means[kind] = {
                 name: {m: round(sum(f[name][m] for f in group) / len(group), 3) for m in ("precision", "recall")}
-                for name in ("before_embedded_v3", "after_embedded_v4")
-            } | {"people": len(group)}
+                for name in ("before_embedded_v3", "after_embedded_v4", "after_embedded_v5")
+            } | {"people": len(group), "junk_share": {
+                v: round(sum(f[f"junk_share_{v}"] for f in group) / len(group), 3) for v in ("v3", "v4", "v5")}}
     result = {"labelled_sentences": len(rows), "people": people, "mean_per_kind": means, "skipped": corpus.skipped,
               "seconds": round(time.perf_counter() - started, 1)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{len(rows)} labelled sentences of {len(people)} people; leave one person out")
-    print(f"{'person':24} {'kind':5} {'rows':>5} {'keeps':>5}   v3 P   v3 R   v4 P   v4 R  junk v3  junk v4")
+    print(f"{'person':24} {'kind':5} {'rows':>5} {'keeps':>5}   v3 P   v3 R   v4 P   v4 R   v5 P   v5 R  junk v3/v4/v5")
     for person, f in people.items():
-        b, a = f["before_embedded_v3"], f["after_embedded_v4"]
+        b, a, c = f["before_embedded_v3"], f["after_embedded_v4"], f["after_embedded_v5"]
         print(f"{person:24} {a['kind']:5} {a['rows']:5} {a['keeps']:5}  {b['precision']:.3f}  {b['recall']:.3f}  "
-              f"{a['precision']:.3f}  {a['recall']:.3f}  {f['junk_share_v3']:.3f}    {f['junk_share_v4']:.3f}")
+              f"{a['precision']:.3f}  {a['recall']:.3f}  {c['precision']:.3f}  {c['recall']:.3f}  "
+              f"{f['junk_share_v3']:.3f}/{f['junk_share_v4']:.3f}/{f['junk_share_v5']:.3f}")
     for kind, m in means.items():
-        b, a = m["before_embedded_v3"], m["after_embedded_v4"]
-        print(f"mean {kind:5} ({m['people']} people): v3 P {b['precision']:.3f} R {b['recall']:.3f}   v4 P {a['precision']:.3f} R {a['recall']:.3f}")
+        b, a, c = m["before_embedded_v3"], m["after_embedded_v4"], m["after_embedded_v5"]
+        print(f"mean {kind:5} ({m['people']} people): v3 P {b['precision']:.3f} R {b['recall']:.3f}   "
+              f"v4 P {a['precision']:.3f} R {a['recall']:.3f}   v5 P {c['precision']:.3f} R {c['recall']:.3f}   "
+              f"junk {m['junk_share']}")
     for line in corpus.skipped:
         print(f"skipped: {line}")
     return 0

@@ -161,9 +161,9 @@ def _define() -> type[BaseSettings]:
         topics_dir: str | None = env("NEXUS_TOPICS_DIR", None, f"topic files (unset: the vault's recorded folder, else {DEFAULT_TOPICS_DIR})")
         extractor: str = env("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai")
         embedded_selector: str | None = env(
-            "NEXUS_EMBEDDED_EXTRACTOR", None, "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset) or embedded-v4"
+            "NEXUS_EMBEDDED_EXTRACTOR", None, "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset), embedded-v4 or embedded-v5"
         )
-        selector_weights: str | None = env("NEXUS_SELECTOR_WEIGHTS", None, "embedded-v4's weights file (unset: the shipped one)")
+        selector_weights: str | None = env("NEXUS_SELECTOR_WEIGHTS", None, "the trained selector's weights file, v4's or v5's (unset: the shipped one)")
         open_after: str | None = env("NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN")
         vault_memory: str | None = env("NEXUS_VAULT_MEMORY", None, f"DuckDB's memory for the vault (unset: {DEFAULT_VAULT_MEMORY})")
         no_recall: str | None = env("NEXUS_NO_RECALL", None, "1: a sync builds no embeddings or vector index (as --no-recall)")

@@ -81,6 +81,7 @@ class Row:
     conversation_relevance: float | None = None
     vector: np.ndarray | None = None
     scalars: list | None = None
+    scalars_v5: list | None = None  # v4's scalars and embedded-v5's `EXTRA`
     v3: bool = False
     reader: str = "A"
     second: bool | None = None  # a second reader's label, when there is one
@@ -191,6 +192,7 @@ def build(corpus: Path, data: Path, old_labels: Path | None, vectors: CachedVect
                 continue
             trun = [runs[rid] for rid in sorted({r["run_id"] for r in trows}) if rid in runs]
             readings, vecs = read_runs(topic, trun, vectors, titles, every_candidate=True)
+            extras = _v5_extras(trun, readings, titles, vecs, vectors)
             found = {}
             conv = {}
             for reading in readings:
@@ -216,9 +218,21 @@ def build(corpus: Path, data: Path, old_labels: Path | None, vectors: CachedVect
 
                         row.vector = vecs[id(c)]
                         row.scalars = scalar_features(c.text, c.context)
+                        row.scalars_v5 = [*row.scalars, *extras[id(c)]]
                 out.rows.append(row)
             vectors.save()
         print(f"{person}/{file}: {len(rows)} labels read", file=sys.stderr)
+    return out
+
+
+def _v5_extras(runs, readings, titles, vecs, vectors) -> dict[int, list[float]]:
+    """embedded-v5's `EXTRA` of every scored candidate, by id(candidate), exactly as it computes them."""
+    from nexus_assets.extract.selector.v5 import conversation_vectors, run_extras
+
+    conversations = conversation_vectors(runs, readings, titles, vectors)
+    out: dict[int, list[float]] = {}
+    for reading in readings:
+        out |= run_extras(reading, vecs, conversations.get(reading.run_id))
     return out
 
 
@@ -246,9 +260,12 @@ def _v3_spans(topic: Topic, runs: list[Run], vectors) -> set[tuple]:
     return out
 
 
-def matrices(rows: list[Row]):
+def matrices(rows: list[Row], features: str = "scalars"):
+    """(vectors, scalars, labels) of rows; `features`: "scalars" (embedded-v4) or "scalars_v5"."""
+    from nexus_assets.extract.selector.v5 import SCALARS_V5
+
     v = np.stack([r.vector for r in rows]).astype("float64")
-    s = np.asarray([r.scalars for r in rows], dtype="float64")
+    s = np.asarray([getattr(r, features) for r in rows], dtype="float64")
     y = np.asarray([r.keep for r in rows], dtype="float64")
-    assert s.shape[1] == len(SCALARS)
+    assert s.shape[1] == len(SCALARS if features == "scalars" else SCALARS_V5)
     return v, s, y

@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 from dataset import CachedVectors, Row, build, matrices  # noqa: E402
 
 from nexus_assets.extract.selector.features import SCALARS  # noqa: E402
+from nexus_assets.extract.selector.v5 import SCALARS_V5  # noqa: E402
 
 # The vector's part of the model is off: with it, leave-one-person-out figures were no better and
 # thresholds swung between people (CARD.md); 0 leaves its columns out of the fit. math.sqrt(384.0)
@@ -42,14 +43,23 @@ def trainable(rows: list[Row]) -> list[Row]:
     return [r for r in rows if r.found and r.reason is None and r.scalars is not None]
 
 
+# What each selector version is fitted on and written as (`--version`): its row features, their
+# names, its weights file and name. embedded-v4's entry reproduces its shipped weights byte for byte.
+VERSIONS = {
+    "embedded-v4": ("scalars", SCALARS, HERE.parents[1] / "nexus_assets/extract/selector/weights.npz", NAME),
+    "embedded-v5": ("scalars_v5", SCALARS_V5, HERE.parents[1] / "nexus_assets/extract/selector/weights_v5.npz",
+                    "embedded-v5 logistic selector"),
+}
+
+
 def _design(v, s, mean, scale):
     # Without the vector (VECTOR_SCALE 0) its columns are left out of the fit, and exported as zeros.
     parts = [v * VECTOR_SCALE] if VECTOR_SCALE else []
     return np.concatenate([*parts, (s - mean) / scale, np.ones((len(v), 1))], axis=1)
 
 
-def fit(rows: list[Row], l2: float = L2):
-    v, s, y = matrices(rows)
+def fit(rows: list[Row], l2: float = L2, features: str = "scalars"):
+    v, s, y = matrices(rows, features)
     mean = s.mean(axis=0)
     scale = s.std(axis=0)
     scale[scale < 1e-6] = 1.0
@@ -71,15 +81,15 @@ def fit(rows: list[Row], l2: float = L2):
     return {"mean": mean, "scale": scale, "w": w}
 
 
-def scores(model, rows: list[Row]) -> np.ndarray:
-    v, s, _ = matrices(rows)
+def scores(model, rows: list[Row], features: str = "scalars") -> np.ndarray:
+    v, s, _ = matrices(rows, features)
     return 1.0 / (1.0 + np.exp(-(_design(v, s, model["mean"], model["scale"]) @ model["w"])))
 
 
 INNER_FOLDS = 0  # 0: leave one person out inside the training set too
 
 
-def choose_threshold(rows: list[Row]) -> float:
+def choose_threshold(rows: list[Row], features: str = "scalars") -> float:
     """The bar that maximises F-beta over out-of-fold scores: each person (or each of `INNER_FOLDS`
     groups of people, dealt in name order) scored by a model fitted on the others; every
     labelled keep the model never sees (form rules, conversation scope, not a candidate) counts as missed."""
@@ -90,7 +100,7 @@ def choose_threshold(rows: list[Row]) -> float:
         train = trainable([r for r in rows if r.person not in fold])
         judged = trainable([r for r in rows if r.person in fold])
         if train and judged:
-            pairs += list(zip(np.round(scores(fit(train), judged), 3), [r.keep for r in judged]))
+            pairs += list(zip(np.round(scores(fit(train, features=features), judged, features), 3), [r.keep for r in judged]))
     keeps = sum(r.keep for r in rows)
     best, bar = -1.0, 0.5
     for t in np.arange(0.05, 0.96, 0.01):
@@ -105,24 +115,24 @@ def choose_threshold(rows: list[Row]) -> float:
     return bar
 
 
-def export(model, threshold: float, out: Path) -> None:
+def export(model, threshold: float, out: Path, names=SCALARS, name: str = NAME) -> None:
     w = model["w"]
     d = 384 if VECTOR_SCALE else 0
     vector = w[:d] * VECTOR_SCALE if VECTOR_SCALE else np.zeros(384)
     w1 = np.concatenate([vector, w[d:-1]])[:, None]
     np.savez_compressed(
         out,
-        scalars=np.asarray(SCALARS),
+        scalars=np.asarray(names),
         mean=model["mean"],
         scale=model["scale"],
         w1=w1,
         b1=np.asarray([w[-1]]),
         threshold=np.asarray(threshold),
-        name=np.asarray(NAME),
+        name=np.asarray(name),
     )
 
 
-def lopo_kept(rows: list[Row], thresholds: dict | None = None) -> set[int]:
+def lopo_kept(rows: list[Row], thresholds: dict | None = None, features: str = "scalars") -> set[int]:
     """id() of every row kept when its person is scored by a model (and threshold) fitted on everyone else."""
     kept: set[int] = set()
     for person in sorted({r.person for r in rows}):
@@ -130,20 +140,20 @@ def lopo_kept(rows: list[Row], thresholds: dict | None = None) -> set[int]:
         judged = trainable([r for r in rows if r.person == person])
         if not judged:
             continue
-        model = fit(trainable(others))
-        bar = choose_threshold(others)
+        model = fit(trainable(others), features=features)
+        bar = choose_threshold(others, features)
         if thresholds is not None:
             thresholds[person] = bar
-        for r, s in zip(judged, np.round(scores(model, judged), 3)):
+        for r, s in zip(judged, np.round(scores(model, judged, features), 3)):
             if s >= bar:
                 kept.add(id(r))
     return kept
 
 
-def lopo(rows: list[Row]) -> dict[str, dict]:
+def lopo(rows: list[Row], features: str = "scalars") -> dict[str, dict]:
     """For each person: precision and recall of a model (and its threshold) from everyone else."""
     bars: dict[str, float] = {}
-    kept = lopo_kept(rows, bars)
+    kept = lopo_kept(rows, bars, features)
     return {p: figures([r for r in rows if r.person == p], kept) | {"threshold": bars.get(p)} for p in sorted({r.person for r in rows})}
 
 
@@ -166,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=HERE / "corpus")
     parser.add_argument("--data", type=Path, default=Path("/work/corpus/data"))
     parser.add_argument("--old-labels", type=Path, default=HERE / "labels.jsonl")
-    parser.add_argument("--out", type=Path, default=HERE.parents[1] / "nexus_assets/extract/selector/weights.npz")
+    parser.add_argument("--version", choices=sorted(VERSIONS), default="embedded-v4", help="the selector to train")
+    parser.add_argument("--out", type=Path, default=None, help="the weights file (default: the version's shipped one)")
     parser.add_argument("--cache", type=Path, default=None, help="a pickle of embeddings to reuse between runs")
     parser.add_argument("--lopo", action="store_true")
     args = parser.parse_args(argv)
@@ -174,14 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     for line in corpus.skipped:
         print(f"skipped: {line}", file=sys.stderr)
     rows = corpus.rows
+    features, names, default_out, name = VERSIONS[args.version]
+    out = args.out or default_out
     if args.lopo:
-        for person, f in lopo(rows).items():
+        for person, f in lopo(rows, features).items():
             print(person, f)
-    model = fit(trainable(rows))
-    bar = choose_threshold(rows)
-    export(model, bar, args.out)
+    model = fit(trainable(rows), features=features)
+    bar = choose_threshold(rows, features)
+    export(model, bar, out, names, name)
     print(f"{len(rows)} labelled sentences of {len({r.person for r in rows})} people; "
-          f"fitted on {len(trainable(rows))}; threshold {bar}; wrote {args.out}")
+          f"fitted on {len(trainable(rows))}; threshold {bar}; wrote {out}")
     return 0
 
 

@@ -10,7 +10,7 @@ from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_he
 from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION, candidate_pointers, keep_relevant
 from nexus_assets.extract.relevance import Vectors
-from nexus_assets.extract.selector import SELECTOR_VERSION
+from nexus_assets.extract.selector import SELECTOR_VERSION, V5_VERSION
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, LEGACY_TOKEN_BUDGET
 from nexus_assets.llm.client import (
     CallRecord,
@@ -178,6 +178,30 @@ class SelectorExtractor:
         return out
 
 
+class SelectorV5Extractor(SelectorExtractor):
+    """embedded-v5 (`selector/v5.py`): embedded-v4's reading and conversation scope, judged by its own
+    weights from v4's features and what the sentence's vector says within its run (a restatement of an
+    earlier message, how central it is, its relevance against the run's others)."""
+
+    identity = V5_VERSION
+
+    def __init__(self, vectors: Vectors | None = None, names: Names | None = None, weights: str | None = None) -> None:
+        from nexus_assets.extract.selector.model import load_selector_v5
+
+        self.selector = load_selector_v5(weights)  # a missing or corrupt file fails here, before any answer
+        self.vectors = vectors if vectors is not None else StoredVectors()
+        self.names = names
+
+    def read(self, topic: Topic, runs: list[Run], *, every_candidate: bool = False):
+        from nexus_assets.extract.selector.select import read_runs
+        from nexus_assets.extract.selector.v5 import conversation_vectors, decide_v5
+
+        titles = self.titles(runs)
+        readings, vecs = read_runs(topic, runs, self.vectors, titles, every_candidate=every_candidate)
+        conversations = conversation_vectors(runs, readings, titles, self.vectors)
+        decide_v5(readings, vecs, conversations, self.selector, topic.min_relevance)
+        return readings
+
 # The embedded selector versions this release runs, oldest first, each with what builds it from the
 # vault's stored vectors. DEFAULT_EMBEDDED is the one a topic first synced is selected with, and the
 # one `nexus sync --reselect` moves a topic to. The trained selector (embedded-v4) is registered but
@@ -223,6 +247,7 @@ def embedded_extractor(
 
 register_selector(EXTRACTOR_VERSION, lambda vectors, names, weights: EmbeddedExtractor(vectors))
 register_selector(SELECTOR_VERSION, SelectorExtractor)
+register_selector(V5_VERSION, SelectorV5Extractor)
 DEFAULT_EMBEDDED = EXTRACTOR_VERSION
 
 

@@ -15,7 +15,7 @@ from nexus_assets.core.paths import format_path, parse_normalized
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION
 from nexus_assets.extract.relevance import relevance_scores
 from nexus_assets.extract.scope import Scope, node_text
-from nexus_assets.extract.selector import SELECTOR_VERSION
+from nexus_assets.extract.selector import SELECTOR_VERSION, V5_VERSION
 
 
 class ExplainError(ValueError):
@@ -73,10 +73,14 @@ def explain_brick(vault, brick_id: str) -> dict:
         "extractor": extractor,
         "decision": why,
     }
-    if extractor == SELECTOR_VERSION and why:
-        from nexus_assets.extract.selector.model import load_selector
+    if extractor in (SELECTOR_VERSION, V5_VERSION) and why:
+        from nexus_assets.extract.selector.model import load_selector, load_selector_v5
 
-        out["threshold"] = load_selector().threshold
+        out["threshold"] = (load_selector_v5 if extractor == V5_VERSION else load_selector)().threshold
+        if extractor == V5_VERSION:
+            from nexus_assets.extract.selector.v5 import topic_bar
+
+            out["threshold"] = topic_bar(out["threshold"], topic.min_relevance)
         out["because"] = (
             f"the selector scored it {why.get('score')} (bar {out['threshold']}); relevance to the topic "
             f"{why.get('relevance')}, its message's best {why.get('message_relevance')}, the conversation's "
@@ -98,7 +102,7 @@ def explain_brick(vault, brick_id: str) -> dict:
 
 
 def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str] | None = None) -> dict:
-    from nexus_assets.extract.backends import SelectorExtractor
+    from nexus_assets.extract.backends import SelectorExtractor, SelectorV5Extractor
     from nexus_assets.extract.step import admitted
     from nexus_assets.core.models import COMPILED_STATES
     from nexus_assets.vault.records import RunVersion
@@ -117,7 +121,7 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
         if missing:
             raise ExplainError(f"unknown topic {sorted(missing)[0]!r}")
     vectors = _vectors(vault)
-    selector = SelectorExtractor(vectors, vault.runs.run_names)
+    selectors = {SELECTOR_VERSION: SelectorExtractor, V5_VERSION: SelectorV5Extractor}
     out = {"run_id": run_id, "version_id": rv.version_id, "node": wanted, "topics": []}
     for topic in chosen:
         entry = {"topic_id": topic.topic_id, "extractor": None, "conversation_relevance": None, "sentences": [], "nodes_out_of_scope": []}
@@ -138,6 +142,7 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
         if entry["extractor"] == EXTRACTOR_VERSION:
             entry["sentences"] = _explain_v3(topic, run, wanted, kept, vectors)
         else:
+            selector = selectors.get(entry["extractor"], SelectorExtractor)(vectors, vault.runs.run_names)
             for reading in selector.read(topic, [run]):
                 entry["conversation_relevance"] = reading.conversation_relevance
                 for c in reading.candidates:

@@ -48,11 +48,18 @@ class Selector:
 def load_selector(path: str | Path | None = None) -> Selector:
     """The selector from `path` (a retrained file, `NEXUS_SELECTOR_WEIGHTS` as the shell hands it
     over), else the shipped one."""
-    return _load(str(Path(path or WEIGHTS)))
+    return _load(str(Path(path or WEIGHTS)), SCALARS)
 
 
-@lru_cache(maxsize=4)
-def _load(path: str) -> Selector:
+def load_selector_v5(path: str | Path | None = None) -> Selector:
+    """embedded-v5's selector (its own scalars, `v5.SCALARS_V5`) from `path`, else the shipped one."""
+    from nexus_assets.extract.selector.v5 import SCALARS_V5, WEIGHTS_V5
+
+    return _load(str(Path(path or WEIGHTS_V5)), SCALARS_V5)
+
+
+@lru_cache(maxsize=8)
+def _load(path: str, expected: tuple[str, ...]) -> Selector:
     import numpy as np
 
     def bad(problem: str) -> SelectorWeightsError:
@@ -67,8 +74,8 @@ def _load(path: str) -> Selector:
         raise bad(f"not a readable weights file ({type(exc).__name__}: {exc})") from None
     try:
         names = tuple(str(n) for n in arrays["scalars"])
-        if names != SCALARS:
-            raise bad(f"trained on other features ({len(names)} scalars, this code has {len(SCALARS)})")
+        if names != expected:
+            raise bad(f"trained on other features ({len(names)} scalars, this code has {len(expected)})")
         mean = arrays["mean"].astype("float64")
         scale = arrays["scale"].astype("float64")
         layers = []
@@ -80,8 +87,8 @@ def _load(path: str) -> Selector:
         name = str(arrays["name"])
     except KeyError as exc:
         raise bad(f"lacks the array {exc}") from None
-    width = DIMENSIONS + len(SCALARS)
-    if not layers or mean.shape != (len(SCALARS),) or scale.shape != (len(SCALARS),) or layers[0][0].shape[0] != width:
+    width = DIMENSIONS + len(expected)
+    if not layers or mean.shape != (len(expected),) or scale.shape != (len(expected),) or layers[0][0].shape[0] != width:
         raise bad("arrays of the wrong shape")
     for (w, b), nxt in zip(layers, [*layers[1:], None]):
         if b.shape != (w.shape[1],) or (nxt is not None and nxt[0].shape[0] != w.shape[1]):
