@@ -1,4 +1,4 @@
-"""Pay for what is new (docs/guide/incremental.md): a run version that grew from one the extractor
+"""Pay for what is new (docs/architecture.md): a run version that grew from one the extractor
 already answered for is not read, selected or asked again whole. Its unchanged nodes' answers are
 replayed from the earlier version's stored answer; only its new or changed nodes go to the extractor.
 

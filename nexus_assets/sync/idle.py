@@ -1,4 +1,4 @@
-"""A topic with nothing new in a sync is checked, not compiled (docs/guide/incremental.md): no
+"""A topic with nothing new in a sync is checked, not compiled (docs/architecture.md): no
 Dagster run starts for it.
 
 After a topic's run passes everything, its *marks* are recorded: what its run read outside the
