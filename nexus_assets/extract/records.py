@@ -113,10 +113,21 @@ class ExtractionRecords(Records):
     def node_signatures(self, versions: Sequence[RunVersion]) -> dict[RunVersion, dict[str, tuple[tuple, int]]]:
         """Per run version, each text node's path -> (what its answer depends on, its document
         position); its text is not read, only its checksum."""
+        if not versions:
+            return {}
+        # The id range and `= ANY` are pushed into the scan (as `RunRecords.load_run_nodes` does);
+        # the pair test keeps the result exact.
         rows = self.conn.execute(
             """SELECT run_id, version_id, json_path, checksum, node_type, branch, hidden, speaker, timestamp, position
-               FROM nodes WHERE (run_id, version_id) IN (SELECT unnest($runs), unnest($versions))""",
-            {"runs": [v.run_id for v in versions], "versions": [v.version_id for v in versions]},
+               FROM nodes WHERE run_id BETWEEN $first AND $last AND version_id = ANY($wanted)
+               AND (run_id, version_id) IN (SELECT unnest($runs), unnest($versions))""",
+            {
+                "runs": [v.run_id for v in versions],
+                "versions": [v.version_id for v in versions],
+                "first": min(v.run_id for v in versions),
+                "last": max(v.run_id for v in versions),
+                "wanted": sorted({v.version_id for v in versions}),
+            },
         ).fetchall()
         out: dict[RunVersion, dict[str, tuple[tuple, int]]] = {}
         for run_id, version_id, path, *signature, position in rows:

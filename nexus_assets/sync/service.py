@@ -383,7 +383,8 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
         idle = _idle(checked, inputs) if outcome.ingest_ok and not outcome.interrupted else set()
         outcome.results += [_idle_result(t) for t in checked.selected if t in idle]
         if outcome.ingest_ok and not outcome.interrupted and parallel_topics(checked) > 1:
-            _compile_parallel(checked, [t for t in checked.selected if t not in idle], outcome, tell)
+            if busy := [t for t in checked.selected if t not in idle]:
+                _compile_parallel(checked, busy, outcome, tell)
             return outcome
         for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
             if topic_id in idle:
