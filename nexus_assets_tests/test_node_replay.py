@@ -99,7 +99,7 @@ step = st.one_of(
 EVERY_KIND = [("grow", 0, [[1, 2], [6]]), ("edit", 0, 1, [7]), ("grow", 0, [[3]]), ("undo", 0), ("add", [[0]]), ("close", 1)]
 
 
-@settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=5))
 @example(steps=EVERY_KIND)
