@@ -203,7 +203,7 @@ def test_a_grown_run_asks_the_llm_only_for_its_new_nodes(empty_project: Project,
         fresh.write_run("live.json", nexus_run("live", old + new, status="OPEN"))
         assert all(r["success"] for r in run_json(capsys, *fresh.sync_args(), "--extractor", "openai"))
         at_once = {t: run_json(capsys, *fresh.cli_args(), "bricks", t, "--all") for t in TOPICS}
-    strip = lambda bricks: sorted((b["brick_id"], b["content"], b["state"]) for b in bricks)
+    strip = lambda bricks: sorted((b["brick_id"], b["content"], b["state"]) for b in bricks)  # noqa: E731
     assert {t: strip(b) for t, b in grown.items()} == {t: strip(b) for t, b in at_once.items()}
     assert all(len(b) > 10 for b in grown.values())
 
