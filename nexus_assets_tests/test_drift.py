@@ -102,6 +102,12 @@ def sync(capsys, p: Project, *, expect: int) -> dict:
     return result
 
 
+def drift_passed(result: dict) -> bool:
+    """The drift check passed, or the topic had nothing new (a file moved with its bytes): checked
+    before the sync and not compiled (issue 52), so nothing could have drifted."""
+    return result["checks"]["checksum_drift"] if result["dagster_run_id"] else result["unchanged"] is True
+
+
 @pytest.mark.parametrize(
     "rewrite, problem",
     [
@@ -139,7 +145,7 @@ def test_a_moved_source_file_is_not_stale_and_is_found_by_its_new_path(empty_pro
     (p.runs / "archive").mkdir()
     (p.runs / "a.json").rename(p.runs / "archive" / "a.json")
 
-    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert drift_passed(sync(capsys, p, expect=0))
     assert stale_now(capsys, p) == set()
     assert run_json(capsys, *p.cli_args(), "verify")["ok"]
     with Vault.open(p.db, read_only=True) as v:
@@ -154,7 +160,7 @@ def test_a_moved_source_file_is_not_stale_and_is_found_by_its_new_path(empty_pro
     shutil.copy(p.runs / "archive" / "a.json", p.runs / "copy.json")
     sync(capsys, p, expect=0)
     (p.runs / "archive" / "a.json").unlink()
-    assert sync(capsys, p, expect=0)["checks"]["checksum_drift"]
+    assert drift_passed(sync(capsys, p, expect=0))
     assert stale_now(capsys, p) == set()
     assert run_json(capsys, *p.cli_args(), "verify")["ok"]
 

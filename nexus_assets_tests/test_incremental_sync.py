@@ -100,12 +100,15 @@ step = st.one_of(
     st.tuples(st.just("close"), st.integers(0, 5)),
     st.tuples(st.just("edit"), st.integers(0, 5), st.integers(0, len(SENTENCES) - 1)),
     st.tuples(st.just("undo"), st.integers(0, 5)),
+    # A run that grows (a session still being written): its unchanged messages' answers are replayed.
+    st.tuples(st.just("grow"), st.integers(0, 5), st.integers(0, len(SENTENCES) - 1)),
 )
 
 
 RULES = ["chronological", "source-run-order", "ingestion-order"]
-# One of each step for each rule: every rule meets a new run, an edit, its undoing and a close.
-EVERY_KIND = [("add", [1, 4, 6], "OPEN", 3), ("edit", 0, 2), ("add", [2, 7], "CLOSED", 20), ("undo", 0), ("close", 1)]
+# One of each step for each rule: every rule meets a new run, an edit, its undoing, a close and a run that grows.
+EVERY_KIND = [("add", [1, 4, 6], "OPEN", 3), ("edit", 0, 2), ("add", [2, 7], "CLOSED", 20), ("undo", 0), ("close", 1),
+              ("grow", 0, 1)]
 
 
 # The rule is drawn with the steps (rather than a parametrized test per rule) so that one budget of
@@ -137,6 +140,10 @@ def test_incremental_sync_equals_full(tmp_path_factory, rule, steps):
             r = runs[s[1] % len(runs)]
             r["before"] = r["before"] or list(r["sentences"])
             r["sentences"] = [s[2], *r["sentences"][1:]]
+        elif s[0] == "grow":
+            r = runs[s[1] % len(runs)]
+            r["sentences"] = [*r["sentences"], s[2]]
+            r["before"] = None
         else:
             r = runs[s[1] % len(runs)]
             if r["before"] is not None:

@@ -199,13 +199,20 @@ def test_a_sync_with_nothing_changed_runs_nothing_and_any_change_runs_again(tmp_
     run_file = next(p.runs.rglob("*.json"))
     run_file.write_bytes(run_file.read_bytes())  # same bytes, new times: looked at again
     touched = run_json(capsys, *p.sync_args())
-    assert all(r["dagster_run_id"] and not r.get("unchanged") for r in touched)
+    # Read again, and nothing new for any topic: each is checked, none compiled (issue 52).
+    assert all(r["dagster_run_id"] is None and r.get("unchanged") for r in touched)
     assert [r["manifest_hash"] for r in touched] == [r["manifest_hash"] for r in first]
     assert all(r.get("unchanged") for r in run_json(capsys, *p.sync_args()))
 
     run_json(capsys, *p.cli_args(), "close", "run-2026-11-18-open-brainstorm")
     closed = run_json(capsys, *p.sync_args())
-    assert all(r["dagster_run_id"] for r in closed), "closing a run changes what a sync produces"
+    from nexus_assets.store import Vault
+
+    with Vault.open(p.db, read_only=True) as v:
+        reading = {t for (t,) in v.conn.execute(
+            "SELECT DISTINCT topic_id FROM occurrences WHERE run_id = 'run-2026-11-18-open-brainstorm'").fetchall()}
+    # Closing a run changes what a sync produces for the topics that hold its text, and only for them.
+    assert reading and {r["topic_id"] for r in closed if r["dagster_run_id"]} == reading
 
 
 def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whole_run(tmp_path):

@@ -130,6 +130,7 @@ def _report(args: argparse.Namespace, outcome: SyncOutcome) -> int:
     lines = []
     for r in outcome.results:
         status = "ok" if r["success"] and all(r["checks"].values()) else "FAILED"
+        status += " (nothing new for it)" if r.get("unchanged") else ""
         missing = outcome.not_extracted.get(r["topic_id"])
         unasked = f"; {missing} runs not extracted (failed LLM calls, asked again next sync)" if missing else ""
         lines.append(f"{r['topic_id']}: {status}; {_by_state(r)}; manifest {(r['manifest_hash'] or '-')[:16]}{unasked}")

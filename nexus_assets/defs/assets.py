@@ -182,7 +182,9 @@ def pointer_extractions(
                 backend.close()
     settings.say(
         context,
-        f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged",
+        f"{topic.topic_id}: {report.extracted} runs extracted ({report.pointers} pointers), {report.reused} unchanged"
+        + (f"; {report.runs_grown} grown runs: {report.nodes_read} new nodes read, {report.nodes_replayed} replayed"
+           if report.runs_grown else ""),
     )
     if report.incomplete:
         settings.say(
@@ -198,8 +200,13 @@ def pointer_extractions(
         "runs_unchanged": report.reused,
         "pointers": report.pointers,
         "runs_incomplete": len(report.incomplete),
+        # A grown run's unchanged nodes keep their answers; only its new nodes are read (extract/replay.py).
+        "runs_grown": report.runs_grown,
+        "nodes_read_new": report.nodes_read,
+        "nodes_replayed": report.nodes_replayed,
         # The UI lists figures without saying which are this sync's work and which are totals.
-        "counted": "this sync: runs_extracted, pointers, runs_incomplete (and every llm_ figure); "
+        "counted": "this sync: runs_extracted, pointers, runs_incomplete, runs_grown, nodes_read_new, nodes_replayed "
+        "(and every llm_ figure); "
         "of all the topic's runs: runs_considered, runs_unchanged",
     }
     if isinstance(backend, OpenAIExtractor):

@@ -96,6 +96,8 @@ class EmbeddedExtractor:
     identity = EXTRACTOR_VERSION
     legacy_identities: tuple[str, ...] = ()
     shares_requests = False
+    # Each node's pointers depend on that node alone: a grown run's unchanged nodes are replayed (`replay.py`).
+    node_local = True
 
     def __init__(self, vectors: StoredVectors | None = None) -> None:
         self.vectors = vectors
@@ -133,6 +135,8 @@ class SelectorExtractor:
     # so no older answer stands in for this selector's: `nexus sync --reselect` really selects again.
     legacy_identities: tuple[str, ...] = ()
     shares_requests = False
+    # Not node by node: a conversation's relevance reads all of it, so a grown run is selected again whole.
+    node_local = False
 
     def __init__(self, vectors: Vectors | None = None, names: Names | None = None, weights: str | None = None) -> None:
         from nexus_assets.extract.selector.model import load_selector
@@ -285,6 +289,9 @@ class OpenAIExtractor:
     that lacks an answer for it (DESIGN §5 "At scale")."""
 
     shares_requests = True
+    # A pointer names one node and quotes it: a grown run's unchanged nodes keep their answers and
+    # only the new nodes are sent (`replay.py`).
+    node_local = True
 
     def __init__(
         self,

@@ -99,3 +99,44 @@ class ExtractionRecords(Records):
             [topic_id, run_id],
         ).fetchall()
         return [(e, v, json.loads(p)) for e, v, p in rows]
+
+    # What a grown run version's answer builds on (`extract/replay.py`)
+
+    def earlier_versions(self, run_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(run_id, version_id) of every stored version of these runs, newest first per run."""
+        return self.conn.execute(
+            """SELECT run_id, version_id FROM runs WHERE run_id IN (SELECT unnest(?))
+               ORDER BY run_id, ingested_at DESC, version_id""",
+            [sorted(set(run_ids))],
+        ).fetchall()
+
+    def node_signatures(self, versions: Sequence[RunVersion]) -> dict[RunVersion, dict[str, tuple[tuple, int]]]:
+        """Per run version, each text node's path -> (what its answer depends on, its document
+        position); its text is not read, only its checksum."""
+        if not versions:
+            return {}
+        # The id range and `= ANY` are pushed into the scan (as `RunRecords.load_run_nodes` does);
+        # the pair test keeps the result exact.
+        rows = self.conn.execute(
+            """SELECT run_id, version_id, json_path, checksum, node_type, branch, hidden, speaker, timestamp, position
+               FROM nodes WHERE run_id BETWEEN $first AND $last AND version_id = ANY($wanted)
+               AND (run_id, version_id) IN (SELECT unnest($runs), unnest($versions))""",
+            {
+                "runs": [v.run_id for v in versions],
+                "versions": [v.version_id for v in versions],
+                "first": min(v.run_id for v in versions),
+                "last": max(v.run_id for v in versions),
+                "wanted": sorted({v.version_id for v in versions}),
+            },
+        ).fetchall()
+        out: dict[RunVersion, dict[str, tuple[tuple, int]]] = {}
+        for run_id, version_id, path, *signature, position in rows:
+            out.setdefault(RunVersion(run_id, version_id), {})[path] = (tuple(signature), position)
+        return out
+
+    def pointers_by_key(self, keys: Sequence[str]) -> dict[str, list]:
+        """The stored pointers of these answers, by extraction key."""
+        rows = self.conn.execute(
+            "SELECT extraction_key, pointers_json FROM extractions WHERE extraction_key IN (SELECT unnest(?))", [list(keys)]
+        ).fetchall()
+        return {k: json.loads(p) or [] for k, p in rows}

@@ -191,15 +191,17 @@ class HistoryQueries(Records):
             ).fetchone()
         )
 
-    def last_clean_sync(self) -> str | None:
-        row = self.conn.execute("SELECT fingerprint FROM clean_syncs WHERE scope = 'cli'").fetchone()
+    def last_clean_sync(self, scope: str = "cli") -> str | None:
+        """The fingerprint of the last sync that passed everything: of a whole sync ('cli'), or of
+        one topic's run ('topic:T', `services/idle.py`)."""
+        row = self.conn.execute("SELECT fingerprint FROM clean_syncs WHERE scope = ?", [scope]).fetchone()
         return row[0] if row else None
 
-    def record_clean_sync(self, fingerprint: str) -> None:
+    def record_clean_sync(self, fingerprint: str, scope: str = "cli") -> None:
         self.conn.execute(
-            "INSERT INTO clean_syncs VALUES ('cli', ?, now()) ON CONFLICT (scope) DO UPDATE "
+            "INSERT INTO clean_syncs VALUES (?, ?, now()) ON CONFLICT (scope) DO UPDATE "
             "SET fingerprint = excluded.fingerprint, recorded_at = excluded.recorded_at",
-            [fingerprint],
+            [scope, fingerprint],
         )
 
     def last_calls(self, topic_id: str) -> dict[str, dict]:

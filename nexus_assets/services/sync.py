@@ -174,7 +174,7 @@ def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = 
     if unchanged and not (checked.request.force or checked.request.reselect):
         outcome = _unchanged(checked)
     else:
-        outcome = _run_jobs(checked, tell, instance)
+        outcome = _run_jobs(checked, tell, instance, inputs)
         if not outcome.interrupted:
             _finish(checked, outcome, inputs)
     if not outcome.interrupted:
@@ -243,6 +243,8 @@ def _unchanged(checked: CheckedSync) -> SyncOutcome:
 
 def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
     """Each topic's bricks and manifest as the runs left them; the clean-sync digest when all passed."""
+    from nexus_assets.services.idle import record_idle_marks
+
     with _open(checked) as vault:
         counts = vault.brick_counts()
         hashes = vault.latest_manifest_hashes()
@@ -254,6 +256,10 @@ def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
             # The inputs as read before this sync (a file changed meanwhile makes the next one run), the
             # vault as this sync left it (any later command that changes it makes the next one run).
             vault.history.record_clean_sync(_digest(inputs, vault))
+        for r in outcome.results:
+            # Each topic whose run passed everything: a later sync with nothing new for it skips it (idle.py).
+            if r.get("dagster_run_id") and r["success"] and all(r["checks"].values()) and r["topic_id"] not in outcome.not_extracted:
+                record_idle_marks(vault, r["topic_id"], inputs)
 
 
 def _gold_file(topic, topics_dir: Path) -> Path | None:
@@ -357,9 +363,11 @@ def _main_thread() -> bool:
 _QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance) -> SyncOutcome:
+def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance, inputs: dict | None = None) -> SyncOutcome:
     """`ingest_run_files` once for every topic, then `compile_topic` per topic partition, each in
-    process on the Dagster instance, so every run shows in the UI with its logs."""
+    process on the Dagster instance, so every run shows in the UI with its logs. A topic with nothing
+    new since its last clean run (`idle.py`; `inputs`: this sync's, as `sync_inputs` reads them) is
+    checked only: no run starts for it."""
     request = checked.request
     defs = _defs(checked)
     ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
@@ -374,10 +382,15 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     signals = _SignalLog() if _main_thread() else None
     try:
         _ingest(checked, ingest_job, instance, outcome, signals, tell)
+        idle = _idle(checked, inputs) if outcome.ingest_ok and not outcome.interrupted else set()
+        outcome.results += [_idle_result(t) for t in checked.selected if t in idle]
         if outcome.ingest_ok and not outcome.interrupted and parallel_topics(checked) > 1:
-            _compile_parallel(checked, checked.selected, outcome, tell)
+            if busy := [t for t in checked.selected if t not in idle]:
+                _compile_parallel(checked, busy, outcome, tell)
             return outcome
         for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
+            if topic_id in idle:
+                continue
             if not outcome.ingest_ok:
                 outcome.results.append(
                     {"topic_id": topic_id, "success": False, "dagster_run_id": outcome.ingest_run_id,
@@ -391,6 +404,8 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
+        order = {t: n for n, t in enumerate(checked.selected)}
+        outcome.results.sort(key=lambda r: order.get(r["topic_id"], len(order)))
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
         if signals:
@@ -399,6 +414,20 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
             # An ephemeral instance (a vault outside the project) owns a temporary directory.
             instance.dispose()
     return outcome
+
+
+def _idle(checked: CheckedSync, inputs: dict | None) -> set[str]:
+    """The selected topics with nothing new since their last clean run (never with --force or --reselect)."""
+    if inputs is None or checked.request.force or checked.request.reselect:
+        return set()
+    from nexus_assets.services.idle import idle_topics  # reads the vault's phases: only when a sync runs
+
+    with _open(checked) as vault:
+        return idle_topics(vault, checked.selected, inputs)
+
+
+def _idle_result(topic_id: str) -> dict:
+    return {"topic_id": topic_id, "success": True, "unchanged": True, "dagster_run_id": None, "checks": {}, "errors": []}
 
 
 def _defs(checked: CheckedSync):
