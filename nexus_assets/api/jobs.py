@@ -207,14 +207,14 @@ class SyncJobs:
         """A push job: the fast path in this process, or a sync of its topics when it does not apply."""
         from pathlib import Path
 
-        from nexus_assets.sync.push import PushCompile, compile_push, needs_sync
+        from nexus_assets.sync.push import NeedsSync, PushCompile, compile_push
 
         pushed = PushCompile(self.db, Path(self.runs_dir), Path(self.topics_dir), tuple(files), tuple(topics),
                              extractor=self.extractor, no_recall=self.no_recall)
-        why = needs_sync(pushed)
-        if why is None:
+        try:
             return compile_push(pushed, instance=self._instance, tags={SYNC_JOB_TAG: job.job_id})
-        log.info("push job %s compiled by a sync: %s", job.job_id, why)
+        except NeedsSync as why:
+            log.info("push job %s compiled by a sync: %s", job.job_id, why)
         request = SyncRequest(db=self.db, runs_dir=self.runs_dir, topics_dir=self.topics_dir, topics=tuple(topics),
                               extractor=self.extractor, no_recall=self.no_recall, tags={SYNC_JOB_TAG: job.job_id})
         return run(check(request), instance=self._instance)

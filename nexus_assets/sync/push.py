@@ -62,35 +62,35 @@ class _Recorder:
             )
 
 
-def needs_sync(job: PushCompile) -> str | None:
-    """Why this push must be compiled by a full sync instead (None: the fast path applies)."""
-    if job.extractor != "embedded":
-        return f"the {job.extractor} extractor's calls are made by a sync"
+class NeedsSync(Exception):
+    """This push is compiled by a full sync instead; the message says why."""
+
+
+def _check_fast_path(vault, job: PushCompile) -> None:
+    """NeedsSync when the fast path does not apply: an extractor whose calls a sync makes, or a
+    topic whose file changed since a sync recorded it (a sync records it, with its lifecycle)."""
     from nexus_assets.topics.files import read_topic_files
 
-    from nexus_assets.queries import NotFound, open_read
-
+    if job.extractor != "embedded":
+        raise NeedsSync(f"the {job.extractor} extractor's calls are made by a sync")
     defined = {tf.topic.topic_id: tf.topic for tf in read_topic_files(job.topics_dir) if tf.topic is not None}
-    try:
-        with open_read(job.db) as vault:
-            for topic_id in job.topics:
-                stored = vault.topics.topic(topic_id)
-                if stored is None or topic_id not in defined or stored != defined[topic_id]:
-                    return f"topic {topic_id!r} changed since the last sync; a sync records it"
-    except NotFound:
-        return "no vault yet; a sync creates it"
-    return None
+    for topic_id in job.topics:
+        stored = vault.topics.topic(topic_id)
+        if stored is None or topic_id not in defined or stored != defined[topic_id]:
+            raise NeedsSync(f"topic {topic_id!r} changed since the last sync; a sync records it")
 
 
 def compile_push(job: PushCompile, *, instance=None, tags: dict | None = None) -> SyncOutcome:
     """Ingest the pushed files and compile them into each topic that reads them; one result per
-    topic as `nexus sync --json` gives them (with `pushed: true`). Vault errors propagate."""
+    topic as `nexus sync --json` gives them (with `pushed: true`). NeedsSync when a full sync must
+    do it (nothing was written then); vault errors propagate."""
     from nexus_assets.store import Vault
 
     recorder = _Recorder(instance, dict(tags or {}))
     outcome = SyncOutcome()
     started = time.perf_counter()
     with Vault.open(job.db) as vault:
+        _check_fast_path(vault, job)
         report = _ingest(vault, job, recorder)
         outcome.ingest_errors = [f"{e.file}: {e.problem}" for e in report.errors]
         outcome.ingest_ok = not report.errors
@@ -157,7 +157,7 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
             "new_manifest": recorded, "bricks": manifest.bricks if manifest else 0, "pushed": True,
         })
         if not job.no_recall:
-            _recall(vault, job, topic, recorder)
+            _recall(vault, job, topic, manifest.manifest_hash if manifest else None, recorder)
         result["manifest_hash"] = manifest.manifest_hash if manifest else None
         result["bricks"] = vault.brick_counts().get(topic_id, {})
     except Exception as exc:  # noqa: BLE001 (one line in the push's status; the next sync does it again)
@@ -197,24 +197,25 @@ def _search(vault, job: PushCompile, topic_id: str) -> None:
         log.warning("%s: search index not updated after a push", topic_id, exc_info=True)
 
 
-def _recall(vault, job: PushCompile, topic, recorder: _Recorder) -> None:
+def _recall(vault, job: PushCompile, topic, manifest_hash: str | None, recorder: _Recorder) -> None:
     """New bricks embedded and related, and the topic's vector index brought in step (in this
     process's memory too, so the next recall finds them)."""
     from datetime import datetime, timezone
 
     from nexus_assets.recall.embedder import MODEL, embed
-    from nexus_assets.recall.index import ensure
+    from nexus_assets.recall.index import follow
     from nexus_assets.relate.step import relate_topic
 
     todo = vault.recall.fingerprints_without_embedding(topic.topic_id, MODEL)
     if todo:
         vault.recall.store_embeddings(MODEL, [fp for fp, _ in todo], embed([text for _, text in todo]), datetime.now(timezone.utc))
-    related = relate_topic(vault, topic, MODEL)
+    idx, rebuilt = follow(vault, job.db, topic.topic_id, manifest_hash)
+    # The index holds every visible brick's vector in manifest order: relating reads them from it.
+    related = relate_topic(vault, topic, MODEL, visible=(idx.brick_ids, idx.index.reconstruct_n(0, idx.index.ntotal)))
     recorder.add("brick_embeddings", topic.topic_id, {
         "topic_id": topic.topic_id, "model": MODEL, "embedded_now": len(todo), "related_pairs": related.pairs,
         "open_conflicts": related.conflicts, "pushed": True,
     })
-    idx, rebuilt = ensure(vault, job.db, topic.topic_id)
     recorder.add("vector_index", topic.topic_id, {"topic_id": topic.topic_id, "rows": idx.index.ntotal, "rebuilt": rebuilt, "pushed": True})
 
 
