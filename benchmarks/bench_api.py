@@ -90,8 +90,11 @@ def mcp_recall(url: str, repeats: int) -> list[float]:
     return anyio.run(run)
 
 
-def pushed_recallable(base: str, n: int, topic: str) -> list[float]:
-    """Seconds from each PUT of a new one-message run until recall finds its text first."""
+def pushed_recallable(base: str, n: int, topic: str, errors: list[str]) -> list[float]:
+    """Seconds from each PUT of a new one-message run until recall finds its text first; a recall
+    that fails meanwhile (a release whose recall could fail while a sync writes) is noted in
+    `errors` and asked again."""
+    import urllib.error
     import uuid
 
     seconds = []
@@ -101,7 +104,11 @@ def pushed_recallable(base: str, n: int, topic: str) -> list[float]:
         t0 = time.perf_counter()
         http("PUT", f"{base}/v1/runs/bench-push-{tag}", {"status": "OPEN", "messages": [{"role": "user", "content": text}]})
         while True:
-            found = json.loads(http("POST", base + "/v1/recall", {"query": text, "topics": [topic], "k": 1}))["results"]
+            try:
+                found = json.loads(http("POST", base + "/v1/recall", {"query": text, "topics": [topic], "k": 1}))["results"]
+            except urllib.error.HTTPError as exc:
+                errors.append(f"recall answered {exc.code} after push {i}")
+                found = []
             if found and found[0]["content"] == text:
                 break
             if time.perf_counter() - t0 > 120:
@@ -170,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
             fig["idle_rss_mb"] = rss_mb(proc.pid)
             if args.pushes:
                 http("POST", base + "/v1/recall", {"query": QUERIES[0], "k": 10})
+                errors: list[str] = []
+                took = pushed_recallable(base, args.pushes, topic, errors)
                 fig["push_recallable"] = {k.replace("_ms", "_s"): round(v / 1000, 2) if k != "n" else v
-                                            for k, v in summary([s * 1000 for s in pushed_recallable(base, args.pushes, topic)]).items()}
+                                          for k, v in summary([s * 1000 for s in took]).items()}
+                fig["push_recall_errors"] = len(errors)
                 fig["load_average_pushes"] = os.getloadavg()[0]
                 fig["rss_after_pushes_mb"] = rss_mb(proc.pid)
             if args.only_pushes:
