@@ -107,3 +107,28 @@ def test_a_corrupt_pushed_file_is_one_error_naming_it_and_costs_nothing_else(tmp
     assert len(errors) == 1, errors
     # Read once: catching up again finds only what is still unread (nothing), and records no second error.
     assert catch_up(str(p.db), p.runs, p.topics)[0] == []
+
+
+def test_a_push_that_a_catch_all_topic_keeps_nothing_of_says_why(tmp_path):
+    """The fault seen: a closed one-message push made no brick in a catch-all topic. Its cause: a
+    topic without required_keywords keeps a sentence only when it is near the scope description
+    (min_relevance, default 0.35), and "Everything said." is near no sentence. The push's result
+    says so in one line; with min_relevance 0 the same push is a brick."""
+    import yaml
+
+    p = Project(tmp_path / "proj")
+    p.runs.mkdir(parents=True)
+    p.topics.mkdir(parents=True)
+    topic = {"topic_id": "everything", "display_name": "All", "state": "ACTIVE",
+             "extraction_policy": {"scope_description": "Everything said."}}
+    (p.topics / "everything.yaml").write_text(yaml.safe_dump(topic), encoding="utf-8")
+    assert run_nexus(*p.sync_args()).returncode == 0
+    one = put_run(p.runs, "one", {"status": "CLOSED", "messages": [{"role": "user", "content": SAID[0]}]})
+    [result] = compile_push(job(p, one.path, topics=("everything",))).results
+    assert result["success"] and result["kept"] == 0 and queries.bricks(p.db, "everything") == []
+    assert "run one: 1 sentences not kept (1 by relevance" in result["note"], result
+    assert "has no required_keywords" in result["note"] and "min_relevance: 0" in result["note"]
+
+    (p.topics / "everything.yaml").write_text(yaml.safe_dump({**topic, "min_relevance": 0}), encoding="utf-8")
+    assert run_nexus(*p.sync_args()).returncode == 0
+    assert [b.content for b in queries.bricks(p.db, "everything")] == [SAID[0]]

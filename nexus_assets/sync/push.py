@@ -140,8 +140,10 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
         result["skipped"] = "not in the vault" if topic is None else "topic is LOCKED"
         return result
     try:
-        extracted = _extract(vault, topic, recorder)
-        result["kept"] = extracted
+        extracted, kept = _extract(vault, topic, recorder)
+        result["kept"] = kept
+        if extracted and not kept:
+            result["note"] = _nothing_kept(vault, job, topic)
         check = current_drift(vault, topic_id)
         record_drift(vault, check, observed_by="push")
         resolution, tally = resolve_if_changed(vault, topic, preview=PREVIEW_BRICKS)
@@ -167,7 +169,8 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
     return result
 
 
-def _extract(vault, topic, recorder: _Recorder) -> int:
+def _extract(vault, topic, recorder: _Recorder) -> tuple[int, int]:
+    """(run versions extracted now, pointers that passed the gate now)."""
     from nexus_assets.defs.resources import ExtractorResource
     from nexus_assets.extract.step import extract_phase
     from nexus_assets.gate.step import validate_phase
@@ -185,7 +188,39 @@ def _extract(vault, topic, recorder: _Recorder) -> int:
         "topic_id": topic.topic_id, "extractions_validated": validated.extractions, "accepted": validated.accepted,
         "rejected": sum(validated.rejected.values()), "pushed": True,
     })
-    return validated.accepted
+    return report.extracted, validated.accepted
+
+
+def _nothing_kept(vault, job: PushCompile, topic) -> str | None:
+    """Why a push gave the topic no brick, in one line an agent can act on (`nexus explain --run`
+    says the same per sentence). A catch-all topic (no `required_keywords`, a scope such as
+    "everything said") keeps nothing below its `min_relevance` (default 0.35): its scope is too
+    general to be near any one statement, which is why a one-message push made no brick there."""
+    from collections import Counter
+
+    from nexus_assets.extract.explain import ExplainError, explain_run
+
+    lines = []
+    for run_id in dict.fromkeys(_run_id(f) for f in job.files):
+        try:
+            explained = explain_run(vault, run_id, topics=[topic.topic_id])
+        except ExplainError:
+            continue
+        for entry in explained["topics"]:
+            dropped = Counter((s.get("reason") or "not kept").split(" under ")[0].split(":")[0]
+                              for s in entry["sentences"] if not s.get("keep"))
+            if entry.get("scope"):
+                lines.append(f"run {run_id}: {entry['scope']}")
+            elif dropped:
+                lines.append(f"run {run_id}: {sum(dropped.values())} sentences not kept ("
+                             + ", ".join(f"{n} by {r}" for r, n in dropped.most_common()) + ")")
+    if not lines:
+        return None
+    hint = ""
+    if topic.extraction_policy.required_keywords is None and topic.min_relevance > 0:
+        hint = (f"; topic {topic.topic_id!r} has no required_keywords, so a sentence must be near its scope description "
+                f"(min_relevance {topic.min_relevance}): a topic meant to keep everything sets min_relevance: 0")
+    return "; ".join(lines) + hint + f" (see `nexus explain --run RUN_ID --topic {topic.topic_id}`)"
 
 
 def _search(vault, job: PushCompile, topic_id: str) -> None:
