@@ -90,7 +90,7 @@ def mcp_recall(url: str, repeats: int) -> list[float]:
     return anyio.run(run)
 
 
-def pushed_recallable(base: str, n: int, topic: str, errors: list[str]) -> list[float]:
+def pushed_recallable(base: str, n: int, topic: str, errors: list[str], steps: list[dict] | None = None) -> list[float]:
     """Seconds from each PUT of a new one-message run until recall finds its text first; a recall
     that fails meanwhile (a release whose recall could fail while a sync writes) is noted in
     `errors` and asked again."""
@@ -102,7 +102,7 @@ def pushed_recallable(base: str, n: int, topic: str, errors: list[str]) -> list[
         tag = uuid.uuid4().hex[:10]
         text = f"The sync compiler keeps brick {tag} in the vault with its checksum after push {i}."
         t0 = time.perf_counter()
-        http("PUT", f"{base}/v1/runs/bench-push-{tag}", {"status": "OPEN", "messages": [{"role": "user", "content": text}]})
+        job = json.loads(http("PUT", f"{base}/v1/runs/bench-push-{tag}", {"status": "OPEN", "messages": [{"role": "user", "content": text}]}))
         while True:
             try:
                 found = json.loads(http("POST", base + "/v1/recall", {"query": text, "topics": [topic], "k": 1}))["results"]
@@ -115,6 +115,15 @@ def pushed_recallable(base: str, n: int, topic: str, errors: list[str]) -> list[
                 raise SystemExit(f"push {i} was not recallable after 120 s")
             time.sleep(0.02)
         seconds.append(time.perf_counter() - t0)
+        # Untimed: the push's job finishes before the next push (an earlier release folded a push
+        # into a sync job already running, which had read the runs folder: it was never compiled).
+        while job.get("sync_job_id"):
+            status = json.loads(http("GET", f"{base}/v1/sync/{job['sync_job_id']}"))
+            if status["status"] not in ("queued", "running"):
+                if steps is not None:  # where a push compiled in the server spends its time
+                    steps += [r["step_ms"] for r in status.get("results", []) if r.get("step_ms")]
+                break
+            time.sleep(0.05)
     return seconds
 
 
@@ -178,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.pushes:
                 http("POST", base + "/v1/recall", {"query": QUERIES[0], "k": 10})
                 errors: list[str] = []
-                took = pushed_recallable(base, args.pushes, topic, errors)
+                steps: list[dict] = []
+                took = pushed_recallable(base, args.pushes, topic, errors, steps)
+                if steps:
+                    fig["push_step_ms_p50"] = {k: statistics.median(s.get(k, 0) for s in steps) for k in steps[0]}
                 fig["push_recallable"] = {k.replace("_ms", "_s"): round(v / 1000, 2) if k != "n" else v
                                           for k, v in summary([s * 1000 for s in took]).items()}
                 fig["push_recall_errors"] = len(errors)

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from nexus_assets.sync.service import SyncOutcome, topic_lock
 
@@ -90,14 +92,21 @@ def compile_push(job: PushCompile, *, instance=None, tags: dict | None = None) -
     outcome = SyncOutcome()
     started = time.perf_counter()
     with Vault.open(job.db) as vault:
+        opened = time.perf_counter()
         _check_fast_path(vault, job)
         report = _ingest(vault, job, recorder)
+        ingested = time.perf_counter()
         outcome.ingest_errors = [f"{e.file}: {e.problem}" for e in report.errors]
         outcome.ingest_ok = not report.errors
         for topic_id in job.topics:
             with topic_lock(job.db, topic_id):
                 outcome.results.append(_compile_topic(vault, job, topic_id, recorder, outcome.ingest_errors))
         outcome.ingestion_errors_total = vault.runs.ingestion_error_count()
+        compiled = time.perf_counter()
+    closed = time.perf_counter()
+    for r in outcome.results:
+        r.setdefault("step_ms", {}).update(open=round((opened - started) * 1000), ingest=round((ingested - opened) * 1000),
+                                           close=round((closed - compiled) * 1000))
     outcome.failed = any(not r["success"] for r in outcome.results) or not outcome.ingest_ok
     if instance is not None:
         from nexus_assets.sync.service import dagster_instance
@@ -139,27 +148,32 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
     if topic is None or topic.state == "LOCKED":
         result["skipped"] = "not in the vault" if topic is None else "topic is LOCKED"
         return result
+    took = result["step_ms"] = {}
     try:
-        extracted, kept = _extract(vault, topic, recorder)
+        with _timed(took, "extract"):
+            extracted, kept = _extract(vault, topic, recorder)
         result["kept"] = kept
         if extracted and not kept:
             result["note"] = _nothing_kept(vault, job, topic)
-        check = current_drift(vault, topic_id)
-        record_drift(vault, check, observed_by="push")
-        resolution, tally = resolve_if_changed(vault, topic, preview=PREVIEW_BRICKS)
+        with _timed(took, "resolve"):
+            check = current_drift(vault, topic_id)
+            record_drift(vault, check, observed_by="push")
+            resolution, tally = resolve_if_changed(vault, topic, preview=PREVIEW_BRICKS)
         recorder.add("resolved_brick_states", topic_id, {
             "topic_id": topic_id, "unchanged": tally is None, "inputs_digest": resolution.inputs_digest,
             "sources_checked_for_drift": len(check.checked), "pushed": True,
             **({"changed_bricks" if resolution.incremental else "bricks": tally.bricks} if tally else {}),
         })
-        manifest, recorded = publish_phase(vault, topic, resolution, dagster_run_id=None)
-        _search(vault, job, topic_id)
+        with _timed(took, "publish"):
+            manifest, recorded = publish_phase(vault, topic, resolution, dagster_run_id=None)
+            _search(vault, job, topic_id)
         recorder.add("topic_manifest", topic_id, {
             "topic_id": topic_id, "manifest_hash": manifest.manifest_hash if manifest else None,
             "new_manifest": recorded, "bricks": manifest.bricks if manifest else 0, "pushed": True,
         })
         if not job.no_recall:
-            _recall(vault, job, topic, manifest.manifest_hash if manifest else None, recorder)
+            with _timed(took, "recall"):
+                _recall(vault, job, topic, manifest.manifest_hash if manifest else None, recorder)
         result["manifest_hash"] = manifest.manifest_hash if manifest else None
         result["bricks"] = vault.brick_counts().get(topic_id, {})
     except Exception as exc:  # noqa: BLE001 (one line in the push's status; the next sync does it again)
@@ -167,6 +181,16 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
         result["success"] = False
         result["errors"].append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     return result
+
+
+@contextmanager
+def _timed(took: dict, step: str) -> Iterator[None]:
+    """Milliseconds a step took, in the push's result (what `bench_api.py --pushes` reads to say where a push's time goes)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        took[step] = round((time.perf_counter() - started) * 1000)
 
 
 def _extract(vault, topic, recorder: _Recorder) -> tuple[int, int]:
