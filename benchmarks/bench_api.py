@@ -117,8 +117,14 @@ def pushed_recallable(base: str, n: int, topic: str, errors: list[str], steps: l
         seconds.append(time.perf_counter() - t0)
         # Untimed: the push's job finishes before the next push (an earlier release folded a push
         # into a sync job already running, which had read the runs folder: it was never compiled).
+        print(f"push {i}: recallable after {seconds[-1]:.2f} s", file=sys.stderr, flush=True)
         while job.get("sync_job_id"):
-            status = json.loads(http("GET", f"{base}/v1/sync/{job['sync_job_id']}"))
+            try:
+                status = json.loads(http("GET", f"{base}/v1/sync/{job['sync_job_id']}"))
+            except urllib.error.HTTPError as exc:
+                errors.append(f"sync status answered {exc.code} after push {i}")
+                time.sleep(0.5)
+                continue
             if status["status"] not in ("queued", "running"):
                 if steps is not None:  # where a push compiled in the server spends its time
                     steps += [r["step_ms"] for r in status.get("results", []) if r.get("step_ms")]
@@ -193,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                     fig["push_step_ms_p50"] = {k: statistics.median(s.get(k, 0) for s in steps) for k in steps[0]}
                 fig["push_recallable"] = {k.replace("_ms", "_s"): round(v / 1000, 2) if k != "n" else v
                                           for k, v in summary([s * 1000 for s in took]).items()}
-                fig["push_recall_errors"] = len(errors)
+                fig["push_http_errors"] = len(errors)
                 fig["load_average_pushes"] = os.getloadavg()[0]
                 fig["rss_after_pushes_mb"] = rss_mb(proc.pid)
             if args.only_pushes:

@@ -51,6 +51,18 @@ def test_a_compiled_push_gives_the_bricks_and_manifest_hash_of_a_full_sync(tmp_p
     assert [b.content for b in queries.bricks(pushed.db, "ops")] == SAID
     assert {b.state for b in queries.bricks(pushed.db, "ops")} == {"IMPROVISE"}, "an OPEN run's bricks are IMPROVISE"
 
+    # The index the second push followed from the first one's (only new vectors read) is the one a
+    # build from the vault gives: same rows, same order, same vectors.
+    from nexus_assets.recall.index import build, load
+    from nexus_assets.store import Vault
+
+    followed = load(pushed.db, "ops")
+    with Vault.open(pushed.db) as vault:
+        built = build(vault, pushed.db, "ops")
+    assert followed.brick_ids == built.brick_ids and len(built.brick_ids) == 3
+    assert (followed.index.reconstruct_n(0, 3) == built.index.reconstruct_n(0, 3)).all()
+    assert followed.manifest_hash == built.manifest_hash == again.results[0]["manifest_hash"]
+
     # What the UI shows: each step a materialization of its asset, for the topic's partition.
     assert len(manifests) == 2 and {r.partition_key for r in manifests} == {"ops"}
     assert manifests[0].asset_materialization.metadata["manifest_hash"].value == again.results[0]["manifest_hash"]
