@@ -8,10 +8,14 @@ about --bricks distinct bricks; the largest topic is measured):
   recall MCP     the `recall` tool at /mcp through the SDK's client, k=10: p50 / p95 ms
   recall local   the same recall in-process, for what HTTP adds (and the machine's load average)
   idle memory    the server's resident memory after start-up and warm-up (VmRSS), and after the runs
+  push           (--pushes N) PUT /v1/runs/{id} of a new one-message run, then POST /v1/recall of its
+                 text until its brick is the first result: seconds from the PUT, p50 / p90 of N
+                 (target p50 ≤ 1 s); run ids and texts are new at each push
 
 The server is the real `nexus api` in its own session on a free loopback port, stopped at the end.
 
-    python benchmarks/bench_api.py [--bricks 10000] [--repeats 20] [--json]
+    python benchmarks/bench_api.py [--bricks 10000] [--repeats 20] [--pushes 20] [--only-pushes] [--json]
+    python benchmarks/bench_api.py --db VAULT --runs-dir D --topics-dir D ...   # an existing vault (pushes write to D/pushed)
 """
 
 from __future__ import annotations
@@ -86,12 +90,59 @@ def mcp_recall(url: str, repeats: int) -> list[float]:
     return anyio.run(run)
 
 
+def pushed_recallable(base: str, n: int, topic: str, errors: list[str], steps: list[dict] | None = None) -> list[float]:
+    """Seconds from each PUT of a new one-message run until recall finds its text first; a recall
+    that fails meanwhile (a release whose recall could fail while a sync writes) is noted in
+    `errors` and asked again."""
+    import urllib.error
+    import uuid
+
+    seconds = []
+    for i in range(n):
+        tag = uuid.uuid4().hex[:10]
+        text = f"The sync compiler keeps brick {tag} in the vault with its checksum after push {i}."
+        t0 = time.perf_counter()
+        job = json.loads(http("PUT", f"{base}/v1/runs/bench-push-{tag}", {"status": "OPEN", "messages": [{"role": "user", "content": text}]}))
+        while True:
+            try:
+                found = json.loads(http("POST", base + "/v1/recall", {"query": text, "topics": [topic], "k": 1}))["results"]
+            except urllib.error.HTTPError as exc:
+                errors.append(f"recall answered {exc.code} after push {i}")
+                found = []
+            if found and found[0]["content"] == text:
+                break
+            if time.perf_counter() - t0 > 120:
+                raise SystemExit(f"push {i} was not recallable after 120 s")
+            time.sleep(0.02)
+        seconds.append(time.perf_counter() - t0)
+        # Untimed: the push's job finishes before the next push (an earlier release folded a push
+        # into a sync job already running, which had read the runs folder: it was never compiled).
+        print(f"push {i}: recallable after {seconds[-1]:.2f} s", file=sys.stderr, flush=True)
+        while job.get("sync_job_id"):
+            try:
+                status = json.loads(http("GET", f"{base}/v1/sync/{job['sync_job_id']}"))
+            except urllib.error.HTTPError as exc:
+                errors.append(f"sync status answered {exc.code} after push {i}")
+                time.sleep(0.5)
+                continue
+            if status["status"] not in ("queued", "running"):
+                if steps is not None:  # where a push compiled in the server spends its time
+                    steps += [r["step_ms"] for r in status.get("results", []) if r.get("step_ms")]
+                break
+            time.sleep(0.05)
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bricks", type=int, default=10_000, help="about this many distinct bricks in all (default 10000)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--db", help="an existing synced vault to serve instead of generating one")
+    parser.add_argument("--runs-dir", help="with --db: its runs folder (pushes are written under it)")
+    parser.add_argument("--topics-dir", help="with --db: its topics folder")
+    parser.add_argument("--pushes", type=int, default=20, help="pushed exchanges timed until recallable (0: none)")
+    parser.add_argument("--only-pushes", action="store_true", help="time the pushes only")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     fig: dict = {}
@@ -102,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         runs, topics = work / "runs", work / "topics"
         if args.db:
             db = Path(args.db)
+            runs, topics = Path(args.runs_dir or runs), Path(args.topics_dir or topics)
         else:
             # One topic over every keyword of the generator: the whole ~N bricks in one topic.
             topics.mkdir(parents=True)
@@ -138,6 +190,21 @@ def main(argv: list[str] | None = None) -> int:
             fig["start_s"] = round(time.perf_counter() - t0, 1)
             time.sleep(2)
             fig["idle_rss_mb"] = rss_mb(proc.pid)
+            if args.pushes:
+                http("POST", base + "/v1/recall", {"query": QUERIES[0], "k": 10})
+                errors: list[str] = []
+                steps: list[dict] = []
+                took = pushed_recallable(base, args.pushes, topic, errors, steps)
+                if steps:
+                    fig["push_step_ms_p50"] = {k: statistics.median(s.get(k, 0) for s in steps) for k in steps[0]}
+                fig["push_recallable"] = {k.replace("_ms", "_s"): round(v / 1000, 2) if k != "n" else v
+                                          for k, v in summary([s * 1000 for s in took]).items()}
+                fig["push_http_errors"] = len(errors)
+                fig["load_average_pushes"] = os.getloadavg()[0]
+                fig["rss_after_pushes_mb"] = rss_mb(proc.pid)
+            if args.only_pushes:
+                print(json.dumps(fig, indent=2))
+                return 0
 
             url = f"{base}/v1/topics/{topic}/bricks"
             http("GET", url)
@@ -187,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  recall, new query  {fig['recall_http_distinct']['p50_ms']:>8} ms p50, {fig['recall_http_distinct']['p90_ms']} ms p90 (HTTP)")
         print(f"  recall over MCP    {fig['recall_mcp']['p50_ms']:>8} ms p50, {fig['recall_mcp']['p90_ms']} ms p90")
         print(f"  recall in-process  {fig['recall_in_process']['p50_ms']:>8} ms p50 (the same query, no HTTP); load average {fig['load_average']:.1f}")
+        if "push_recallable" in fig:
+            print(f"  push → recallable  {fig['push_recallable']['p50_s']:>8} s p50, {fig['push_recallable']['p90_s']} s p90 "
+                  f"({fig['push_recallable']['n']} pushes; target p50 ≤ 1 s)")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The warm server's memory (issue 52 item 5): `nexus api` on a synced vault (bench_api's, or --db
 with its --runs-dir/--topics-dir), its resident memory (VmRSS) after start-up and some recalls,
 then after --pushes pushes (`POST /v1/runs/{id}/messages`, one message each, over --runs runs; each
-push queues a sync of the topics that read it, coalesced while one runs) and the syncs they queued,
+push queues its compile in the server, pushes arriving before it starts join it) and those compiles,
 with recalls in between. Targets: under 400 MB warm; the pushes leave it within 10% of the start.
 
     python benchmarks/bench_warm_memory.py --db VAULT --runs-dir RUNS --topics-dir TOPICS [--pushes 1000] [--json]

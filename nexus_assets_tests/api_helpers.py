@@ -28,6 +28,7 @@ class Api:
     def __init__(self, base: str, token: str | None = None) -> None:
         self.base = base
         self.token = token
+        self.proc = None  # the server's process (a test may kill it)
 
     def call(self, method: str, path: str, body: object = None, *, headers: dict | None = None, raw: bytes | None = None,
              token: str | None = None) -> tuple[int, dict, object]:
@@ -69,6 +70,7 @@ def api_server(project: Project, *, token: str | None = None, extra_env: dict | 
     argv = servers.nexus("--db", str(project.db), "api", "--port", str(port), "--runs-dir", str(project.runs), "--topics-dir", str(project.topics))
     with servers.running(argv, env=env, stdout=subprocess_devnull(), stderr=subprocess_devnull()) as proc:
         api = Api(f"http://127.0.0.1:{port}", token)
+        api.proc = proc
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             assert proc.poll() is None, f"nexus api exited with {proc.returncode}"

@@ -1,7 +1,13 @@
 """Sync jobs for the API: the sync service run on the Dagster instance the vault shares, one job
 at a time on a worker thread (one DuckDB writer), each of its Dagster runs tagged with the job id.
 A job's status is read from Dagster's run records; this process only adds what Dagster cannot
-know (a job still waiting its turn, a sync that needed no run because nothing changed)."""
+know (a job still waiting its turn, a sync that needed no run because nothing changed).
+
+A push is a job on the same worker (`push`): its file compiled in this process (services/compile_push.py), so
+pushes and syncs take turns in arrival order and none is lost or done twice. A push job that has
+not started takes in later pushes (it reads the files when it starts, so it compiles their newest
+content); once started, the next push queues a job of its own. At start, pushed files the vault
+has not read (a server killed after acknowledging a push) are queued the same way."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from nexus_assets.services.sync import (
 
 log = logging.getLogger("nexus.api")
 SYNC_RUNS_TAG = "nexus/sync_runs"
+KEPT_JOBS = 1000  # finished jobs whose status this process keeps
 
 
 class JobRunning(Exception):
@@ -52,6 +59,8 @@ class _Job:
     outcome: SyncOutcome | None = None
     error: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # A push job: the pushed files (in arrival order) to compile into `topics`; None for a sync.
+    files: dict | None = None
 
     @property
     def active(self) -> bool:
@@ -76,6 +85,24 @@ class SyncJobs:
         self._instance = dagster_instance(self.db, [])
         self._worker = threading.Thread(target=self._work, name="nexus-sync-worker", daemon=True)
         self._worker.start()
+        self._recover()
+
+    def _recover(self) -> None:
+        """Queue what a push left undone: acknowledged, then the server was stopped (kill -9 included)."""
+        from pathlib import Path
+
+        from nexus_assets.services.compile_push import catch_up
+        from nexus_assets.services.sync import SyncInputError
+
+        try:
+            files, topics = catch_up(self.db, Path(self.runs_dir), Path(self.topics_dir))
+        except SyncInputError:
+            return  # a topic folder a sync cannot use: the next sync says why
+        except Exception:  # noqa: BLE001 (the next sync reads them anyway)
+            log.warning("looking for pushed files not yet compiled failed", exc_info=True)
+            return
+        if topics:
+            self.push_files(files, topics)
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -104,15 +131,41 @@ class SyncJobs:
         with self._lock:
             wanted = set(checked.selected)
             for other in self._jobs.values():
-                if other.active and wanted & set(other.topics):
+                # A push queued or compiling is no reason to refuse a sync: they take turns.
+                if other.active and other.files is None and wanted & set(other.topics):
                     raise JobRunning(other.job_id)
             running = self._running_in_dagster(wanted)
             if running:
                 raise JobRunning(running)
             job = _Job(job_id, list(checked.selected), checked)
-            self._jobs[job_id] = job
+            self._add(job)
         self._queue.put(job)
         return job_id
+
+    def push(self, path, topics: list[str]) -> str:
+        """Queue the compile of a pushed run file into the topics that read it; the job's id. A push
+        job not yet started takes it in; none is ever refused."""
+        return self.push_files([path], topics)
+
+    def push_files(self, paths: list, topics: list[str]) -> str:
+        with self._lock:
+            waiting = next((j for j in reversed(self._jobs.values()) if j.files is not None and j.started_at is None), None)
+            if waiting is not None:
+                waiting.files.update(dict.fromkeys(paths))
+                waiting.topics += [t for t in topics if t not in waiting.topics]
+                return waiting.job_id
+            job = _Job(uuid.uuid4().hex, list(topics), None, files=dict.fromkeys(paths))
+            self._add(job)
+        self._queue.put(job)
+        return job.job_id
+
+    def _add(self, job: _Job) -> None:
+        """Keep the job (under the lock); the oldest finished ones beyond KEPT_JOBS are let go, so a
+        server taking pushes all day does not grow (a sync job's status is then read from Dagster)."""
+        self._jobs[job.job_id] = job
+        if len(self._jobs) > KEPT_JOBS:
+            for old in [j for j in self._jobs.values() if not j.active][: len(self._jobs) - KEPT_JOBS]:
+                del self._jobs[old.job_id]
 
     def _running_in_dagster(self, wanted: set[str]) -> str | None:
         """A sync job of another server on the same instance, still running, for any of these topics."""
@@ -135,9 +188,11 @@ class SyncJobs:
             job = self._queue.get()
             if job is None:
                 return
-            job.started_at = datetime.now(timezone.utc)
+            with self._lock:  # a push arriving now queues a job of its own
+                job.started_at = datetime.now(timezone.utc)
+                files, topics = (list(job.files), list(job.topics)) if job.files is not None else (None, None)
             try:
-                job.outcome = run(job.checked, instance=self._instance)
+                job.outcome = run(job.checked, instance=self._instance) if files is None else self._compile(job, files, topics)
             except Exception as exc:  # noqa: BLE001 (one line in the job's status; the log has the rest)
                 log.exception("sync job %s failed", job.job_id)
                 job.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -147,6 +202,22 @@ class SyncJobs:
                 from nexus_assets.vault.warm import trim_memory
 
                 trim_memory()  # what the sync allocated goes back to the system, not into the server's size
+
+    def _compile(self, job: _Job, files: list, topics: list[str]) -> SyncOutcome:
+        """A push job: the fast path in this process, or a sync of its topics when it does not apply."""
+        from pathlib import Path
+
+        from nexus_assets.services.compile_push import NeedsSync, PushCompile, compile_push
+
+        pushed = PushCompile(self.db, Path(self.runs_dir), Path(self.topics_dir), tuple(files), tuple(topics),
+                             extractor=self.extractor, no_recall=self.no_recall)
+        try:
+            return compile_push(pushed, instance=self._instance, tags={SYNC_JOB_TAG: job.job_id})
+        except NeedsSync as why:
+            log.info("push job %s compiled by a sync: %s", job.job_id, why)
+        request = SyncRequest(db=self.db, runs_dir=self.runs_dir, topics_dir=self.topics_dir, topics=tuple(topics),
+                              extractor=self.extractor, no_recall=self.no_recall, tags={SYNC_JOB_TAG: job.job_id})
+        return run(check(request), instance=self._instance)
 
     # Status
 

@@ -84,15 +84,17 @@ def ingest_runs(
     limits: Limits | None = None,
     open_after: str | None = None,
     progress: Callable[[str], None] | None = None,
+    only: list[Path] | None = None,
 ) -> IngestReport:
-    """Ingest every run file whose content the vault has not seen.
+    """Ingest every run file whose content the vault has not seen (`only`: just these files under
+    `runs_dir`, as a push compiled by the server reads the one file it wrote; no folder scan).
 
     A file whose size, times and inode are as they were when it was last read is skipped without
     being read or hashed; only a file whose stat moved is hashed, and only new bytes are parsed.
     Small files are committed together, up to BATCH runs a transaction; a file's runs and its
     `run_files` row always commit together, so an interrupted sync re-reads exactly what was lost.
     """
-    return _Ingestion(vault, limits or Limits(), open_after, progress).run(runs_dir)
+    return _Ingestion(vault, limits or Limits(), open_after, progress).run(runs_dir, only)
 
 
 class _Ingestion:
@@ -119,14 +121,17 @@ class _Ingestion:
         self.known: tuple[dict[str, frozenset[str]], dict[str, tuple[frozenset[str], bool]]] | None = None
         self.error_cap = limits.max_errors_per_file
 
-    def run(self, runs_dir: Path) -> IngestReport:
+    def run(self, runs_dir: Path, only: list[Path] | None = None) -> IngestReport:
         report = self.report
-        scan = scan_runs_dir(runs_dir)
-        files = scan.files
-        report.side_files = [escaped(str(p)) for p in scan.side_files]
+        if only is None:
+            scan = scan_runs_dir(runs_dir)
+            files = scan.files
+            report.side_files = [escaped(str(p)) for p in scan.side_files]
+            if scan.skipped:
+                self._skipped(scan.skipped)
+        else:
+            files = list(only)
         report.files_scanned = len(files)
-        if scan.skipped:
-            self._skipped(scan.skipped)
         step = max(1, len(files) // 10)
         for n, path in enumerate(files, 1):
             source = str(path.resolve())
@@ -161,7 +166,7 @@ class _Ingestion:
         # read_stats too: a file whose bytes were read before (moved, restored) is not hashed again.
         if self.batch or self.finished_files or self.finished_errors or self.read_stats:
             self._flush()
-        for old, new, run_ids in follow_moved_files(self.vault, runs_dir):
+        for old, new, run_ids in follow_moved_files(self.vault, runs_dir) if only is None else ():
             listed = ", ".join(run_ids[:5]) + (", …" if len(run_ids) > 5 else "")
             report.moved.append(f"{display_name(Path(old))} moved to {display_name(Path(new))}: its {len(run_ids)} run(s) ({listed}) are read from there now")
             if self.progress:

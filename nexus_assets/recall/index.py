@@ -144,3 +144,36 @@ def ensure(
         built, rebuilt = build(vault, db_path, topic_id), True
     _warm[place] = (state, built)
     return built, rebuilt
+
+
+def follow(vault: Vault, db_path: str | Path, topic_id: str, manifest_hash: str | None) -> tuple[TopicIndex, bool]:
+    """The topic's index after a small change this process made (a push compiled by the server):
+    from the index it holds, the rows of bricks still visible are kept and only new bricks' vectors
+    are read, so a push costs its own bricks, not the topic's. The result is the index `build`
+    gives (same bricks, same manifest order, the same stored vectors). Without a held index, `ensure`."""
+    import numpy as np
+
+    place = (str(Path(db_path).resolve()), topic_id)
+    held = _warm.get(place)
+    if held is None:
+        return ensure(vault, db_path, topic_id, manifest_hash=manifest_hash)
+    old = held[1]
+    ordered = vault.recall.visible_embedded(topic_id, MODEL)
+    rows = old.rows
+    new = [fp for b, fp in ordered if b not in rows]
+    found = vault.recall.vectors_of(MODEL, new) if new else {}
+    vectors = np.zeros((len(ordered), DIMENSIONS), "float32")
+    kept = [(i, rows[b]) for i, (b, _) in enumerate(ordered) if b in rows]
+    if kept:
+        at, source = map(list, zip(*kept))
+        vectors[at] = old.index.reconstruct_batch(np.asarray(source, dtype="int64"))
+    for i, (b, fp) in enumerate(ordered):
+        if b not in rows:
+            vectors[i] = found[fp]
+    faiss = _faiss()
+    index = faiss.IndexFlatIP(DIMENSIONS)
+    index.add(vectors)
+    built = TopicIndex(topic_id, index, [b for b, _ in ordered], manifest_hash)
+    _write(vector_index_dir(db_path, topic_id), index, built.brick_ids, manifest_hash)
+    _warm[place] = ((MODEL, manifest_hash, vault.recall.unembedded_counts([topic_id], MODEL).get(topic_id, 0)), built)
+    return built, True

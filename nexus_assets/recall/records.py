@@ -116,6 +116,10 @@ class RecallRecords(Records):
         """Brick ids of `visible_vectors` that have a vector, without reading the vectors."""
         return [b for b, _ in self._visible_embedded(topic_id, model)]
 
+    def visible_embedded(self, topic_id: str, model: str) -> list[tuple[str, str]]:
+        """(brick id, fingerprint) of `visible_vectors`, without reading the vectors."""
+        return self._visible_embedded(topic_id, model)
+
     def _visible_embedded(self, topic_id: str, model: str) -> list[tuple[str, str]]:
         """(brick id, fingerprint) of the topic's visible bricks that have a vector, in manifest order."""
         return self.conn.execute(

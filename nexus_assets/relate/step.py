@@ -45,7 +45,9 @@ class RelationReport:
     conflicts: int  # of them, conflict candidates
 
 
-def relate_topic(vault: RelateStores, topic: Topic, model: str) -> RelationReport:
+def relate_topic(vault: RelateStores, topic: Topic, model: str, *, visible=None) -> RelationReport:
+    """`visible`: (brick ids, vectors) of the topic's visible embedded bricks in manifest order when
+    the caller holds them already (a server's index after a push), so they are not read again."""
     import numpy as np
 
     from nexus_assets.relate.neighbours import candidate_pairs, nearest_lists
@@ -57,7 +59,7 @@ def relate_topic(vault: RelateStores, topic: Topic, model: str) -> RelationRepor
         # Nothing new, nothing gone: the vectors are not even read.
         pairs, conflicts = vault.relations.pair_counts(topic_id, model)
         return RelationReport(len(built), 0, 0, pairs, conflicts)
-    manifest_ids, manifest_vectors = vault.recall.visible_vectors(topic_id, model)
+    manifest_ids, manifest_vectors = visible if visible is not None else vault.recall.visible_vectors(topic_id, model)
     # Brick id order: ties go to the smaller id, and nothing depends on the manifest's order.
     order = sorted(range(len(manifest_ids)), key=manifest_ids.__getitem__)
     ids = [manifest_ids[k] for k in order]

@@ -56,6 +56,10 @@ def serve_memory() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "mallopt"):
         libc.mallopt(-8, 2)  # M_ARENA_MAX
+        # A fixed mmap threshold: a large block (a topic's 15 MB of vectors, copied at each push the
+        # server compiles) is mapped and unmapped whole. glibc otherwise raises the threshold after
+        # the first such block is freed, and later ones land in the heap, where they fragment it.
+        libc.mallopt(-3, 4 * 1024 * 1024)  # M_MMAP_THRESHOLD
 
 
 def trim_memory() -> None:

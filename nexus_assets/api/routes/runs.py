@@ -1,6 +1,7 @@
 """Runs pushed live (DESIGN §10, issue 42): what an agent says is written as a run file under the
-runs folder first (`ingest/push.py`), so the files stay the source of truth, and a sync of the
-topics that read it is queued on the same jobs as `POST /v1/sync/initiate`."""
+runs folder first (`ingest/push.py`), so the files stay the source of truth, and its compile into
+the topics that read it is queued on the same worker as `POST /v1/sync/initiate` (api/jobs.py):
+done in this process in about a second (services/compile_push.py), in turn with syncs, never lost or doubled."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from fastapi import APIRouter, Body, Path
 from fastapi.responses import JSONResponse
 
 from nexus_assets.api.deps import ConfigDep, JobsDep
-from nexus_assets.api.jobs import JobRunning, SyncJobs
-from nexus_assets.schemas import Problem, RunMessages, RunPushed, SyncInitiate
+from nexus_assets.api.jobs import SyncJobs
+from nexus_assets.schemas import Problem, RunMessages, RunPushed
 from nexus_assets.services.pushing import RUN_ID_RULE, PushResult, append_messages, close_run, put_run, topics_to_sync
 
 router = APIRouter(tags=["runs"])
@@ -28,15 +29,10 @@ REFUSED = {
 
 
 def queue_sync(jobs: SyncJobs, topics_dir: str, pushed: PushResult) -> str | None:
-    """Queue a sync of the topics that read the run; the id of that job (or of the one already
-    queued or running for them), None when no ACTIVE topic reads it."""
+    """Queue the compile of the pushed run into the topics that read it; the id of that job (a push
+    job not yet started takes it in), None when no ACTIVE topic reads it."""
     topics = topics_to_sync(topics_dir, pushed)
-    if not topics:
-        return None
-    try:
-        return jobs.initiate(SyncInitiate(topic_ids=topics))
-    except JobRunning as running:
-        return running.job_id
+    return jobs.push(pushed.path, topics) if topics else None
 
 
 def _answer(pushed: PushResult, sync_job_id: str | None, status: int = 200) -> JSONResponse:
