@@ -9,7 +9,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from nexus_assets import queries
+from nexus_assets.services import queries
 from nexus_assets.ingest.push import append_messages, put_run
 from nexus_assets.services.compile_push import NeedsSync, PushCompile, catch_up, compile_push
 from nexus_assets_tests.cli_helpers import run_nexus

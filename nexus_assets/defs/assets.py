@@ -157,6 +157,41 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
     )
 
 
+def _extractor_metadata(context: dg.AssetExecutionContext, settings: NexusSettings, topic_id: str, backend) -> dict:
+    """What the extractor did, as metadata: the LLM's requests, tokens and cost (zero for the embedded one)."""
+    if isinstance(backend, OpenAIExtractor):
+        if backend.stopped_by_cost:
+            settings.say(
+                context,
+                f"{topic_id}: stopped sending at the cost ceiling (${backend.config.max_cost_usd:g}); "
+                "what was answered is kept, and the next sync resumes from there",
+            )
+        if backend.batch_ids:
+            settings.say(context, f"{topic_id}: batches {', '.join(backend.batch_ids)}")
+        return {
+            "llm_calls": backend.calls,
+            "llm_requests": backend.requests,
+            "llm_requests_sent": backend.requests_sent,
+            "llm_requests_not_sent": backend.unsent,
+            "llm_peak_in_flight": backend.peak_in_flight,
+            "llm_stopped_by_cost": backend.stopped_by_cost,
+            "llm_calls_failed": len(backend.failed),
+            "llm_prompt_tokens": backend.prompt_tokens,
+            "llm_completion_tokens": backend.completion_tokens,
+            **non_empty(
+                llm_cost_usd_estimated=backend.cost_usd,
+                llm_batches=", ".join(backend.batch_ids) or None,
+                failed_calls=table(
+                    [{"run_id": r.run_id, "chunk": f"{r.chunk_index + 1}/{r.chunk_count}", "error": r.error or ""} for r in backend.failed],
+                    [("run_id", "string"), ("chunk", "string"), ("error", "string")],
+                ),
+            ),
+        }
+    else:
+        # The embedded extractor calls no model: zero is a fact here, not a missing value.
+        return {"llm_calls": 0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "llm_cost_usd_estimated": 0.0}
+
+
 @topic_asset(
     "pointers",
     kinds={"python", "duckdb"},
@@ -209,37 +244,7 @@ def pointer_extractions(
         "(and every llm_ figure); "
         "of all the topic's runs: runs_considered, runs_unchanged",
     }
-    if isinstance(backend, OpenAIExtractor):
-        if backend.stopped_by_cost:
-            settings.say(
-                context,
-                f"{topic.topic_id}: stopped sending at the cost ceiling (${backend.config.max_cost_usd:g}); "
-                "what was answered is kept, and the next sync resumes from there",
-            )
-        if backend.batch_ids:
-            settings.say(context, f"{topic.topic_id}: batches {', '.join(backend.batch_ids)}")
-        metadata |= {
-            "llm_calls": backend.calls,
-            "llm_requests": backend.requests,
-            "llm_requests_sent": backend.requests_sent,
-            "llm_requests_not_sent": backend.unsent,
-            "llm_peak_in_flight": backend.peak_in_flight,
-            "llm_stopped_by_cost": backend.stopped_by_cost,
-            "llm_calls_failed": len(backend.failed),
-            "llm_prompt_tokens": backend.prompt_tokens,
-            "llm_completion_tokens": backend.completion_tokens,
-            **non_empty(
-                llm_cost_usd_estimated=backend.cost_usd,
-                llm_batches=", ".join(backend.batch_ids) or None,
-                failed_calls=table(
-                    [{"run_id": r.run_id, "chunk": f"{r.chunk_index + 1}/{r.chunk_count}", "error": r.error or ""} for r in backend.failed],
-                    [("run_id", "string"), ("chunk", "string"), ("error", "string")],
-                ),
-            ),
-        }
-    else:
-        # The embedded extractor calls no model: zero is a fact here, not a missing value.
-        metadata |= {"llm_calls": 0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "llm_cost_usd_estimated": 0.0}
+    metadata |= _extractor_metadata(context, settings, topic.topic_id, backend)
     # What the sync service reads (defs/outcome.py): typed, beside the figures shown to a person.
     metadata |= StepOutcome(
         runs_incomplete=len(report.incomplete), llm_stopped_by_cost=isinstance(backend, OpenAIExtractor) and bool(backend.stopped_by_cost)

@@ -285,7 +285,7 @@ def catch_up(db: str, runs_dir: Path, topics_dir: Path) -> tuple[list[Path], lis
     ([], []) when nothing was ever pushed."""
     from nexus_assets.ingest.push import PUSHED_FOLDER
     from nexus_assets.ingest.runfiles import file_stat
-    from nexus_assets.queries import NotFound, open_read
+    from nexus_assets.services.queries import NotFound, open_read
     from nexus_assets.topics.selection import topics_reading
 
     folder = runs_dir / PUSHED_FOLDER
