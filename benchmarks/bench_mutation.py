@@ -47,7 +47,8 @@ PACKAGES: dict[str, Package] = {
     # The pure rules of each phase. Its store (records.py) and Dagster step are reached only through
     # whole syncs, which would cost a sync per mutant here; the sync tests cover them.
     "gate": Package(("nexus_assets/gate/quotes.py", "nexus_assets/gate/rules.py"),
-                    ("test_hallucination_gate", "test_invariant_offsets", "test_gate_units", "test_mutation_survivors"), 0.90),
+                    ("test_hallucination_gate", "test_invariant_offsets", "test_gate_units", "test_mutation_survivors",
+                     "test_worth_keeping.py::test_the_gate_refuses_a_pointer_into_private_reasoning_and_types_an_artifact"), 0.90),
     "core": Package(("nexus_assets/core/*",), ("test_invariant_fingerprint", "test_collector", "test_core_units"), 0.90),
     "publish": Package(("nexus_assets/publish/immutability.py", "nexus_assets/publish/manifest.py"),
                        ("test_manifest", "test_immutability", "test_publish_units"), 0.90),
@@ -146,8 +147,10 @@ def run(name: str, *, before: bool, children: int, scratch: Path, survivors: boo
     with log.open("w") as out:
         subprocess.run(args, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
     result = {"package": name, "before": before, "seconds": round(time.monotonic() - started), **_tally(work, package)}
-    if not survivors:
-        result.pop("survivors")
+    names = result.pop("survivors")
+    (work / "survivors.txt").write_text("".join(f"{n}\n" for n in names))
+    if survivors:
+        result["survivors"] = str(work / "survivors.txt")  # `mutmut show NAME` in that folder shows each
     return result
 
 
