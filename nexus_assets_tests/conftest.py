@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
+from nexus_assets_tests.markers import is_slow
 from nexus_assets_tests.project import Project, sample_project
 
 # CI runs on two busy cores: a per-example deadline (or the too-slow health check) there measures
@@ -90,8 +91,9 @@ def postgres_url(postgres_server) -> str:
 # Markers (registered in pyproject.toml) so a fast subset runs without the slow, PostgreSQL and
 # browser tests: `python -m pytest -n 2 -m "not slow and not postgres and not browser"`.
 # `postgres` follows the fixture a test uses, `browser` the modules that drive Chromium, and `slow`
-# the modules whose tests start real servers or whole Dagster syncs many times over (measured
-# with `--durations`: each of these costs over a minute of a CI run).
+# the modules measured with `--durations` to cost over a minute of a CI run, and every test that
+# syncs, materializes, runs `nexus` in a subprocess or starts a server (markers.py reads it from
+# the source, so a new test is sorted without being listed).
 BROWSER_MODULES = frozenset({"test_conflict_view", "test_dagster_ui_tour", "test_viewer"})
 SLOW_MODULES = frozenset({
     "test_dagster_dev", "test_dagster_ui_tour", "test_deploy", "test_readme_examples", "test_first_hour",
@@ -106,5 +108,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if module in BROWSER_MODULES:
             item.add_marker(pytest.mark.browser)
-        if module in SLOW_MODULES:
+        if module in SLOW_MODULES or is_slow(item):
             item.add_marker(pytest.mark.slow)
