@@ -4,7 +4,7 @@ mutmut 3 (the `bench` extra) mutates one package at a time and runs, for each mu
 tests of that package's selection that reach the mutated function. Each run happens in a copy of
 the work tree under a scratch folder, so the tree itself is never mutated and two packages can run
 side by side. Per package it prints killed / survived / other and the score (killed ÷ tested);
-the targets are 90% for gate, core and publish and 80% elsewhere (docs/contributing.md).
+the targets are 90% for gate, core and publish and 80% elsewhere (CONTRIBUTING.md).
 
     python benchmarks/bench_mutation.py gate            # one package
     python benchmarks/bench_mutation.py --all           # every package, one after the other

@@ -3,7 +3,7 @@ calls) runs a whole sync, a Dagster materialization, a `nexus` subprocess or a r
 
 Read from the source at collection, so a new test is sorted without anyone listing it. On two
 cores one sync is seconds and the suite has hundreds; the rest (rules, parsers, the gate, the
-stores on a temp vault) is the fast subset, under three minutes (docs/contributing.md).
+stores on a temp vault) is the fast subset, under three minutes (CONTRIBUTING.md).
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ from nexus_assets_tests.sessions import (
     line,
     write_lines,
 )
+from nexus_assets_tests.project import FIXTURES as TEST_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
+FIXTURES = TEST_FIXTURES / "sessions"
 
 
 def read(path: Path, limits: Limits | None = None) -> tuple[list[Run], list[IngestionError]]:

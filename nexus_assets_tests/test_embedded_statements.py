@@ -20,9 +20,9 @@ from nexus_assets.extract.sentences import CODE, HEADING, ITEM, PROSE, TABLE, se
 from nexus_assets.vault.records import RunVersion
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
-from nexus_assets_tests.project import Project, sample_project
+from nexus_assets_tests.project import FIXTURES, Project, sample_project
 
-MARKDOWN = Path(__file__).parent / "fixtures" / "markdown_answers"
+MARKDOWN = FIXTURES / "markdown_answers"
 
 
 def kinds(text: str) -> list[tuple[str, str]]:

@@ -6,7 +6,6 @@ import hashlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from nexus_assets.recall import embedder
 from nexus_assets.recall.embedder import DIMENSIONS, MAX_TOKENS, MODEL, MODEL_DIR, embed
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import REPO, Project
+from nexus_assets_tests.project import FIXTURES as TEST_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "embeddings"
+FIXTURES = TEST_FIXTURES / "embeddings"
 REFERENCE = json.loads((FIXTURES / "torch_reference.json").read_text(encoding="utf-8"))
 RECALL_SET = json.loads((FIXTURES / "recall_set.json").read_text(encoding="utf-8"))
 TOPIC = "storage-decisions"

@@ -26,11 +26,13 @@ from nexus_assets.ingest.formats.exports import (
     iter_export,
     open_export_zip,
 )
+from nexus_assets_tests.project import REPO
+from nexus_assets_tests.project import FIXTURES as TEST_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "exports"
+FIXTURES = TEST_FIXTURES / "exports"
 CHATGPT = FIXTURES / "chatgpt" / "conversations.json"
 CLAUDE = FIXTURES / "claude" / "conversations.json"
-SAMPLES = Path(__file__).parents[1] / "data" / "runs" / "exports"
+SAMPLES = REPO / "data" / "runs" / "exports"
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
 

@@ -1,11 +1,10 @@
 """Eight plausible bugs a mutation run found the suite did not catch (issue 51), each pinned here
-by a test that fails when the bug is put back by hand (docs/contributing.md, "Mutation
+by a test that fails when the bug is put back by hand (CONTRIBUTING.md, "Mutation
 benchmark"). The mutation each test kills is named in its docstring."""
 
 from __future__ import annotations
 
 import io
-import json
 import threading
 from types import SimpleNamespace
 

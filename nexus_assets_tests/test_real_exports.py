@@ -23,8 +23,9 @@ from nexus_assets.ingest.formats.exports import ConversationProblem, iter_export
 from nexus_assets.ingest.runfiles import iter_run_file
 from nexus_assets.ingest.step import ingest_runs
 from nexus_assets.store import Vault
+from nexus_assets_tests.project import REPO
 
-README = Path(__file__).resolve().parents[1] / "docs" / "inputs.md"  # the manual's input tables
+README = REPO / "docs" / "inputs.md"  # the manual's input tables
 
 
 def gpt_message(role: str, content: dict, *, recipient: str = "all", hidden: bool = False, t: float = 1717000000.0) -> dict:

@@ -22,7 +22,7 @@ from nexus_assets.relate.rules import conflict_between, nearest
 from nexus_assets.relate.step import relate_topic
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
-from nexus_assets_tests.project import Project, nexus_run, sample_project
+from nexus_assets_tests.project import FIXTURES, Project, nexus_run, sample_project
 
 TOPIC = "api-keys"
 # The seed's example of a flat contradiction, and of an overlap that is no contradiction.
@@ -190,7 +190,7 @@ def test_exact_search_equals_brute_force_with_ties_broken_by_id():
     assert set(near.tolist()) == {j for r in (0, 41) for j in range(len(vectors)) if j != r and exact[r, j] >= 0.9}
 
 
-CONFLICT_SET = Path(__file__).parent / "fixtures" / "relations" / "conflict_pairs.json"
+CONFLICT_SET = FIXTURES / "relations" / "conflict_pairs.json"
 
 
 def conflict_figures() -> dict:

@@ -1,7 +1,6 @@
 """The nightly schedule syncs every ACTIVE topic; the sensor registers topic partitions and reacts to run files."""
 
 import datetime as dt
-from pathlib import Path
 
 import dagster as dg
 
@@ -9,7 +8,7 @@ from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
 from nexus_assets.sync.service import TOPIC_TAG
-from nexus_assets_tests.project import Project, nexus_run
+from nexus_assets_tests.project import Project, REPO, nexus_run
 
 
 def settings_for(p: Project) -> NexusSettings:
@@ -87,7 +86,7 @@ def test_a_sync_in_the_project_uses_the_projects_dagster_home_by_default(project
 
     root = tmp_path / "checkout"
     (root / "data").mkdir(parents=True)
-    shutil.copytree(Path(__file__).parents[1] / "dagster_home", root / "dagster_home", ignore=shutil.ignore_patterns("*.db", "storage", "history", "logs", "schedules", ".*"))
+    shutil.copytree(REPO / "dagster_home", root / "dagster_home", ignore=shutil.ignore_patterns("*.db", "storage", "history", "logs", "schedules", ".*"))
     db = root / "data" / "nexus.duckdb"
     run_json(capsys, "--db", str(db), "sync", "--runs-dir", str(project.runs), "--topics-dir", str(project.topics))
     with dg.instance_for_test(temp_dir=str(root / "dagster_home")) as instance:

@@ -15,7 +15,7 @@ from nexus_assets.topics.selection import select_topics
 from nexus_assets.defs.tags import SYNC_JOB_TAG, SYNC_TOPICS_TAG
 from nexus_assets.sync.service import SyncEvent, SyncInputError, SyncRequest, check, run
 from nexus_assets_tests.cli_helpers import run_json
-from nexus_assets_tests.project import Project
+from nexus_assets_tests.project import Project, REPO
 
 ACTIVE = ["nexus-server-sync", "storage-decisions"]
 
@@ -83,7 +83,7 @@ def test_the_cli_prints_the_services_results(project: Project, capsys):
 
 def test_cli_sync_is_parsing_and_printing_only():
     """No Dagster, vault or topic-file code in the shell: those belong to the service."""
-    source = (Path(__file__).resolve().parents[1] / "nexus_assets" / "cli" / "sync.py").read_text(encoding="utf-8")
+    source = (REPO / "nexus_assets" / "cli" / "sync.py").read_text(encoding="utf-8")
     imported = {
         node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.module
     }

@@ -27,9 +27,9 @@ from nexus_assets_tests.llm_server import (
     DEFAULT_MODEL,
     FakeOpenAIServer,
 )
-from nexus_assets_tests.project import Project, nexus_run
+from nexus_assets_tests.project import FIXTURES, Project, nexus_run
 
-FIXTURE = Path(__file__).parent / "fixtures" / "vault_release_0_1"
+FIXTURE = FIXTURES / "vault_release_0_1"
 SAMPLE_TOPICS = ["nexus-server-sync", "storage-decisions"]
 LLM_TOPIC = "vault-llm"
 
