@@ -101,6 +101,17 @@ SLOW_MODULES = frozenset({
 })
 
 
+# Tests the source reading above leaves in the fast subset that `--durations` measured at over ten
+# seconds each on two busy cores (a worker pool, the sync service, a search over every superset).
+SLOW_TESTS = frozenset({
+    "test_llm_at_scale::test_concurrent_extraction_equals_sequential",
+    "test_sync_service::test_run_compiles_then_skips_when_nothing_changed_and_force_compiles_again",
+    "test_sync_service::test_runs_carry_the_callers_tags_on_the_instance_it_passes",
+    "test_uniqueness_gate::test_superset_search_finds_exactly_the_smallest_containing_text",
+    "test_incremental_resolution::test_incremental_resolution_equals_full",
+})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
@@ -108,5 +119,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if module in BROWSER_MODULES:
             item.add_marker(pytest.mark.browser)
-        if module in SLOW_MODULES or is_slow(item):
+        name = f"{module}::{getattr(item, 'originalname', item.name)}"
+        if module in SLOW_MODULES or name in SLOW_TESTS or is_slow(item):
             item.add_marker(pytest.mark.slow)
