@@ -84,8 +84,19 @@ def _tree_files() -> list[str]:
 
 
 def _selection(work: Path, package: Package, before: bool) -> list[str]:
-    tests = [t for t in package.tests if not (before and t.split(".py")[0] in MUTATION_TESTS)]
-    return [f"{TESTS}/{t if '::' in t else t + '.py'}" for t in tests if (work / TESTS / (t.split(".py")[0] + ".py")).exists()]
+    """The package's tests as pytest arguments, found by module name wherever they sit below the
+    test package (they mirror the package: nexus_assets_tests/<phase>/test_….py)."""
+    selection = []
+    for test in package.tests:
+        module, _, node = test.partition("::")
+        module = module.removesuffix(".py")
+        if before and module in MUTATION_TESTS:
+            continue
+        found = sorted((work / TESTS).rglob(f"{module}.py"))
+        if found:
+            path = found[0].relative_to(work).as_posix()
+            selection.append(f"{path}::{node}" if node else path)
+    return selection
 
 
 def _workdir(name: str, package: Package, before: bool, scratch: Path) -> Path:
