@@ -273,7 +273,7 @@ def test_control_characters_from_a_session_are_shown_escaped_to_a_person_and_kep
     import urllib.parse
 
     from nexus_assets_tests.sessions import SESSION, claude_event, write_lines
-    from nexus_assets_tests.test_viewer import fetch, running_viewer
+    from nexus_assets_tests.web.test_viewer import fetch, running_viewer
 
     p = empty_project
     p.write_topic("backups", keywords=["backup"])

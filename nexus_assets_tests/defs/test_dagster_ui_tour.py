@@ -26,8 +26,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from nexus_assets_tests.dagster_helpers import latest_check_evaluation
 from nexus_assets_tests.project import REPO
-from nexus_assets_tests.test_dagster_dev import free_port, start_dagster_dev, stop_group
-from nexus_assets_tests.test_viewer import CHROMIUM, CHROMIUM_ARGS
+from nexus_assets_tests.defs.test_dagster_dev import free_port, start_dagster_dev, stop_group
+from nexus_assets_tests.web.test_viewer import CHROMIUM, CHROMIUM_ARGS
 
 BROKEN, OTHER = "nexus-server-sync", "storage-decisions"
 THIRD = "team-rituals"  # DRAFT in the sample: a partition once activated

@@ -1,7 +1,7 @@
 """The whole code location, pinned: an accidental change to the asset graph, its checks, jobs,
 schedules or sensors shows in review as a snapshot diff (as dagster-open-platform does).
 
-After an intended change: `.venv/bin/python -m pytest nexus_assets_tests/test_defs_snapshot.py --snapshot-update`.
+After an intended change: `.venv/bin/python -m pytest nexus_assets_tests/defs/test_defs_snapshot.py --snapshot-update`.
 """
 
 import dagster as dg

@@ -16,7 +16,7 @@ from nexus_assets_tests.llm_server import (
     FakeOpenAIServer,
 )
 from nexus_assets_tests.project import Project, nexus_run
-from nexus_assets_tests.test_openai_sync import hostile_model
+from nexus_assets_tests.llm.test_openai_sync import hostile_model
 
 TOPIC = "storage-decisions"
 

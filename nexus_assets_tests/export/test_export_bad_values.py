@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nexus_assets.ingest.formats.values import ValueGuard
 from nexus_assets_tests.cli_helpers import run_nexus
 from nexus_assets_tests.project import Project
-from nexus_assets_tests.test_hostile_input import claude, read_capped
+from nexus_assets_tests.ingest.test_hostile_input import claude, read_capped
 
 TAIL = "this conversation was skipped, the rest of the export was read; fix that value in the export and sync again"
 BAD_VALUES = {

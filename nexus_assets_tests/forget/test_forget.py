@@ -13,7 +13,7 @@ from nexus_assets.extract.sentences import sentences
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import REPO, Project
-from nexus_assets_tests.test_mcp import stdio, structured  # at import: the SDK's stdio client keeps the real stderr
+from nexus_assets_tests.mcp_server.test_mcp import stdio, structured  # at import: the SDK's stdio client keeps the real stderr
 
 TOPIC = "nexus-server-sync"
 RUN_ID = "run-2026-10-21-ordering-review"
@@ -251,7 +251,7 @@ def test_forget_with_the_llm_path_leaves_none_of_the_runs_text_in_requests_repli
     model's near-miss holds the run's words). After `nexus forget`, none of it is in any byte."""
     from nexus_assets_tests.llm_server import DEFAULT_API_KEY, DEFAULT_MODEL, FakeOpenAIServer
     from nexus_assets_tests.project import nexus_run
-    from nexus_assets_tests.test_openai_sync import fragment_of
+    from nexus_assets_tests.llm.test_openai_sync import fragment_of
 
     p = empty_project
     p.write_topic("garden", keywords=["vault"])

@@ -21,9 +21,9 @@ from nexus_assets.gate.rules import validate_pointer, validate_pointers
 from nexus_assets.ingest.formats.chatgpt import chatgpt_run
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC
-from nexus_assets_tests.test_branches import edited_and_regenerated
-from nexus_assets_tests.test_branches import message as branch_message
-from nexus_assets_tests.test_branches import node as branch_node
+from nexus_assets_tests.ingest.test_branches import edited_and_regenerated
+from nexus_assets_tests.ingest.test_branches import message as branch_message
+from nexus_assets_tests.ingest.test_branches import node as branch_node
 
 DOCUMENT = {
     "run_id": "run-gate",

@@ -115,7 +115,7 @@ def test_put_writes_a_whole_run_and_bad_pushes_are_refused_by_name(tmp_path):
 
 
 def test_remember_appends_the_agents_messages_over_mcp(tmp_path):
-    from nexus_assets_tests.test_mcp import stdio, structured
+    from nexus_assets_tests.mcp_server.test_mcp import stdio, structured
 
     p = project(tmp_path)
     message = {"id": "note-1", "role": "assistant", "content": "We deploy from the main branch only."}

@@ -432,7 +432,7 @@ def test_key_is_stable():
     the string-hash seed nor the order of keys in the run's JSON, nor on an earlier call."""
     key = _key()
     script = (
-        "from nexus_assets_tests.test_llm_client import _key\n"
+        "from nexus_assets_tests.llm.test_llm_client import _key\n"
         "print(_key())\n"
     )
     for seed in ("1", "4242"):

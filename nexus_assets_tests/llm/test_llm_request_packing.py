@@ -35,7 +35,7 @@ from nexus_assets_tests.llm_server import (
 )
 from nexus_assets_tests.project import Project
 from nexus_assets_tests.project import nexus_run as run_document
-from nexus_assets_tests.test_llm_client import TOPIC, MemoryStore
+from nexus_assets_tests.llm.test_llm_client import TOPIC, MemoryStore
 
 
 def make_run(run_id: str, texts: list[str]):

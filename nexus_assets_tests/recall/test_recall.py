@@ -206,7 +206,7 @@ def test_the_viewer_recall_box_uses_recall_and_writes_nothing(synced: Project, c
     import urllib.parse
     import urllib.request
 
-    from nexus_assets_tests.test_viewer import running_viewer
+    from nexus_assets_tests.web.test_viewer import running_viewer
 
     before = table_bytes(synced)
     with running_viewer(synced.db) as server:

@@ -141,7 +141,7 @@ def test_a_sync_says_so_when_the_open_conflicts_change_not_at_every_sync(tmp_pat
     set of open conflicts changed (the check still lists them, `nexus conflicts` too)."""
     from nexus_assets_tests.cli_helpers import run_nexus
     from nexus_assets_tests.project import Project, nexus_run
-    from nexus_assets_tests.test_relations import SAID_FIRST, SAID_LATER, TOPIC, write_topic
+    from nexus_assets_tests.relate.test_relations import SAID_FIRST, SAID_LATER, TOPIC, write_topic
 
     p = Project(tmp_path / "proj")
     write_topic(p)

@@ -19,7 +19,7 @@ from nexus_assets.store import Vault
 from nexus_assets.web.server import make_server
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import REPO, Project, nexus_run
-from nexus_assets_tests.test_hostile_input import ordinary_text
+from nexus_assets_tests.ingest.test_hostile_input import ordinary_text
 
 NEXUS = os.path.join(os.path.dirname(sys.executable), "nexus")
 

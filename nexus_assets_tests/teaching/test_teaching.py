@@ -359,7 +359,7 @@ def test_an_old_vault_opens_with_the_teaching_tables_and_a_sync_takes_no_brick_a
     """Migration 24 only adds tables; the selector that answered before is what the topic keeps
     (its answers stay in force), so a sync after the upgrade takes no visible brick away."""
     from nexus_assets.vault.migrations import LATEST
-    from nexus_assets_tests.test_vault_migrations import release_vault, snapshot
+    from nexus_assets_tests.vault.test_vault_migrations import release_vault, snapshot
 
     db = release_vault(tmp_path / "project")
     before = snapshot(db)

@@ -14,14 +14,14 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from nexus_assets.cli import main
 from nexus_assets_tests.project import Project, nexus_run
-from nexus_assets_tests.test_relations import (
+from nexus_assets_tests.relate.test_relations import (
     DOWN,
     SAID_FIRST,
     SAID_LATER,
     TOPIC,
     write_topic,
 )
-from nexus_assets_tests.test_viewer import (
+from nexus_assets_tests.web.test_viewer import (
     CHROMIUM,
     CHROMIUM_ARGS,
     cli_json,
