@@ -135,3 +135,34 @@ def test_validate_pointers_splits_occurrences_from_rejections_in_order():
     assert [o.content for o in occurrences] == ["runs nightly", "is idempotent"]
     assert [r.reason for r in rejections] == ["quote_not_found", "malformed_pointer"]
     assert all(isinstance(r, Rejection) for r in rejections)
+
+
+def test_first_offsets_is_str_find_across_hash_blocks_prefix_groups_and_short_quotes():
+    """The long-node path agrees with `str.find` for every kind of quote: across the boundary of
+    two hashed blocks, several quotes of one 16-character prefix (of one length and of several),
+    quotes shorter than the prefix, repeated text (the first place wins) and quotes not there."""
+    from nexus_assets.gate.quotes import _BLOCK, first_offsets
+
+    filler = "".join(f"line {i:07d} of the long tool output\n" for i in range(_BLOCK // 36 + 4000))
+    assert len(filler) > _BLOCK + 50_000
+    at = _BLOCK - 20  # a sentence written across the first block's end
+    node = filler[:at] + "The sync engine compiles every topic at night. " + filler[at:] + "The sync engine compiles every topic at noon."
+    quotes = [
+        "The sync engine compiles every topic at night.",  # straddles the block boundary
+        "The sync engine compiles every topic at noon.",  # same prefix, one shorter, at the very end
+        "The sync engine compiles every topic at dawn.",  # same prefix and length as a real one, not there
+        "The sync engine compiles",  # same prefix, another length: the first place
+        "line 0000003 of the long tool output\nline 0000004",
+        "line 0000003",  # shorter than the prefix
+        "line 9999999 of the long tool output",  # not there
+        "tool output\nline 0000000",
+        filler[-40:],  # the filler's very end
+        node[_BLOCK : _BLOCK + 30],  # starts at the second block's first window
+        node[_BLOCK - 1 : _BLOCK + 29],  # at the first block's last window
+        node[_BLOCK + 5 : _BLOCK + 21],  # exactly the prefix's length
+    ]
+    found = first_offsets(node, quotes)
+    assert found == {q: node.find(q) for q in quotes}
+    assert found["The sync engine compiles every topic at night."] == at
+    assert found["The sync engine compiles every topic at dawn."] == -1
+    assert found[node[_BLOCK : _BLOCK + 30]] == _BLOCK
