@@ -42,7 +42,7 @@ class Package:
 
 
 # Tests written against the survivors of the first run: `--before` leaves them out.
-MUTATION_TESTS = ("test_mutation_survivors", "test_gate_units", "test_conflict_kinds")
+MUTATION_TESTS = ("test_mutation_survivors", "test_gate_units", "test_conflict_kinds", "test_rerank_units")
 
 PACKAGES: dict[str, Package] = {
     # The pure rules of each phase. Its store (records.py) and Dagster step are reached only through
@@ -64,7 +64,7 @@ PACKAGES: dict[str, Package] = {
     "relate": Package(("nexus_assets/relate/rules.py",), ("test_conflict_rules", "test_conflict_kinds", "test_mutation_survivors"), 0.80),
     # test_recall's other tests sync a project first: a sync per mutant.
     "rerank": Package(("nexus_assets/recall/rerank.py",),
-                      ("test_recall.py::test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels", "test_mutation_survivors"), 0.80),
+                      ("test_recall.py::test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels", "test_rerank_units", "test_mutation_survivors"), 0.80),
     "relevance": Package(("nexus_assets/extract/relevance.py",),
                          ("test_worth_keeping.py::test_relevance_keeps_what_the_topic_is_about_not_a_keyword_in_passing", "test_mutation_survivors"), 0.80),
     # The PostgreSQL locks: the topic and ingestion advisory locks, and the sync's hold on a topic.
