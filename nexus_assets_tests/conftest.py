@@ -102,13 +102,20 @@ SLOW_MODULES = frozenset({
 
 
 # Tests the source reading above leaves in the fast subset that `--durations` measured at over ten
-# seconds each on two busy cores (a worker pool, the sync service, a search over every superset).
+# seconds each on two busy cores (a worker pool, the sync service, a search over every superset,
+# the torch comparison, a large export, a scan of the whole package).
 SLOW_TESTS = frozenset({
     "test_llm_at_scale::test_concurrent_extraction_equals_sequential",
     "test_sync_service::test_run_compiles_then_skips_when_nothing_changed_and_force_compiles_again",
     "test_sync_service::test_runs_carry_the_callers_tags_on_the_instance_it_passes",
     "test_uniqueness_gate::test_superset_search_finds_exactly_the_smallest_containing_text",
     "test_incremental_resolution::test_incremental_resolution_equals_full",
+    "test_embedder_onnx::test_a_texts_vector_does_not_depend_on_its_batch",
+    "test_embedder_onnx::test_recall_at_5_holds_against_torch",
+    "test_embedder_onnx::test_vectors_match_the_torch_model",
+    "test_formats_exports::test_large_export_streams_in_bounded_memory",
+    "test_settings::test_only_the_settings_module_reads_the_environment",
+    "test_discover::test_discover_never_overwrites_a_file",
 })
 
 
