@@ -190,6 +190,8 @@ def main() -> None:
     parser.add_argument("--survivors", action="store_true", help="name each surviving mutant")
     parser.add_argument("--scratch", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "nexus-mutation")
     args = parser.parse_args()
+    # A `kill` of the benchmark ends its mutmut run too (see run()).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     names = list(PACKAGES) if args.all else args.packages
     if not names:
         parser.error("name a package or give --all")
