@@ -146,7 +146,8 @@ def test_first_offsets_is_str_find_across_hash_blocks_prefix_groups_and_short_qu
     filler = "".join(f"line {i:07d} of the long tool output\n" for i in range(_BLOCK // 36 + 4000))
     assert len(filler) > _BLOCK + 50_000
     at = _BLOCK - 20  # a sentence written across the first block's end
-    node = filler[:at] + "The sync engine compiles every topic at night. " + filler[at:] + "The sync engine compiles every topic at noon."
+    # A lone surrogate (what a broken export can hold) is text like any other.
+    node = filler[:at] + "The sync engine compiles every topic at night. \ud800 " + filler[at:] + "The sync engine compiles every topic at noon."
     quotes = [
         "The sync engine compiles every topic at night.",  # straddles the block boundary
         "The sync engine compiles every topic at noon.",  # same prefix, one shorter, at the very end
@@ -160,9 +161,15 @@ def test_first_offsets_is_str_find_across_hash_blocks_prefix_groups_and_short_qu
         node[_BLOCK : _BLOCK + 30],  # starts at the second block's first window
         node[_BLOCK - 1 : _BLOCK + 29],  # at the first block's last window
         node[_BLOCK + 5 : _BLOCK + 21],  # exactly the prefix's length
+        node[:20],  # the first window
+        node[-16:],  # the last window
+        "of the long",  # short, and everywhere: the first place
+        "night. \ud800 line",
     ]
     found = first_offsets(node, quotes)
     assert found == {q: node.find(q) for q in quotes}
     assert found["The sync engine compiles every topic at night."] == at
     assert found["The sync engine compiles every topic at dawn."] == -1
     assert found[node[_BLOCK : _BLOCK + 30]] == _BLOCK
+    short = ["of the long", "tool output", "line 0000009", "nowhere"]  # none as long as the prefix
+    assert first_offsets(node, short) == {q: node.find(q) for q in short}
