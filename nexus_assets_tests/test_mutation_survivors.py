@@ -187,6 +187,30 @@ def test_two_writers_of_one_topic_take_turns_on_postgres(postgres_url, holder):
     other.join(60)
 
 
+def test_the_topic_lock_key_is_the_same_in_every_release(postgres_url):
+    """Two releases syncing one vault take turns only if they lock the same key: a session that
+    holds `nexus-topic:<id>` the way the vault takes it (another process, an older `nexus`) makes
+    the vault's topic lock wait. (Kills the key's text being changed.)"""
+    import psycopg
+
+    from nexus_assets.catalog import Catalog
+
+    entered = threading.Event()
+
+    def contend() -> None:
+        with _vault_lock(Catalog, postgres_url, "storage-decisions"):
+            entered.set()
+
+    with psycopg.connect(postgres_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", ["nexus-topic:storage-decisions"])
+        waiter = threading.Thread(target=contend)
+        waiter.start()
+        assert not entered.wait(1.5), "the vault took the topic lock another session holds"
+        other.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", ["nexus-topic:storage-decisions"])
+        assert entered.wait(60)
+    waiter.join(60)
+
+
 class _vault_lock:
     """The vault's own topic lock on a connection of its own, held for the `with` block."""
 
