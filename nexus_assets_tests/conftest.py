@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
+from nexus_assets_tests.markers import is_slow
 from nexus_assets_tests.project import Project, sample_project
 
 # CI runs on two busy cores: a per-example deadline (or the too-slow health check) there measures
@@ -78,12 +79,31 @@ def postgres_url(postgres_server) -> str:
 # Markers (registered in pyproject.toml) so a fast subset runs without the slow, PostgreSQL and
 # browser tests: `python -m pytest -n 2 -m "not slow and not postgres and not browser"`.
 # `postgres` follows the fixture a test uses, `browser` the modules that drive Chromium, and `slow`
-# the modules whose tests start real servers or whole Dagster syncs many times over (measured
-# with `--durations`: each of these costs over a minute of a CI run).
+# the modules measured with `--durations` to cost over a minute of a CI run, and every test that
+# syncs, materializes, runs `nexus` in a subprocess or starts a server (markers.py reads it from
+# the source, so a new test is sorted without being listed).
 BROWSER_MODULES = frozenset({"test_conflict_view", "test_dagster_ui_tour", "test_viewer"})
 SLOW_MODULES = frozenset({
     "test_dagster_dev", "test_dagster_ui_tour", "test_deploy", "test_readme_examples", "test_first_hour",
     "test_hostile_input", "test_sync_memory", "test_real_exports", "test_postgres_backend",
+})
+
+
+# Tests the source reading above leaves in the fast subset that `--durations` measured at over ten
+# seconds each on two busy cores (a worker pool, the sync service, a search over every superset,
+# the torch comparison, a large export, a scan of the whole package).
+SLOW_TESTS = frozenset({
+    "test_llm_at_scale::test_concurrent_extraction_equals_sequential",
+    "test_sync_service::test_run_compiles_then_skips_when_nothing_changed_and_force_compiles_again",
+    "test_sync_service::test_runs_carry_the_callers_tags_on_the_instance_it_passes",
+    "test_uniqueness_gate::test_superset_search_finds_exactly_the_smallest_containing_text",
+    "test_incremental_resolution::test_incremental_resolution_equals_full",
+    "test_embedder_onnx::test_a_texts_vector_does_not_depend_on_its_batch",
+    "test_embedder_onnx::test_recall_at_5_holds_against_torch",
+    "test_embedder_onnx::test_vectors_match_the_torch_model",
+    "test_formats_exports::test_large_export_streams_in_bounded_memory",
+    "test_settings::test_only_the_settings_module_reads_the_environment",
+    "test_discover::test_discover_never_overwrites_a_file",
 })
 
 
@@ -94,5 +114,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if module in BROWSER_MODULES:
             item.add_marker(pytest.mark.browser)
-        if module in SLOW_MODULES:
+        name = f"{module}::{getattr(item, 'originalname', item.name)}"
+        if module in SLOW_MODULES or name in SLOW_TESTS or is_slow(item):
             item.add_marker(pytest.mark.slow)

@@ -10,6 +10,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+# The test package and its data, wherever a test module sits below it.
+TESTS = REPO / "nexus_assets_tests"
+FIXTURES = TESTS / "fixtures"
 SAMPLE_RUNS = REPO / "data" / "runs"
 SAMPLE_TOPICS = REPO / "data" / "topics"
 SAMPLE_GOLD = REPO / "data" / "gold"  # named by the sample topics' `quality:` as ../gold/

@@ -128,7 +128,7 @@ if __name__ == "__main__":
 
     if sys.argv[1:] != ["--write"]:
         sys.exit(__doc__)
-    from nexus_assets_tests.test_first_hour import first_hour_folder
+    from nexus_assets_tests.cli.test_first_hour import first_hour_folder
 
     with tempfile.TemporaryDirectory() as scratch:
         n = write("sample", sample_folder(Path(scratch) / "sample"))

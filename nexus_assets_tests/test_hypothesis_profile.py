@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+from nexus_assets_tests.project import TESTS
 
 PROBE = '''
 from hypothesis import given, settings, strategies as st

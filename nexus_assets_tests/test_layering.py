@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from nexus_assets_tests.project import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nexus_assets"
+PACKAGE = REPO / "nexus_assets"
 
 
 def imported(path: Path) -> set[str]:

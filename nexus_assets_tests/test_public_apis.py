@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from nexus_assets_tests.project import REPO, TESTS
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nexus_assets"
+PACKAGE = REPO / "nexus_assets"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 # `dagster._core`, `dagster_duckdb._impl`, …: a private module of Dagster or one of its libraries.
@@ -97,7 +98,7 @@ def test_no_module_imports_dagster_internals_or_reads_private_attributes():
 def test_no_test_imports_dagster_internals():
     """The same rule for the tests (issue 44): they read Dagster through its public API as well, so
     a Dagster release that moves an internal cannot break a test of behaviour that did not change."""
-    tests = sorted(p for p in Path(__file__).resolve().parent.glob("*.py") if p != Path(__file__).resolve())
+    tests = sorted(p for p in TESTS.rglob("*.py") if p != Path(__file__).resolve())
     assert len(tests) > 50
     found = [f"{path.name}: {use}" for path in tests for use in private_uses(path) if ": import " in use or ": from " in use]
     assert found == [], "use Dagster's public API (`import dagster as dg`) in tests too:\n" + "\n".join(found)

@@ -4,7 +4,7 @@ rows (`nexus conflicts`, the viewer, the `open_conflicts` check).
 
 Only what changed is looked at again: bricks not yet looked at (new, or embedded since), bricks one
 of them is related to, and bricks that had a partner which is no longer visible. The records then
-equal what a build from nothing would give (nexus_assets_tests/test_relations.py checks this), whatever the
+equal what a build from nothing would give (nexus_assets_tests/relate/test_relations.py checks this), whatever the
 order the bricks came in.
 """
 
