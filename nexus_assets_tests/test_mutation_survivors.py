@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import threading
-from types import SimpleNamespace
 
 import pytest
 
@@ -65,9 +64,8 @@ def test_a_quote_sharing_only_its_first_16_characters_with_a_long_node_is_reject
 # --- 2. A blank line in a JSONL session -------------------------------------------------------
 
 
-def _limits() -> SimpleNamespace:
-    return SimpleNamespace(max_line_bytes=L.max_line_bytes(), max_depth=L.max_depth(),
-                           max_session_bytes=L.max_session_bytes(), max_session_lines=L.max_session_lines())
+def _limits() -> L.InputLimits:
+    return L.InputLimits()  # the defaults
 
 
 def test_a_blank_line_in_a_session_keeps_every_later_line_address():
