@@ -1,4 +1,4 @@
-"""Answers that refuse (DESIGN §8): the share of unrelated questions `nexus ask` refuses and of
+"""Answers that refuse (docs/recall.md): the share of unrelated questions `nexus ask` refuses and of
 related ones it answers, on two question sets written by hand:
 
 - `sample`: the shipped sample (`data/`, synced with its two ACTIVE topics);

@@ -1,4 +1,4 @@
-"""Benchmark relation building (DESIGN §12) against embedding the same bricks, on one topic.
+"""Benchmark relation building (docs/conflicts.md) against embedding the same bricks, on one topic.
 
 Bricks: `--bricks` distinct brick-like sentences (default 100 000): random word runs over the
 vocabulary of the labelled recall corpus, 6-30 words, plus near-repeats the way conversations hold

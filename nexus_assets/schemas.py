@@ -1,4 +1,4 @@
-"""The outside objects of DESIGN §7 as pydantic models: what `--json` prints, what the HTTP API
+"""The outside objects of docs/cli.md as pydantic models: what `--json` prints, what the HTTP API
 answers (§10) and what the MCP tools return (§10.1). One set, so a tool is a route by another
 door and a route is a command by another door.
 
@@ -16,7 +16,7 @@ from nexus_assets.core.models import BrickState, ManifestEntry, RunStatus, Sourc
 from nexus_assets.extract.registry import ExtractorName
 
 MinState = Literal["IMPROVISE", "FORMING", "FINAL"]
-# IMPROVISE < FORMING < FINAL (DESIGN §10); SUPERSEDED is not on this ladder.
+# IMPROVISE < FORMING < FINAL (docs/agents.md); SUPERSEDED is not on this ladder.
 STATE_RANK = {"IMPROVISE": 0, "FORMING": 1, "FINAL": 2}
 
 
@@ -45,7 +45,7 @@ class BrickOut(BaseModel):
     sources: list[NamedSource]
     abandoned: bool = False  # every source is on an abandoned branch
     # Why a brick left the manifest (superseded with no superseding brick): a person dropped it, or
-    # the topic's definition or selector no longer selects it (DESIGN §5). None for every other brick.
+    # the topic's definition or selector no longer selects it (docs/quality.md). None for every other brick.
     left_because: str | None = None
 
 
@@ -57,7 +57,7 @@ class TopicSummary(BaseModel):
     bricks: dict[str, int]  # by state
     visible_bricks: int
     manifest_hash: str | None
-    # How many keep and drop examples a person gave it (`nexus keep` / `nexus drop`, DESIGN §3).
+    # How many keep and drop examples a person gave it (`nexus keep` / `nexus drop`, docs/inputs.md).
     examples: dict[str, int] = Field(default_factory=lambda: {"keep": 0, "drop": 0})
 
 
@@ -201,14 +201,14 @@ class SyncJob(BaseModel):
 
 
 class RunMessage(BaseModel):
-    """One message pushed into a run (DESIGN §10): its `id` makes a retried push add nothing."""
+    """One message pushed into a run (docs/agents.md): its `id` makes a retried push add nothing."""
 
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=256)
     role: str = Field(min_length=1, max_length=64)
     content: str
-    # Who said it (DESIGN §3), as in OpenAI chat messages: every brick from it names this speaker.
+    # Who said it (docs/inputs.md), as in OpenAI chat messages: every brick from it names this speaker.
     name: str | None = Field(default=None, min_length=1, max_length=200)
     timestamp: str | None = None
 

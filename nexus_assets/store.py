@@ -1,6 +1,6 @@
 """`Vault`: everything Nexus Sync knows, as one record store per phase over one DuckDB connection.
 
-Append-only by design (DESIGN §2.8): a sync inserts; the only updates are a brick's state,
+Append-only by design (docs/invariants.md §8): a sync inserts; the only updates are a brick's state,
 order, stale flag and superseded_by, and a run's latest-version marker. The one thing a sync
 deletes is its own stage (`staged_*`): scratch rows holding a resolution until it is published,
 in place of a pickled step output, never a record. A topic's visible result (bricks, their

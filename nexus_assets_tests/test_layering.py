@@ -1,4 +1,4 @@
-"""DESIGN §11 layering: `vault/` is the base. Nothing under it imports a phase or the composition
+"""docs/architecture.md layering: `vault/` is the base. Nothing under it imports a phase or the composition
 root, not even inside a function or for a type hint; the phases' stores stand on it."""
 
 from __future__ import annotations

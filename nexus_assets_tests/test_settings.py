@@ -1,4 +1,4 @@
-"""Configuration is read in one place (DESIGN §11, issue 31): `nexus_assets/settings.py`. Nothing
+"""Configuration is read in one place (docs/configuration.md, issue 31): `nexus_assets/settings.py`. Nothing
 else in the package reads the environment; the README lists every setting with its default."""
 
 import ast

@@ -1,4 +1,4 @@
-"""The FastAPI app: the routes of DESIGN §10, the MCP tools at /mcp (§10.1), the trace viewer's
+"""The FastAPI app: the routes of docs/agents.md, the MCP tools at /mcp (§10.1), the trace viewer's
 pages, one door (guard.py)."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def create_app(config: ApiConfig) -> FastAPI:
     app = FastAPI(
         title="Nexus Sync",
         version="1",
-        summary="Verbatim, traceable bricks compiled from AI conversations (DESIGN §10).",
+        summary="Verbatim, traceable bricks compiled from AI conversations (docs/agents.md).",
         lifespan=lifespan,
     )
     app.state.config = config

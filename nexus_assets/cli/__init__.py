@@ -1,4 +1,4 @@
-"""The `nexus` command (DESIGN §7). Exit codes: 0 done; 1 the work ran but a check failed; 2 bad usage or input.
+"""The `nexus` command (docs/cli.md). Exit codes: 0 done; 1 the work ran but a check failed; 2 bad usage or input.
 
 Each command module declares its own subcommand (`register`, listed in order in `COMMANDS`) with a
 direct reference to its handler; a module imports the phases its handler needs inside the handler,

@@ -1,4 +1,4 @@
-"""`nexus api [--host H] [--port P]` (the HTTP API, DESIGN §10) and `nexus mcp [--allow-writes]`
+"""`nexus api [--host H] [--port P]` (the HTTP API, docs/agents.md) and `nexus mcp [--allow-writes]`
 (the MCP server over stdio, §10.1): read the settings, build the server, run it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`nexus conflicts TOPIC`: related bricks that state different values, side by side with their
-sources and when each was said (DESIGN §12, the Conflict View). Read-only; Nexus never picks."""
+sources and when each was said (docs/conflicts.md, the Conflict View). Read-only; Nexus never picks."""
 
 from __future__ import annotations
 

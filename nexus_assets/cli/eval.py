@@ -1,4 +1,4 @@
-"""`nexus eval`: extraction quality against a gold file (DESIGN §9). Read-only: it never writes the
+"""`nexus eval`: extraction quality against a gold file (docs/quality.md). Read-only: it never writes the
 vault, and imports neither Dagster nor the LLM client."""
 
 from __future__ import annotations

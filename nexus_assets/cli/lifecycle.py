@@ -1,4 +1,4 @@
-"""The topic and run lifecycle on the command line: discover, activate, seal, close (DESIGN §7).
+"""The topic and run lifecycle on the command line: discover, activate, seal, close (docs/cli.md).
 
 Exit codes as everywhere: 0 done; 1 the work ran but was refused (a seal gate, an unusable LLM
 reply); 2 bad usage or input.

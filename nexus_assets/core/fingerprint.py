@@ -1,4 +1,4 @@
-"""Identity: the one normalisation, fingerprint and id scheme (DESIGN §2.4, §2.5).
+"""Identity: the one normalisation, fingerprint and id scheme (docs/invariants.md §4, §2.5).
 
 Normalised text is used to compare, never stored as content.
 """

@@ -34,13 +34,13 @@ NodeType = Literal[
     # documents): compiled only for a topic whose target_node_types name it.
     "artifact",
 ]
-# current = on the path from a conversation's root to the leaf the user last saw (DESIGN §3);
+# current = on the path from a conversation's root to the leaf the user last saw (docs/inputs.md);
 # sidechain = a coding agent's subagent, beside the main conversation (Claude Code, Codex CLI).
 Branch = Literal["current", "abandoned", "sidechain"]
 BranchScope = Literal["all", "current"]
 
 TOPIC_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
-DEFAULT_RELATED_THRESHOLD = 0.85  # DESIGN §12
+DEFAULT_RELATED_THRESHOLD = 0.85  # docs/conflicts.md
 # The embedded extractor keeps a statement whose relevance to the topic (`extract/relevance.py`)
 # reaches this; measured on real exports (README, "What the offline extractor keeps").
 DEFAULT_MIN_RELEVANCE = 0.35
@@ -54,7 +54,7 @@ RejectionReason = Literal[
     "node_not_string",
     "quote_not_found",
     "out_of_scope",
-    # The optional semantic veto (DESIGN §12): the LLM said the brick adds nothing over its related bricks.
+    # The optional semantic veto (docs/conflicts.md): the LLM said the brick adds nothing over its related bricks.
     "semantic_veto",
 ]
 REASON_CODES: tuple[str, ...] = get_args(RejectionReason)
@@ -70,7 +70,7 @@ class ExtractionPolicy(BaseModel):
 
 
 class Examples(BaseModel):
-    """A person's judgement for a topic (DESIGN §3 `examples`): verbatim sentences like ones to keep
+    """A person's judgement for a topic (docs/inputs.md `examples`): verbatim sentences like ones to keep
     and like ones to drop. Both extractors read them; `nexus keep` / `nexus drop` add to them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -88,7 +88,7 @@ class Examples(BaseModel):
 
 
 class QualityGate(BaseModel):
-    """A topic's extraction-quality check (DESIGN §9): a gold file and the figures it must reach."""
+    """A topic's extraction-quality check (docs/quality.md): a gold file and the figures it must reach."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -98,7 +98,7 @@ class QualityGate(BaseModel):
 
 
 class SourceFilter(BaseModel):
-    """Which runs a topic reads (DESIGN §3 `sources`); every given criterion must admit a run, and
+    """Which runs a topic reads (docs/inputs.md `sources`); every given criterion must admit a run, and
     within one list any entry may. Globs match the end of the run file's path (`chatgpt/*.zip`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -159,10 +159,10 @@ class Topic(BaseModel):
     # The hierarchy of truth: run-file glob pattern → authority level (1 authoritative records,
     # 2 reviewed, 3 everything else, the default). Recall breaks ties by it; answers lead with it.
     authority: dict[str, Literal[1, 2, 3]] | None = None
-    # Two bricks are related at or above this embedding similarity (DESIGN §12). Relations are
+    # Two bricks are related at or above this embedding similarity (docs/conflicts.md). Relations are
     # records beside the bricks: neither this nor the veto switch changes a brick or a hash.
     related_threshold: float = Field(default=DEFAULT_RELATED_THRESHOLD, ge=0.0, le=1.0)
-    # The semantic veto (DESIGN §12): off unless the topic asks and an LLM is configured.
+    # The semantic veto (docs/conflicts.md): off unless the topic asks and an LLM is configured.
     semantic_veto: bool = False
     # The embedded extractor's bar for a statement's relevance to the topic (0 keeps every keyword hit).
     min_relevance: float = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
@@ -224,7 +224,7 @@ class SourceAddress(BaseModel):
     branch: Branch = "current"
     # As the files stand now (invariant 14); kept by the vault, never part of the address.
     stale: bool = False
-    # Who said it (DESIGN §3): the speaker's name where the format carries one, else the role;
+    # Who said it (docs/inputs.md): the speaker's name where the format carries one, else the role;
     # None where the format has neither. Descriptive, like node_type.
     speaker: str | None = None
 

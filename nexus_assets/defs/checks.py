@@ -1,7 +1,7 @@
 """Asset checks: the promises a person must be able to see hold — no invented text, no silent drift,
 and no edit to what was sealed.
 
-Every check is partitioned by topic (DESIGN §6), so one topic's pass never hides another's
+Every check is partitioned by topic (docs/architecture.md), so one topic's pass never hides another's
 failure, and every evaluation names its topic. Checks only read: drift is recorded by the
 `resolved_brick_states` asset, and the checks report what is recorded.
 """
@@ -31,7 +31,7 @@ from nexus_assets.recall.embedder import (
 )
 from nexus_assets.relate.step import conflict_rows
 
-# Partitioned asset checks are a preview feature in Dagster 1.13; they are what DESIGN §6 asks for.
+# Partitioned asset checks are a preview feature in Dagster 1.13; they are what docs/architecture.md asks for.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 

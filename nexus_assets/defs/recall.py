@@ -1,4 +1,4 @@
-"""The recall assets of the topic graph (DESIGN §8), downstream of the manifest: every visible
+"""The recall assets of the topic graph (docs/recall.md), downstream of the manifest: every visible
 brick embedded once, and the topic's vector index with its checked row → brick id map."""
 
 import warnings
@@ -29,7 +29,7 @@ EMBED_CHUNK = 2048
     pool=WRITER_POOL,
     description="Every visible brick embedded once with all-MiniLM-L6-v2 (384-d, unit length), keyed by "
     "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once. Then the topic's related "
-    "bricks and conflict candidates are brought up to date (DESIGN §12) for the bricks that changed.",
+    "bricks and conflict candidates are brought up to date (docs/conflicts.md) for the bricks that changed.",
 )
 def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
     topic_id = context.partition_key

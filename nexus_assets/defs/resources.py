@@ -86,7 +86,7 @@ class ExtractorResource(dg.ConfigurableResource):
     )
     batch: bool = Field(default=False, description="Send through the OpenAI Batch API (half price, answered within a day).")
     reselect: bool = Field(
-        default=False, description="Move each topic to this release's selector (`nexus sync --reselect`, DESIGN §5)."
+        default=False, description="Move each topic to this release's selector (`nexus sync --reselect`, docs/quality.md)."
     )
     cost_since: str | None = Field(
         default=None,
@@ -116,7 +116,7 @@ class ExtractorResource(dg.ConfigurableResource):
             raise dg.Failure(str(exc)) from None
 
     def semantic_veto(self, topic, vault: Vault):
-        """The topic's semantic veto (DESIGN §12) with this resource's endpoint options, or None and
+        """The topic's semantic veto (docs/conflicts.md) with this resource's endpoint options, or None and
         why not; a topic that does not ask for it gets (None, None)."""
         from nexus_assets.relate.veto import semantic_veto_for
 

@@ -1,4 +1,4 @@
-"""Extraction quality (DESIGN §9): predicted spans against the spans a person expects.
+"""Extraction quality (docs/quality.md): predicted spans against the spans a person expects.
 
 Pure scoring: span matching, precision / recall / F1 (exact and overlap), per-run grouping. The
 vault reads and the gold file's resolution live elsewhere; this module only counts.

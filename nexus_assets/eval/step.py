@@ -1,4 +1,4 @@
-"""Extraction quality against a gold file (DESIGN §9), for `nexus eval` and the `extraction_quality`
+"""Extraction quality against a gold file (docs/quality.md), for `nexus eval` and the `extraction_quality`
 check. Only reads the vault: gold spans are resolved against the stored nodes, and an extractor
 identity is re-scored by running the gate over its kept pointers again (no model is called).
 

@@ -121,7 +121,7 @@ Names = Callable[[Sequence[str]], Mapping[str, object]]
 
 
 class SelectorExtractor:
-    """embedded-v4 (DESIGN §5): every sentence of the topic's in-scope nodes, judged by the trained
+    """embedded-v4 (docs/quality.md): every sentence of the topic's in-scope nodes, judged by the trained
     selector that ships in the package (`selector/`), inside the conversation scope. Each kept
     pointer carries its scores under `why` (the gate reads only the pointer's three fields), so
     the stored answer says why it was kept (`nexus explain`); a dropped sentence's reason is
@@ -211,7 +211,7 @@ class SelectorV5Extractor(SelectorExtractor):
 # one `nexus sync --reselect` moves a topic to. The trained selector (embedded-v4) is registered but
 # not the default yet: on the leave-one-person-out corpus and on the shipped sample's gold it does not
 # beat embedded-v3 (selector/CARD.md); flipping DEFAULT_EMBEDDED waits for a selector that does. A topic already selected by an older one stays
-# with that one until a person asks (DESIGN §5); each version's decisions are stored under its own
+# with that one until a person asks (docs/quality.md); each version's decisions are stored under its own
 # identity. A new selector is one `register_selector` call in its own module.
 _SELECTORS: dict[str, Callable[..., Extractor]] = {}
 
@@ -277,7 +277,7 @@ def extraction_scope(topic: Topic) -> dict:
         scope["branches"] = topic.branches
     if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
         scope["min_relevance"] = topic.min_relevance
-    # A person's examples are part of the definition: a new one selects again (DESIGN §5).
+    # A person's examples are part of the definition: a new one selects again (docs/quality.md).
     if topic.examples is not None and (topic.examples.keep or topic.examples.drop):
         scope["examples"] = topic.examples.model_dump(mode="json")
     return scope
@@ -286,7 +286,7 @@ def extraction_scope(topic: Topic) -> dict:
 class OpenAIExtractor:
     """Pointers from an OpenAI-compatible Chat Completions endpoint, each answer replayable from
     the vault. `shares_requests`: a chunk is asked once for this topic and every companion topic
-    that lacks an answer for it (DESIGN §5 "At scale")."""
+    that lacks an answer for it (docs/quality.md "At scale")."""
 
     shares_requests = True
     # A pointer names one node and quotes it: a grown run's unchanged nodes keep their answers and

@@ -1,4 +1,4 @@
-"""The embedded extractor (DESIGN §5): offline and deterministic.
+"""The embedded extractor (docs/quality.md): offline and deterministic.
 
 It returns the whole sentences of in-scope nodes that contain a required keyword, read as a
 statement a person would highlight, and are about the topic:

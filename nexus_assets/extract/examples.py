@@ -1,4 +1,4 @@
-"""A topic's examples (DESIGN §3 `examples`) as a selector reads them: pure, given vectors.
+"""A topic's examples (docs/inputs.md `examples`) as a selector reads them: pure, given vectors.
 
 A person's `keep` and `drop` examples are verbatim sentences. A candidate sentence is judged
 against them before anything else the selector weighs:

@@ -6,7 +6,7 @@ kept ones' vectors are the ones recall needs anyway) and compared with the topic
 display name with its scope description, and its keywords. The score is the best cosine, rounded
 to `SCORE_DECIMALS` before it is compared with the topic's `min_relevance`, so float noise between
 two runs of the model cannot flip a decision; and the decision itself is stored as the extractor's
-answer (DESIGN §2.3), replayed by every later sync.
+answer (docs/invariants.md §3), replayed by every later sync.
 """
 
 from __future__ import annotations

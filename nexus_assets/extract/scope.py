@@ -56,7 +56,7 @@ def node_text(run: Run, node: Node) -> str | None:
 
 
 # What an assistant addresses to a tool and what the tool returns: read only by a topic whose
-# target_node_types name them (DESIGN §3: a person does not keep tool output as a note, but a topic
+# target_node_types name them (docs/inputs.md: a person does not keep tool output as a note, but a topic
 # may ask for it, e.g. the warnings a code interpreter printed).
 TOOL_TYPES: frozenset[str] = frozenset({"tool_call", "tool_message"})
 # The node types a topic without target_node_types reads.

@@ -1,4 +1,4 @@
-"""What a topic's definition selects is what it shows (DESIGN §5).
+"""What a topic's definition selects is what it shows (docs/quality.md).
 
 The vault keeps every answer an extractor ever gave (append-only), keyed by the topic's definition
 (`backends.extraction_key`). An answer made under another definition (policy, examples) than the

@@ -49,7 +49,7 @@ def extract_phase(
     Not one transaction: each answer (and each paid LLM call) is kept as soon as it exists, so a
     failure later in the topic never costs what was already extracted. An extractor that
     `shares_requests` is also given, per run, the other compiled topics that lack an answer for it
-    (DESIGN §5): their answers are stored now and replayed by their own steps. A version grown from
+    (docs/quality.md): their answers are stored now and replayed by their own steps. A version grown from
     one already answered gives the extractor only its new nodes (`replay.py`; `node_replay` False:
     the whole version, as before).
     """

@@ -1,6 +1,6 @@
 """First offsets of many quotes in one long node, in one pass over the node.
 
-The gate uses `str.find` semantics (DESIGN §2: the quote's first occurrence). Calling `find` once
+The gate uses `str.find` semantics (docs/invariants.md: the quote's first occurrence). Calling `find` once
 per quote costs the node's length per quote, so a long message with thousands of sentences takes
 hours. Here every window of K characters of the node is hashed (vectorised, block by block) and
 only positions whose window equals some quote's first K characters are compared with that quote,

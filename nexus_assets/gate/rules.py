@@ -1,4 +1,4 @@
-"""The hallucination gate (DESIGN §2.2): a pointer becomes an occurrence only if code can lift
+"""The hallucination gate (docs/invariants.md §2): a pointer becomes an occurrence only if code can lift
 its quote, verbatim, from the one string node its path names."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ ROLE_SPEAKERS = {
 
 
 def speaker_of(node: Node) -> str | None:
-    """A node's speaker (DESIGN §3): the name the format gives (a Nexus run's `name`, ChatGPT's
+    """A node's speaker (docs/inputs.md): the name the format gives (a Nexus run's `name`, ChatGPT's
     `author.name`), else its role; None for a node of no known role."""
     return node.speaker or ROLE_SPEAKERS.get(node.node_type)
 

@@ -1,4 +1,4 @@
-"""Runs pushed live (issue 42 item 2, DESIGN §10): what an agent hands over is written as a run
+"""Runs pushed live (issue 42 item 2, docs/agents.md): what an agent hands over is written as a run
 file in the Nexus run format under the runs folder first, so the files stay the source of truth
 (checksums, drift, forgetting and `verify` work unchanged) and the next sync reads it like any
 other run file.

@@ -1,4 +1,4 @@
-"""Reading run files from disk (DESIGN §3, invariant 11).
+"""Reading run files from disk (docs/inputs.md, invariant 11).
 
 Every problem with a file becomes an `IngestionError` naming the file and what to do; nothing
 here raises for bad input, so one broken file never stops a sync.
@@ -340,7 +340,7 @@ def _check_zip(source: Path | BinaryIO, limits: Limits) -> int:
 
 
 def _json_lines(head: bytes) -> bool:
-    """Detected by content (DESIGN §3): a `.json` may hold a session, a `.jsonl` a Nexus run."""
+    """Detected by content (docs/inputs.md): a `.json` may hold a session, a `.jsonl` a Nexus run."""
     from nexus_assets.ingest.formats.jsonl import looks_like_json_lines
 
     return looks_like_json_lines(head, is_session_event)

@@ -1,4 +1,4 @@
-"""Topic lifecycle rules (DESIGN §2.7): DRAFT → ACTIVE → SEALING → LOCKED. Pure: no I/O.
+"""Topic lifecycle rules (docs/invariants.md §7): DRAFT → ACTIVE → SEALING → LOCKED. Pure: no I/O.
 
 A person writes or reviews a topic file (DRAFT), activates it (the human gate), and seals it once
 its sources are closed. Sealing is one-way, and a topic that has been ACTIVE keeps its identity:

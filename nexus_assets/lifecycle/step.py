@@ -1,4 +1,4 @@
-"""The topic lifecycle over the vault and the topic files (DESIGN §2.7).
+"""The topic lifecycle over the vault and the topic files (docs/invariants.md §7).
 
 DRAFT → ACTIVE is the human gate (`activate`); ACTIVE → SEALING → LOCKED is `seal`, which only
 runs when its gates pass. Both the `nexus` command and the Dagster `seal_topic` job call these

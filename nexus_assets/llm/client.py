@@ -1,4 +1,4 @@
-"""The `openai` pointer extractor (DESIGN §5): any OpenAI-compatible Chat Completions endpoint.
+"""The `openai` pointer extractor (docs/openai.md): any OpenAI-compatible Chat Completions endpoint.
 
 The model only points; its reply is parsed here but never trusted (the gate upstream checks
 every pointer). Each answer is keyed per topic and stored through a `CallStore`, so a re-run

@@ -1,4 +1,4 @@
-"""The pointer prompt (DESIGN §5): the model points at verbatim text, code decides the rest.
+"""The pointer prompt (docs/openai.md): the model points at verbatim text, code decides the rest.
 
 Everything the model sees is rendered here, deterministically, so the rendered messages can be
 hashed into a call's materialization key. Bump PROMPT_VERSION whenever the wording changes in a
@@ -6,7 +6,7 @@ way that should invalidate stored replies (the prompt hash changes anyway).
 
 Since v4 the rules say what a note is (what a person would re-read in six months: their own
 constraints and decisions first; never tool output, code, harness text or the assistant narrating
-itself) and each topic in the prefix shows its `examples` (DESIGN §3), the person's own judgement.
+itself) and each topic in the prefix shows its `examples` (docs/inputs.md), the person's own judgement.
 Since v3 a request is laid out for what it costs: the system message (the rules, the example and
 every topic the sync asks about) is the same bytes in every request of a sync, so a provider that
 caches prompt prefixes bills it once; the user message holds only the source text, each node named

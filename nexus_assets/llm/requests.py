@@ -1,4 +1,4 @@
-"""Which requests a set of runs needs (DESIGN §5 "At scale"). Pure: sends and stores nothing.
+"""Which requests a set of runs needs (docs/openai.md "At scale"). Pure: sends and stores nothing.
 
 A run's text is cut into windows that depend on the run alone (its text nodes, in document
 order, packed up to the token budget), never on the topics. Windows that need asking are then

@@ -1,4 +1,4 @@
-"""FINAL bricks are immutable (DESIGN §2.7). Pure: no I/O.
+"""FINAL bricks are immutable (docs/invariants.md §7). Pure: no I/O.
 
 Two halves: `final_brick_changes` is the guard every write of bricks goes through; and
 `final_problems` proves, after the fact, that what the vault holds now is what was sealed — the

@@ -311,7 +311,7 @@ class BrickRecords(ManifestRecords, Records):
                 ON CONFLICT (brick_id, {address}) DO UPDATE SET seq = excluded.seq""",
             {"topic": topic_id},
         )
-        # Who said each source (DESIGN §3), from the node it points at; only the nodes of the
+        # Who said each source (docs/inputs.md), from the node it points at; only the nodes of the
         # staged runs are looked at. Descriptive: no id, fingerprint or hash reads it.
         self.conn.execute(
             """UPDATE brick_sources SET speaker = n.speaker

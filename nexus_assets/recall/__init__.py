@@ -1,2 +1,2 @@
-"""Recall and grounded answers (DESIGN §8): embeddings, the vector index, reranking, `nexus recall`
+"""Recall and grounded answers (docs/recall.md): embeddings, the vector index, reranking, `nexus recall`
 and `nexus ask`. Torch and FAISS are imported only when these run."""

@@ -1,4 +1,4 @@
-"""Claim-citation coverage (DESIGN §8): every sentence of an answer cites the bricks it rests on.
+"""Claim-citation coverage (docs/recall.md): every sentence of an answer cites the bricks it rests on.
 
 A citation is a brick id, or a prefix of 8+ hex characters of one, in square brackets: `[3f9a1c2e]`.
 A sentence is cited when it cites at least one brick recalled for the question and nothing else:

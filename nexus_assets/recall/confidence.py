@@ -1,4 +1,4 @@
-"""A recall result's confidence (DESIGN §8): a documented mapping of the final ranking score.
+"""A recall result's confidence (docs/recall.md): a documented mapping of the final ranking score.
 
 Results are listed by that score, best first, and the mapping never decreases as the score grows,
 so the confidence never rises down the list. Every result of one recall was ranked by one tier:

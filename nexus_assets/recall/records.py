@@ -1,4 +1,4 @@
-"""The vault's side of recall (DESIGN §8): embeddings keyed by (model, fingerprint) and the
+"""The vault's side of recall (docs/recall.md): embeddings keyed by (model, fingerprint) and the
 append-only audit trail of answers: `vault.recall`.
 
 The audit trail holds ids, hashes and figures, never question or answer text, so forgetting a
@@ -187,7 +187,7 @@ class RecallRecords(Records):
     ) -> dict[str, list[tuple]]:
         """Per visible brick (of these ids, or of these topics), each source's (speaker, date): who
         said it and the day it was said (the message's timestamp, else its run's start; None when
-        neither is known), for recall's speaker and date filters (DESIGN §8). `dates` False: the
+        neither is known), for recall's speaker and date filters (docs/recall.md). `dates` False: the
         speakers alone, without reading the nodes (the date is None)."""
         if brick_ids is not None:
             scope, param = "s.brick_id IN (SELECT unnest(?))", sorted(set(brick_ids))

@@ -1,4 +1,4 @@
-"""Tiered reranking (DESIGN §8): LLM (an OpenAI-compatible endpoint) → cross-encoder (a local
+"""Tiered reranking (docs/recall.md): LLM (an OpenAI-compatible endpoint) → cross-encoder (a local
 model path; it needs the `torch` extra) → heuristic (always there). A tier that is not configured,
 not installed or fails falls through to the next; every result says which tier ranked it."""
 

@@ -1,4 +1,4 @@
-"""The semantic veto's prompt and reply (DESIGN §12, Tier 2). Pure: rendered deterministically, so
+"""The semantic veto's prompt and reply (docs/conflicts.md, Tier 2). Pure: rendered deterministically, so
 the messages hash into the call's key and a re-run replays the stored answer.
 
 The model is asked one thing: does the new statement add information its related statements do

@@ -1,4 +1,4 @@
-"""The relations of a topic's bricks (DESIGN §12), `vault.relations`: each visible brick's nearest
+"""The relations of a topic's bricks (docs/conflicts.md), `vault.relations`: each visible brick's nearest
 related bricks by embedding (`brick_relations`, one row per brick and partner, with any conflict
 between their values) and the bricks already looked at with which threshold (`relation_builds`).
 

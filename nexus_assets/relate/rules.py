@@ -1,4 +1,4 @@
-"""Related bricks and conflicts (DESIGN §12, seed 000 Tier 2): the rules, pure (no I/O, no Dagster).
+"""Related bricks and conflicts (docs/conflicts.md, seed 000 Tier 2): the rules, pure (no I/O, no Dagster).
 
 Two bricks of a topic are *related* when their embeddings are at least the topic's
 `related_threshold` alike and neither text contains the other (that is the uniqueness gate's

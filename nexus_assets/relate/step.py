@@ -1,4 +1,4 @@
-"""The relate step: a topic's related bricks and conflicts (DESIGN §12), brought up to date after
+"""The relate step: a topic's related bricks and conflicts (docs/conflicts.md), brought up to date after
 its bricks are embedded (the `brick_embeddings` asset calls `relate_topic`), and the Conflict View's
 rows (`nexus conflicts`, the viewer, the `open_conflicts` check).
 
@@ -113,7 +113,7 @@ def relate_topic(vault: RelateStores, topic: Topic, model: str, *, visible=None)
 
 
 def _tool_output(vault: RelateStores, brick_ids: list[str]) -> set[str]:
-    """The bricks whose every source is a tool call or tool output (DESIGN §3 node types)."""
+    """The bricks whose every source is a tool call or tool output (docs/inputs.md node types)."""
     if not brick_ids:
         return set()
     rows = vault.conn.execute(

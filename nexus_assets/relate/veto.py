@@ -1,4 +1,4 @@
-"""The semantic veto (DESIGN §12, Tier 2): optional and veto-only.
+"""The semantic veto (docs/conflicts.md, Tier 2): optional and veto-only.
 
 For a topic with `semantic_veto: true`, when an LLM is configured, the gate asks about each text
 that would become a new brick and has related bricks already (embedding similarity at least the

@@ -1,4 +1,4 @@
-"""Canonical order (DESIGN §4) and the timestamps it sorts by."""
+"""Canonical order (docs/architecture.md) and the timestamps it sorts by."""
 
 from __future__ import annotations
 

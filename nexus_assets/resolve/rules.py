@@ -1,4 +1,4 @@
-"""The uniqueness gate and brick states (DESIGN §2.6, §2.7).
+"""The uniqueness gate and brick states (docs/invariants.md §6, §2.7).
 
 Resolution is a function of the whole set of occurrences validated so far, never of the order
 they arrived in: that is what makes a sync order-independent and idempotent.

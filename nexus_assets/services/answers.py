@@ -1,7 +1,7 @@
 """`nexus recall` (read-only) and `nexus ask` (a grounded answer, audited): the use cases the CLI
 and the viewer call.
 
-Ranking (DESIGN §8) is hybrid: the dense ranking (cosine of the query and each brick, FAISS inner
+Ranking (docs/recall.md) is hybrid: the dense ranking (cosine of the query and each brick, FAISS inner
 product over unit vectors) and the full-text ranking (BM25, the index `nexus search` keeps) are
 fused by reciprocal rank fusion, RRF = sum over rankings of 1 / (RRF_K + rank), ties by brick id;
 a speaker or date the query names adds one more ranking (the candidates said by them, or then),
@@ -100,7 +100,7 @@ def shares_a_word(question: str, content: str) -> bool:
 
 
 def relevant(question: str, result: dict) -> bool:
-    """Whether a recalled brick is relevant enough for an answer to rest on it (DESIGN §8)."""
+    """Whether a recalled brick is relevant enough for an answer to rest on it (docs/recall.md)."""
     similarity = result["similarity"]
     return similarity >= ANSWER_STRONG_SIMILARITY or (
         similarity >= ANSWER_MIN_SIMILARITY and shares_a_word(question, result["content"])
@@ -114,7 +114,7 @@ class NothingToRecall(LookupError):
 
 @dataclass(frozen=True)
 class Filters:
-    """Who said it and when (DESIGN §8): given, they filter; read from the query, they rank."""
+    """Who said it and when (docs/recall.md): given, they filter; read from the query, they rank."""
 
     speaker: str | None = None
     since: str | None = None  # YYYY-MM-DD, inclusive

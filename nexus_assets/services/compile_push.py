@@ -1,4 +1,4 @@
-"""A pushed run compiled in the server that wrote it (DESIGN §10: "a pushed run's new nodes are
+"""A pushed run compiled in the server that wrote it (docs/agents.md: "a pushed run's new nodes are
 compiled on that warm state"; docs/agents.md).
 
 A push (`PUT /v1/runs/{id}`, `POST …/messages`, `POST …/close`) writes one run file under

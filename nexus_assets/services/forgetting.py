@@ -1,5 +1,5 @@
 """Forgetting, as every shell does it (CLI `nexus forget`, the MCP `forget` tool): one service, so
-no shell can skip a step (invariant 15; DESIGN §11: the shells parse and print).
+no shell can skip a step (invariant 15; docs/architecture.md: the shells parse and print).
 
 Before anything new is forgotten, every erasure an earlier forget committed but did not finish
 (killed after its commit: the text may still be in the vault's freed blocks, its indexes, Dagster's

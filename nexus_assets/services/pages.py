@@ -99,7 +99,7 @@ class BrickView:
     # (text, is_search_hit) pieces of the content, so the template escapes each piece itself.
     segments: list[tuple[str, bool]]
     history: list[Brick] = field(default_factory=list)
-    related: int = 0  # related bricks (DESIGN §12)
+    related: int = 0  # related bricks (docs/conflicts.md)
     conflicts: int = 0  # of them, stating other values
 
 
@@ -251,7 +251,7 @@ class ConflictPage:
 
 
 def conflict_page(vault: Vault, topic_id: str) -> ConflictPage | None:
-    """The Conflict View: related bricks stating different values, side by side (DESIGN §12)."""
+    """The Conflict View: related bricks stating different values, side by side (docs/conflicts.md)."""
     topic = vault.topics.topic(topic_id)
     if topic is None:
         return None
@@ -263,7 +263,7 @@ def json_around(document, json_path: str) -> tuple[str, str]:
     """The run pretty-printed, split where the node's string literal stands.
 
     The node itself is shown decoded between the two halves: offsets count code points of the
-    decoded string (DESIGN §2.1), which JSON escapes like `\\n` or `\\"` would shift.
+    decoded string (docs/invariants.md §1), which JSON escapes like `\\n` or `\\"` would shift.
     """
     steps, _ = resolve_string(document, json_path)
     marker = f"\x00nexus-node-{uuid.uuid4().hex}\x00"

@@ -286,7 +286,7 @@ def _check_topics(db: str | Path, topic_ids: list[str] | None) -> list[str] | No
 
 
 def _who_and_when(speaker: str | None, since: str | None, until: str | None) -> dict:
-    """The speaker and date filters of recall and ask (DESIGN §7), checked: BadQuery names the bad one."""
+    """The speaker and date filters of recall and ask (docs/cli.md), checked: BadQuery names the bad one."""
     from nexus_assets.services.answers import parse_day
 
     if speaker is not None:

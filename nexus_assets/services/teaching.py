@@ -1,6 +1,6 @@
 """Teaching, whichever shell asks (CLI, API, MCP, viewer): `keep` or `drop` a brick. The brick's
 verbatim text joins its topic file's `examples` (`topic_file.py`), the vault records who and why
-(`teachings`), and the next sync selects with it (DESIGN §5, `extract/selection.py`). The shells
+(`teachings`), and the next sync selects with it (docs/quality.md, `extract/selection.py`). The shells
 parse and print; every rule is here.
 
 Refused (`TeachingRefused`, HTTP 409 / exit 2) on a sealed topic (its bricks are FINAL and never

@@ -90,7 +90,7 @@ def add_example(path: Path, verdict: str, text: str) -> bool:
     if ours is None:
         ours = CommentedSeq()
         if verdict == "keep":
-            examples.insert(0, "keep", ours)  # keep before drop, as DESIGN §3 shows them
+            examples.insert(0, "keep", ours)  # keep before drop, as docs/inputs.md shows them
         else:
             examples[verdict] = ours
     if not isinstance(ours, list):

@@ -106,7 +106,7 @@ class TopicRecords(Records):
         row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
         return Topic.model_validate({**json.loads(row[0]), "state": row[1]}) if row else None
 
-    # Extraction quality (DESIGN §9): what `nexus eval` and the `extraction_quality` check read
+    # Extraction quality (docs/quality.md): what `nexus eval` and the `extraction_quality` check read
 
     def topic_source_file(self, topic_id: str) -> str | None:
         row = self.conn.execute("SELECT source_file FROM topics WHERE topic_id = ?", [topic_id]).fetchone()

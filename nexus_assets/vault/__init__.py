@@ -1,6 +1,6 @@
 """The vault: everything Nexus Sync knows, in one DuckDB file, and all the SQL that reads or writes it.
 
-Append-only by design (DESIGN §2.8): a sync inserts; the only updates are a brick's state,
+Append-only by design (docs/invariants.md §8): a sync inserts; the only updates are a brick's state,
 order, stale flag and superseded_by, and a run's latest-version marker. A topic's visible
 result (bricks, their sources and the manifest) is published in one transaction.
 

@@ -1,4 +1,4 @@
-"""What a vault address names (DESIGN §11): a path or `duckdb:///path` is the embedded DuckDB file;
+"""What a vault address names (docs/deployment.md): a path or `duckdb:///path` is the embedded DuckDB file;
 `postgresql://user@host:port/db` (or `postgres://…`) is a PostgreSQL database.
 
 An address is parsed once, where it enters (the `--db` flag, `NEXUS_DB`, the API's and the MCP

@@ -158,7 +158,7 @@ class BaseCatalog(Database):
 
 
 def _example_counts(definition_json: str | None) -> dict[str, int]:
-    """How many keep and drop examples a person gave the topic (DESIGN §3 `examples`)."""
+    """How many keep and drop examples a person gave the topic (docs/inputs.md `examples`)."""
     import json
 
     try:

@@ -309,7 +309,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         5,
-        "sources say which kind of node and which branch they are on (DESIGN §3)",
+        "sources say which kind of node and which branch they are on (docs/inputs.md)",
         """
         ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS node_type TEXT;
         ALTER TABLE occurrences ADD COLUMN IF NOT EXISTS branch TEXT DEFAULT 'current';
@@ -391,7 +391,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         12,
-        "recall (DESIGN §8): brick embeddings keyed by model and fingerprint, and the append-only audit trail of answers",
+        "recall (docs/recall.md): brick embeddings keyed by model and fingerprint, and the append-only audit trail of answers",
         """
         CREATE TABLE IF NOT EXISTS embeddings (
             model TEXT NOT NULL,
@@ -560,7 +560,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         20,
-        "related bricks (DESIGN §12): each visible brick's nearest related bricks by embedding, with any conflict "
+        "related bricks (docs/conflicts.md): each visible brick's nearest related bricks by embedding, with any conflict "
         "between their values, and which bricks were looked at; derived from bricks and embeddings, never part of a hash",
         # No keys: DuckDB holds every index in memory, and a brick's rows are always replaced whole.
         """
@@ -627,7 +627,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 23 and 24 are other changes of the same release, merged beside this one.
     Migration(
         25,
-        "every text node and brick source says who said it (DESIGN §3: the Nexus format's `name`, an export's author "
+        "every text node and brick source says who said it (docs/inputs.md: the Nexus format's `name`, an export's author "
         "name, else the role), read again once from each run version's stored JSON; never part of an id or a hash",
         """
         ALTER TABLE nodes ADD COLUMN IF NOT EXISTS speaker TEXT;

@@ -1,4 +1,4 @@
-"""A long-lived process's hold on a DuckDB vault (DESIGN §10: "a warm server answers from warm
+"""A long-lived process's hold on a DuckDB vault (docs/agents.md: "a warm server answers from warm
 state"): `nexus api` and `nexus mcp` keep one read-only connection open, and every read-only
 `Vault.open` of that vault in the process is answered on it, instead of opening the file, checking
 it and reading its catalog again per request.

@@ -1,4 +1,4 @@
-"""`nexus api` (DESIGN §10) against a real uvicorn on 127.0.0.1: bodies are the CLI's --json
+"""`nexus api` (docs/agents.md) against a real uvicorn on 127.0.0.1: bodies are the CLI's --json
 objects, a sync job is Dagster runs reported from their records, errors are problem+json, and
 the door (token, Host, bounded requests) refuses before any route runs."""
 

@@ -137,7 +137,7 @@ def test_a_topic_key_at_the_wrong_level_is_told_where_it_belongs(tmp_path):
 
 
 def test_examples_that_are_not_sentences_are_one_error_naming_the_file(tmp_path):
-    """A topic's `examples` are strings a person chose (DESIGN §3): a number, a blank line or an
+    """A topic's `examples` are strings a person chose (docs/inputs.md): a number, a blank line or an
     unknown list is one problem naming the file and the entry, so the sync leaves that topic out
     (and, as for any broken topic file, compiles the others)."""
     from nexus_assets.topics.files import read_topic_file

@@ -1,4 +1,4 @@
-"""The `nexus` command's surfaces (DESIGN §7): names, --json fields and exit codes."""
+"""The `nexus` command's surfaces (docs/cli.md): names, --json fields and exit codes."""
 
 import hashlib
 import json
@@ -18,7 +18,7 @@ SOURCE_FIELDS = {"run_id", "json_path", "start", "end", "node_checksum"}
 
 
 def _fingerprint(text: str) -> str:
-    """DESIGN invariant 5, written out here rather than imported from the code under test."""
+    """docs/invariants.md invariant 5, written out here rather than imported from the code under test."""
     normalized = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
 
@@ -234,7 +234,7 @@ def test_vault_connections_never_draw_duckdb_progress_bars_on_stdout(tmp_path):
 
 
 def test_a_duckdb_url_names_the_vault_file_on_the_flag_in_nexus_db_and_in_the_api(empty_project: Project, capsys, monkeypatch):
-    """`duckdb:///ABS/PATH` (DESIGN §7) is parsed once where it enters: the flag, NEXUS_DB and the
+    """`duckdb:///ABS/PATH` (docs/cli.md) is parsed once where it enters: the flag, NEXUS_DB and the
     API's configuration all reach the file at /ABS/PATH, never a path with the scheme still on."""
     from nexus_assets.api.config import ApiConfig
     from nexus_assets.vault.address import parse_address

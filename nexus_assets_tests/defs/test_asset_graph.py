@@ -61,7 +61,7 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0
             assert len(meta["manifest_hash"].value) == 64
-            # Native metadata (DESIGN §6): the preview is a table, counts are ints, the viewer is a URL.
+            # Native metadata (docs/architecture.md): the preview is a table, counts are ints, the viewer is a URL.
             assert meta["topic_id"].value == topic_id
             assert isinstance(meta["viewer"], dg.UrlMetadataValue) and meta["viewer"].value.endswith(f"/topics/{topic_id}")
             for node in ("resolved_brick_states", "topic_manifest"):

@@ -1,4 +1,4 @@
-"""A team deployment (DESIGN §11, deploy/): Dagster on a real PostgreSQL, the run queue that holds
+"""A team deployment (docs/deployment.md, deploy/): Dagster on a real PostgreSQL, the run queue that holds
 one run per topic, the Helm chart's values and the code location's image.
 
 `deploy/dagster.yaml` is loaded as it ships into an instance against the test's PostgreSQL

@@ -1,4 +1,4 @@
-"""DESIGN §6 and invariant 14: check results are kept per topic partition, so one topic's pass never
+"""docs/architecture.md and invariant 14: check results are kept per topic partition, so one topic's pass never
 hides another's failure; stale follows the files as they stand now, and every flip is kept."""
 
 import json

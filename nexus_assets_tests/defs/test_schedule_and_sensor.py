@@ -54,7 +54,7 @@ def test_sensor_registers_topics_and_requests_syncs_only_when_runs_change(projec
 
 
 def test_draft_topics_are_no_partitions_and_activation_adds_one(project: Project, tmp_path, monkeypatch, capsys):
-    """DESIGN §6: only compilable topics are partitions; `nexus activate` adds one to the shared instance."""
+    """docs/architecture.md: only compilable topics are partitions; `nexus activate` adds one to the shared instance."""
     from nexus_assets_tests.cli_helpers import run_json
 
     home = tmp_path / "dagster_home"

@@ -77,7 +77,7 @@ def test_checksum_drift_check_fails_after_a_resync_of_an_edited_closed_run(proje
 
 
 # The sync's drift step and `nexus verify` see the same thing when a file is broken, rewritten
-# with other runs, restored, or moved (invariant 14, DESIGN §7 exit codes).
+# with other runs, restored, or moved (invariant 14, docs/cli.md exit codes).
 
 NOTES = "vault-notes"
 

@@ -1,4 +1,4 @@
-"""Extraction quality (DESIGN §9): `nexus eval` and the `extraction_quality` check against gold
+"""Extraction quality (docs/quality.md): `nexus eval` and the `extraction_quality` check against gold
 files whose right answers are worked out by hand below.
 
 The project: topic `vault-notes` (keyword "vault"), two runs. The embedded extractor returns the

@@ -1,4 +1,4 @@
-"""The embedded extractor (DESIGN §5): offline and deterministic. It returns whole sentences of
+"""The embedded extractor (docs/quality.md): offline and deterministic. It returns whole sentences of
 in-scope nodes that contain a required keyword (whole word, any case) and read as statements (not
 headings, questions, lead-ins or fragments: `test_embedded_statements.py`), as untrusted pointers
 that go through the same gate as an LLM's."""
@@ -95,7 +95,7 @@ def test_respects_target_node_types():
     assert quotes(tools) == [("$['messages'][3]['content']", "sync result is ok.")]
     everything = quotes(extract_embedded(topic(node_types=None), RUN))
     assert ("$['messages'][2]['content']", "The sync engine is configured here.") in everything
-    # Tool output is read only by a topic that names it (DESIGN §3).
+    # Tool output is read only by a topic that names it (docs/inputs.md).
     assert ("$['messages'][3]['content']", "sync result is ok.") not in everything
 
 

@@ -188,7 +188,7 @@ def hidden_and_branched_run():
 
 def test_a_pointer_at_a_node_out_of_the_topic_scope_is_rejected():
     """An extractor is only shown the topic's in-scope nodes; a pointer at any other node, however
-    true its quote, was guessed, and compiles nothing (DESIGN §3: hidden messages only when asked,
+    true its quote, was guessed, and compiles nothing (docs/inputs.md: hidden messages only when asked,
     `branches: current` compiles the current path only)."""
     run = hidden_and_branched_run()
     paths = {n.path: n for n in run.nodes}

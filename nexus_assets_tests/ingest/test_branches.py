@@ -1,4 +1,4 @@
-"""Branches are marked (DESIGN §3): an edited prompt and a regenerated answer are compiled, and
+"""Branches are marked (docs/inputs.md): an edited prompt and a regenerated answer are compiled, and
 every source says whether it is on the path the user last saw."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Coding-agent sessions as sources (issue 42, DESIGN §3): Claude Code and Codex CLI JSON Lines.
+"""Coding-agent sessions as sources (issue 42, docs/sessions.md): Claude Code and Codex CLI JSON Lines.
 
 Every text a person or the model wrote is a node whose address names its line and block, and
 resolving that address on the run document gives the text exactly (invariant 1); a bad line costs
@@ -301,7 +301,7 @@ def test_real_session_files_read_as_their_tool_wrote_them(name: str, run_id: str
     assert counted == expected
 
 
-# Read as a person reads (issue 49 item 1, DESIGN §3): the shapes of real files (PROVENANCE.md).
+# Read as a person reads (issue 49 item 1, docs/sessions.md): the shapes of real files (PROVENANCE.md).
 
 
 def test_claude_code_harness_text_is_hidden_and_what_the_person_says_through_a_tool_is_theirs(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""ChatGPT and Claude exports (DESIGN §3): each conversation becomes one run, read as a stream."""
+"""ChatGPT and Claude exports (docs/inputs.md): each conversation becomes one run, read as a stream."""
 
 from __future__ import annotations
 

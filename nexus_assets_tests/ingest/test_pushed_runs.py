@@ -1,4 +1,4 @@
-"""Runs pushed live, below the HTTP API (issue 42 item 2, DESIGN §10): written as run files under
+"""Runs pushed live, below the HTTP API (issue 42 item 2, docs/agents.md): written as run files under
 the runs folder first, atomically, idempotently by message id, bounded, and never after CLOSED."""
 
 from __future__ import annotations

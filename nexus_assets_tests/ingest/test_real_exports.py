@@ -1,4 +1,4 @@
-"""Real exports as people have them (DESIGN §3, invariant 11): every message kept, nothing mistyped.
+"""Real exports as people have them (docs/inputs.md, invariant 11): every message kept, nothing mistyped.
 
 Fixtures are written here by hand in the shape real ChatGPT and Claude exports have.
 """

@@ -1,4 +1,4 @@
-"""Runs pushed live (DESIGN §10, issue 42 item 2) through a real `nexus api` on 127.0.0.1 and the
+"""Runs pushed live (docs/agents.md, issue 42 item 2) through a real `nexus api` on 127.0.0.1 and the
 MCP `remember` tool over stdio: what arrives is a run file under the runs folder first, a retried
 message adds nothing, a CLOSED run refuses appends (409), a sync of the topics that read the run is
 queued, and the run then compiles and is recalled. (`test_pushed_runs.py` tests the writer itself,

@@ -1,4 +1,4 @@
-"""Topic lifecycle (DESIGN §2.7): DRAFT → ACTIVE → SEALING → LOCKED, with who and when of every step.
+"""Topic lifecycle (docs/invariants.md §7): DRAFT → ACTIVE → SEALING → LOCKED, with who and when of every step.
 
 Real run files, a real DuckDB vault, the real `nexus` command and real Dagster materializations.
 """

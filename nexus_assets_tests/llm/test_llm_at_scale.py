@@ -1,4 +1,4 @@
-"""The LLM path at production scale (DESIGN §5 "At scale"), against a real HTTP server on 127.0.0.1:
+"""The LLM path at production scale (docs/openai.md "At scale"), against a real HTTP server on 127.0.0.1:
 requests run concurrently, each chunk is sent once for every topic that needs it, and nothing a
 server does (rate limits, a trickle, a flood) hangs a sync or poisons the vault."""
 

@@ -1,4 +1,4 @@
-"""`nexus mcp` (DESIGN §10.1) through the official SDK's own client: over stdio (as a desktop agent
+"""`nexus mcp` (docs/agents.md) through the official SDK's own client: over stdio (as a desktop agent
 starts it) and over streamable HTTP at /mcp on `nexus api`. Tool answers are the CLI's --json
 objects; a bad argument is a tool error naming it and the server keeps answering; writes only
 with --allow-writes; `ask` is audited with the client's name as the agent."""

@@ -1,4 +1,4 @@
-"""FINAL bricks are immutable (DESIGN §2.7) and manifests form a hash chain (§1).
+"""FINAL bricks are immutable (docs/invariants.md §7) and manifests form a hash chain (§1).
 
 The vault refuses to publish a change to a FINAL brick; tampering with the DuckDB file directly
 makes the `final_immutability` asset check fail and `nexus verify` exit 1.

@@ -1,4 +1,4 @@
-"""The recall embedder (DESIGN §8): all-MiniLM-L6-v2 as the ONNX graph shipped in the package, run
+"""The recall embedder (docs/recall.md): all-MiniLM-L6-v2 as the ONNX graph shipped in the package, run
 by onnxruntime. Compared with the torch (sentence-transformers) model through reference vectors and
 figures that benchmarks/export_onnx_model.py wrote from it, so these tests need no torch."""
 

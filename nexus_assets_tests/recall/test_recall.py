@@ -1,4 +1,4 @@
-"""DESIGN §8 and invariant 16: embeddings and the vector index as assets, read-only recall with
+"""docs/recall.md and invariant 16: embeddings and the vector index as assets, read-only recall with
 tiered reranking, grounded answers with the CCC gate, MODE-1 and the append-only audit trail."""
 
 import hashlib
@@ -66,7 +66,7 @@ def test_recall_is_read_only_and_confidences_are_in_range(synced: Project, capsy
 
 
 def test_recall_confidence_never_rises_down_the_list(synced: Project, capsys):
-    """DESIGN §8: the confidence is a mapping of the final ranking score, so in every listing (the
+    """docs/recall.md: the confidence is a mapping of the final ranking score, so in every listing (the
     --json results and the lines a person reads) it never rises from one result to the next."""
     for query in (QUESTION, "backups of the vault file", "which port does the server use", "order of bricks"):
         results = run_json(capsys, *synced.cli_args(), "recall", query, "--k", "10")["results"]

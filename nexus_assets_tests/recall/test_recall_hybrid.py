@@ -1,4 +1,4 @@
-"""DESIGN §8 and §3: hybrid recall (dense + BM25 fused by reciprocal rank, ties by brick id, a
+"""docs/recall.md and §3: hybrid recall (dense + BM25 fused by reciprocal rank, ties by brick id, a
 monotone confidence), answers that refuse when no brick is relevant enough, and who said it and
 when: the Nexus format's `name`, every source's `speaker`, `--speaker/--since/--until`."""
 

@@ -1,4 +1,4 @@
-"""Conflicts a person agrees with (issue 40 item 3, DESIGN §12): a pair is flagged only when both
+"""Conflicts a person agrees with (issue 40 item 3, docs/conflicts.md): a pair is flagged only when both
 texts state a different value for the same thing. The shapes below are those a user judged on a
 real export (re-written here): section titles, possessives and plurals, numbered plan steps and
 agreeing sentences are no conflict; one step of a plan given two values is.

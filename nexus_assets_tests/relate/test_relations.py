@@ -1,4 +1,4 @@
-"""Related bricks and the Conflict View (DESIGN §12, seed 000 Tier 2).
+"""Related bricks and the Conflict View (docs/conflicts.md, seed 000 Tier 2).
 
 Relations are records beside the bricks: deterministic across re-runs and run orders, recomputed
 only for the bricks that changed, and never part of a brick, a state or a manifest hash. A related
@@ -240,7 +240,7 @@ def test_the_open_conflicts_check_warns_and_the_manifest_metadata_counts_them(pr
 
 
 def test_tool_output_never_conflicts_even_for_a_topic_that_reads_it(tmp_path, capsys):
-    """Issue 49 item 6: a topic may ask for tool output (DESIGN §3), but what a tool printed states
+    """Issue 49 item 6: a topic may ask for tool output (docs/inputs.md), but what a tool printed states
     nothing a person disagrees with; the same two values said by the person still conflict."""
     p = Project(tmp_path / "proj")
     policy = {"scope_description": "Which keys and servers the API uses.", "required_keywords": ["api"],

@@ -1,4 +1,4 @@
-"""The semantic veto (DESIGN §12, Tier 2), against a real Chat Completions server on 127.0.0.1.
+"""The semantic veto (docs/conflicts.md, Tier 2), against a real Chat Completions server on 127.0.0.1.
 
 Off unless a topic sets `semantic_veto: true` and an LLM is configured. It is asked only about a
 text that would become a new brick and has related bricks; it can keep or discard, never edit. A

@@ -1,4 +1,4 @@
-"""The sync service (DESIGN §10, issue 41): one home below the shells. Inputs are checked before
+"""The sync service (docs/agents.md, issue 41): one home below the shells. Inputs are checked before
 anything is written; a sync runs the Dagster jobs and reports per topic; the "nothing changed"
 digest skips the second sync; a forced one compiles anyway; runs carry the caller's tags. The CLI
 is a shell over it: its --json results are the service's."""

@@ -1,4 +1,4 @@
-"""A person teaches a topic what to keep (issue 53; DESIGN §3 `examples`, §5, §7 `nexus keep` /
+"""A person teaches a topic what to keep (issue 53; docs/inputs.md `examples`, §5, §7 `nexus keep` /
 `nexus drop`, §10, §10.1): the brick's text joins its topic file's examples (comments and order
 kept), the judgement is audited, the next sync selects with it: a dropped brick leaves the manifest
 (history and reason kept), and the same topic files give the same manifest in a fresh vault. A new

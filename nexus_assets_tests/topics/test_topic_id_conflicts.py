@@ -1,5 +1,5 @@
 """Two topic files that define one topic_id are ambiguous configuration: `nexus sync` exits 2
-naming both files before it touches the vault (DESIGN §7: 2 is bad usage or input)."""
+naming both files before it touches the vault (docs/cli.md: 2 is bad usage or input)."""
 
 from __future__ import annotations
 

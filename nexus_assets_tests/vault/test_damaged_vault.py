@@ -1,5 +1,5 @@
 """A damaged vault (truncated file, read-only file or folder, full disk) is one clear line and exit 2
-(DESIGN §7), never a traceback; commands that only read work on a read-only vault; nothing is lost.
+(docs/cli.md), never a traceback; commands that only read work on a read-only vault; nothing is lost.
 
 Each case runs the real `nexus` in a fresh process. As root, file permissions bind only a process
 without CAP_DAC_OVERRIDE, so the read-only cases drop it (setpriv); a full disk is RLIMIT_FSIZE with

@@ -1,4 +1,4 @@
-"""The vault on PostgreSQL (DESIGN §11): the same inputs give byte-identical results on DuckDB and
+"""The vault on PostgreSQL (docs/deployment.md): the same inputs give byte-identical results on DuckDB and
 on a real PostgreSQL whose default collation is ICU en-US, not bytewise; `verify` is clean on both.
 
 The server is Debian's, started by the `postgres_server` fixture as a non-root user on 127.0.0.1."""

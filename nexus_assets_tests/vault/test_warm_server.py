@@ -1,4 +1,4 @@
-"""A warm server answers from warm state (DESIGN §10, issue 52): the vault stays open for reading
+"""A warm server answers from warm state (docs/agents.md, issue 52): the vault stays open for reading
 between requests (vault/warm.py) and what was read through it is kept, until a writer comes: a
 sync, a push or `nexus forget` in another process or in the server itself. The next request then
 reads the vault again, so it sees the change, and nothing forgotten stays in memory."""

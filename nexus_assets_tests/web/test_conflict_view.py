@@ -1,4 +1,4 @@
-"""The viewer's Conflict View and brick view (DESIGN §12, seed 000): related bricks that state
+"""The viewer's Conflict View and brick view (docs/conflicts.md, seed 000): related bricks that state
 different values side by side with their sources, a brick's related bricks, and the shadow stack of
 fragments it superseded. Headless Chromium; a screenshot of the Conflict View is kept."""
 

@@ -3,7 +3,7 @@
 Two parts: the sentence's MiniLM vector (computed elsewhere, once per fingerprint) and the scalars
 below, in `SCALARS` order. Scores that come from a model (relevance, example similarity) are
 rounded to `SCORE_DECIMALS` before they enter a row, so floating-point noise between machines never
-reaches a decision (DESIGN §2 inv. 3); form features are exact functions of the text.
+reaches a decision (docs/invariants.md inv. 3); form features are exact functions of the text.
 """
 
 from __future__ import annotations

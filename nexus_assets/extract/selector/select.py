@@ -2,7 +2,7 @@
 
 1. Candidates: every sentence unit of the topic's in-scope nodes (`scope.py`). A topic that does not
    name `tool_message`, `tool_call` or `system_message` in its target_node_types never gets them
-   (tool output and harness-injected text are not notes, DESIGN §3).
+   (tool output and harness-injected text are not notes, docs/inputs.md).
 2. Form rules that need no model decide the obvious drops first (code, tables, headings, markup,
    one- and two-word fragments, questions, tool-output lines): those sentences are never embedded.
 3. Conversation scope: the conversation (its title and the person's turns) is compared with the
@@ -10,7 +10,7 @@
 4. The rest is embedded once each and scored by the shipped model (`model.py`) from its vector and
    the scalars of `features.py`; kept when the rounded score reaches the model's threshold.
 Every score is rounded before it decides anything, and the decisions are stored as the extractor's
-answer, so a re-sync replays them (DESIGN §2 inv. 3).
+answer, so a re-sync replays them (docs/invariants.md inv. 3).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regio
 CONVERSATION_BAR = 0.08
 # Node types a topic gets only when its target_node_types names them.
 NOT_NOTES = frozenset({"tool_message", "tool_call", "system_message"})
-# The person's own turns (their answers through a tool are user_message too, DESIGN §3).
+# The person's own turns (their answers through a tool are user_message too, docs/inputs.md).
 PERSON = "user_message"
 CONVERSATION_CHARS = 2000  # the model reads 256 word pieces; more text is not read anyway
 

@@ -11,7 +11,7 @@ so a run's answer never depends on which runs are extracted beside it:
   conversation's own text), and its relevance against the run's others (z-score, gap to the best);
 - its neighbours' relevance in its message, how many candidates the run has, and its best cosine
   with another sentence of its own message.
-Every value is rounded to `SCORE_DECIMALS` before it enters a row (DESIGN §2 inv. 3).
+Every value is rounded to `SCORE_DECIMALS` before it enters a row (docs/invariants.md inv. 3).
 """
 
 from __future__ import annotations

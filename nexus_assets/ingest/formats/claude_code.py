@@ -7,7 +7,7 @@ tool_result, image). One assistant reply is often spread over several lines, one
 Other lines (summary, system, queue-operation, file-history-snapshot, attachment, progress,
 last-prompt, ...) carry no conversation text.
 
-Nodes, read as a person reads the session (DESIGN §3, `harness.py`): a user's text is a
+Nodes, read as a person reads the session (docs/sessions.md, `harness.py`): a user's text is a
 `user_message`, the model's text an `assistant_message`, a tool_use's input strings `tool_call`, a
 tool_result's text `tool_message`; but what the person says through a tool (the result of
 AskUserQuestion or ExitPlanMode, a refused tool use with their comment) is a `user_message`, the
@@ -203,7 +203,7 @@ def claude_code_run(document: dict) -> Run:
 def _current_path(lines: list[Any]) -> set[str] | None:
     """The uuids on the path from the session's first line to its last message: what the user
     last saw. A prompt edited or a reply retried in Claude Code starts a new child of an earlier
-    line; the old continuation is then abandoned, as a ChatGPT branch is (DESIGN §3). A compaction
+    line; the old continuation is then abandoned, as a ChatGPT branch is (docs/sessions.md). A compaction
     restarts the chain (`parentUuid` null) and names the line it continues in `logicalParentUuid`;
     when that line is written only after the boundary (Claude Code 2.1.185, PROVENANCE.md), the
     compaction continues the line written just before it, so what came before is not abandoned.

@@ -1,5 +1,5 @@
 """Text a coding agent's harness writes into the person's turn, and what the person says through a
-tool: how Claude Code and Codex CLI sessions are read as a person reads them (DESIGN §3).
+tool: how Claude Code and Codex CLI sessions are read as a person reads them (docs/sessions.md).
 
 A node is one string value of the file, so a string is typed as a whole: a string that is all
 harness (a slash command's wrapper, its output, a reminder, a background task's notice) is a hidden

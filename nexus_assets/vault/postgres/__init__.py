@@ -1,2 +1,2 @@
-"""The vault on PostgreSQL (DESIGN §11): a pooled psycopg connection that takes the stores' SQL,
+"""The vault on PostgreSQL (docs/deployment.md): a pooled psycopg connection that takes the stores' SQL,
 and the schema, versioned on its own."""
