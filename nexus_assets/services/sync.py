@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Mapping
+from typing import Callable, Mapping
 
 from nexus_assets import settings
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
@@ -25,6 +25,7 @@ from nexus_assets.resolve.order import normalize_timestamp
 from nexus_assets.topics.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
 from nexus_assets.defs.outcome import TopicRunOutcome
 from nexus_assets.defs.tags import SYNC_TOPICS_TAG, TOPIC_TAG
+from nexus_assets.extract.registry import ExtractorName, extractor_kind
 from nexus_assets.vault.address import is_postgres
 from nexus_assets.vault.migrations import LATEST
 
@@ -40,7 +41,7 @@ class SyncRequest:
     runs_dir: str
     topics_dir: str
     topics: tuple[str, ...] = ()  # empty: every ACTIVE topic
-    extractor: Literal["embedded", "openai"] = "embedded"
+    extractor: ExtractorName = "embedded"  # a registered extractor (extract/registry.py)
     replay_only: bool = False
     open_after: str | None = None
     no_recall: bool = False
@@ -132,7 +133,7 @@ def llm_options(request: SyncRequest) -> dict:
     """The LLM options as extractor resource fields, checked before any step runs: a bad setting is
     an input error, as in `nexus plan`."""
     wanted = {"--batch": request.batch, "--max-cost": request.max_cost is not None}
-    if request.extractor != "openai":
+    if not extractor_kind(request.extractor).calls_endpoint:
         given = [flag for flag, on in wanted.items() if on]
         if given:
             raise SyncInputError(f"{given[0]} applies to the openai extractor; add --extractor openai")
@@ -185,8 +186,8 @@ def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = 
 def selector_notes(checked: CheckedSync) -> list[str]:
     """A new release's selector never moves a topic by itself: say which topics an older one selects
     and what `nexus sync --reselect` would do (nothing to say with the openai extractor)."""
-    if checked.request.extractor != "embedded":
-        return []
+    if extractor_kind(checked.request.extractor).calls_endpoint:
+        return []  # the trained selectors' notes are about the offline extractor
     from nexus_assets.extract.backends import newest_selector
     from nexus_assets.extract.selection import outdated_selectors
 
