@@ -72,3 +72,42 @@ def test_the_viewer_reads_through_the_services():
     """The viewer opens no vault and calls no phase: what it shows comes from services/pages.py."""
     names = set().union(*(imported(path) for path in (PACKAGE / "web").rglob("*.py")))
     assert not {n for n in names if n == "nexus_assets.store" or (n.split(".") + [""])[1] in PHASES}, sorted(names)
+
+
+def test_no_import_cycles_anywhere_in_the_package():
+    """No module reaches itself through its imports, counting imports inside functions too (grimp,
+    which import-linter uses): a cycle is where layers stop meaning anything."""
+    import grimp
+
+    graph = grimp.build_graph("nexus_assets", cache_dir=None)
+    seen: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        seen[module] = low[module] = len(seen)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in seen:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], seen[imported])
+        if low[module] == seen[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in seen:
+            visit(module)
+    assert cycles == [], cycles

@@ -7,7 +7,8 @@ import pytest
 
 from nexus_assets.cli import build_parser
 from nexus_assets.extract.registry import EXTRACTORS, ExtractorName, ExtractorUnavailable, extractor_kind, extractor_names
-from nexus_assets.ingest.formats import FormatError, detect_format
+from nexus_assets.ingest.formats import FormatError
+from nexus_assets.ingest.formats.registry import detect_format
 from nexus_assets.ingest.formats.dispatch import parse_document
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets.ingest.formats.registry import FORMATS, SourceFormat, names, one_file_formats, register

@@ -31,7 +31,7 @@ def cmd_bricks(args: argparse.Namespace) -> int:
         names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
         left = {}
         if args.all:
-            from nexus_assets.services.teaching import left_because  # why a brick left the manifest (docs/quality.md)
+            from nexus_assets.services.queries import left_because  # why a brick left the manifest (docs/quality.md)
 
             left = left_because(vault, args.topic, bricks)
         if args.json:

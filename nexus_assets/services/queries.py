@@ -92,7 +92,7 @@ def topics(db: str | Path) -> list:
 
 def named_bricks(vault, bricks, left: Mapping[str, str] | None = None) -> list:
     """Bricks as BrickOut: each source with its conversation's title and start date; `left`: why
-    a brick left the manifest, by brick id (`services.teaching.left_because`)."""
+    a brick left the manifest, by brick id (`left_because`)."""
     from nexus_assets.schemas import BrickOut
 
     names = vault.runs.run_names(s.run_id for b in bricks for s in b.sources)
@@ -132,7 +132,6 @@ def bricks(
         selected = selected[offset : None if limit is None else offset + limit]
         left = None
         if include_superseded:
-            from nexus_assets.services.teaching import left_because
 
             left = left_because(vault, topic_id, selected)
         return named_bricks(vault, selected, left)
@@ -346,3 +345,24 @@ def ask_preview(
     recalled = recall(db, question, topic_ids, k=ASK_K, env=env, speaker=speaker, since=since, until=until)
     kept = [r for r in recalled.results if relevant(question, r.model_dump(mode="json"))]
     return AskPreview(question=question, topics=recalled.topics, bricks=kept)
+
+
+def left_because(vault, topic_id: str, bricks) -> dict[str, str]:
+    """brick_id -> why each of these bricks left the manifest (superseded with no superseding
+    brick): a person dropped it, or the topic's definition or selector no longer selects it. A brick
+    retired by an undone edit of its source (drift) has no entry here."""
+    retired = [b for b in bricks if b.state == "SUPERSEDED" and b.superseded_by is None]
+    if not retired:
+        return {}
+    from nexus_assets.extract.selection import deselected_fingerprints
+
+    topic = vault.topics.topic(topic_id)
+    deselected = deselected_fingerprints(vault, topic) if topic is not None else frozenset()
+    dropped = vault.teaching.drop_reasons(topic_id)
+    out = {}
+    for b in retired:
+        if b.fingerprint not in deselected:
+            continue
+        out[b.brick_id] = (dropped[b.brick_id] + "; no longer selected") if b.brick_id in dropped else (
+            "no longer selected by the topic's current definition or selector")
+    return out

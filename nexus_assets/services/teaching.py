@@ -99,24 +99,3 @@ def teach_in(db: str | Path, topics_dir: Path | str | None, brick_id: str, verdi
         raise NotFound(f"no vault at {db}; run `nexus sync` first, or pass --db PATH")
     with Vault.open(db) as vault:
         return teach(vault, topics_dir, brick_id, verdict, **kwargs)
-
-
-def left_because(vault, topic_id: str, bricks) -> dict[str, str]:
-    """brick_id -> why each of these bricks left the manifest (superseded with no superseding
-    brick): a person dropped it, or the topic's definition or selector no longer selects it. A brick
-    retired by an undone edit of its source (drift) has no entry here."""
-    retired = [b for b in bricks if b.state == "SUPERSEDED" and b.superseded_by is None]
-    if not retired:
-        return {}
-    from nexus_assets.extract.selection import deselected_fingerprints
-
-    topic = vault.topics.topic(topic_id)
-    deselected = deselected_fingerprints(vault, topic) if topic is not None else frozenset()
-    dropped = vault.teaching.drop_reasons(topic_id)
-    out = {}
-    for b in retired:
-        if b.fingerprint not in deselected:
-            continue
-        out[b.brick_id] = (dropped[b.brick_id] + "; no longer selected") if b.brick_id in dropped else (
-            "no longer selected by the topic's current definition or selector")
-    return out

@@ -23,12 +23,9 @@ class FormatError(ValueError):
     """A document that is JSON but not a run this format can read; the message says what is wrong."""
 
 
-def detect_format(value: Any) -> str | None:
-    """The format ('nexus', 'chatgpt', 'claude', 'claude-code', 'codex', ...) of a run document or
-    one export conversation, as the one list of formats (`registry.py`) recognises it."""
-    from nexus_assets.ingest.formats.registry import detect_format as detect
-
-    return detect(value)
+def first_text(value: Any) -> str | None:
+    """The value if it is a string with something in it (a session header's title, cwd, …)."""
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def document_version(document: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
-from nexus_assets.ingest.formats import FormatError, document_version
+from nexus_assets.ingest.formats import FormatError, document_version, first_text
 from nexus_assets.ingest.formats.harness import (
     PERSON_TOOLS,
     PLAN_KEY,
@@ -42,7 +42,6 @@ from nexus_assets.ingest.formats.harness import (
     REJECTED_WITH_COMMENT,
     is_injected,
 )
-from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
 # Event types that carry no conversation text, skipped without a word: seen in real files or in

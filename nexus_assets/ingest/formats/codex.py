@@ -23,9 +23,8 @@ from typing import Any, Iterator
 
 from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
-from nexus_assets.ingest.formats import FormatError, document_version
+from nexus_assets.ingest.formats import FormatError, document_version, first_text
 from nexus_assets.ingest.formats.harness import CODEX_PERSON_TOOLS, is_injected
-from nexus_assets.ingest.formats.jsonl import first_text
 from nexus_assets.resolve.order import normalize_timestamp
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})

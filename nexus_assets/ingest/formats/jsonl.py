@@ -172,5 +172,3 @@ def session_document(lines: list[Any], session_format: str, header: dict[str, An
     return {"lines": lines, "session_format": session_format, **header}
 
 
-def first_text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
