@@ -159,7 +159,7 @@ def test_two_writers_of_one_topic_take_turns_on_postgres(postgres_url, holder):
     `topic_lock`) replaced by a no-op: two syncs of one topic would write at once. A second
     holder of the same topic waits until the first lets go; another topic does not wait."""
     from nexus_assets.catalog import Catalog
-    from nexus_assets.sync.service import topic_lock
+    from nexus_assets.services.sync import topic_lock
 
     def hold(topic_id):
         if holder == "service":
