@@ -257,7 +257,6 @@ def test_the_llm_tier_ranks_by_the_scores_the_llm_gave():
 def test_the_cross_encoder_tier_ranks_by_the_model_scores(tmp_path):
     """Mutation: the cross-encoder keeps `reranker_used="cross-encoder"` but drops the model's
     scores: results would say "cross-encoder" and come in another order."""
-    pytest.importorskip("sentence_transformers")
     from sentence_transformers import CrossEncoder
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 

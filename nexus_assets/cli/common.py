@@ -149,13 +149,11 @@ def require_topic(vault: Catalog, topic_id: str) -> None:
 
 
 def require_brick(vault, prefix: str) -> str:
-    """The one brick id `prefix` names (a unique prefix is enough), or a UsageError saying why not."""
-    matches = vault.history.brick_ids_with_prefix(prefix)
-    if not matches:
-        raise UsageError(f"no brick {prefix!r}; list them with `nexus bricks TOPIC`")
-    if len(matches) > 1:
-        raise UsageError(f"brick id prefix {prefix!r} is ambiguous; give more characters")
-    return matches[0]
+    """The one brick id `prefix` names (a unique prefix is enough); the query's NotFound or
+    BadQuery says why not (exit 2, as every usage error)."""
+    from nexus_assets.services.queries import find_brick
+
+    return find_brick(vault, prefix)
 
 
 def settings_of(args: argparse.Namespace):
