@@ -50,17 +50,26 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     from nexus_assets.services.warming import warm
     from nexus_assets.mcp_server.tools import build_server
+    from nexus_assets.services.jobs import SyncJobs
 
     from nexus_assets.services.warming import refresh
     from nexus_assets.vault.warm import hold, serve_memory
 
     serve_memory()
     config = api_config(args, mcp=False)
-    server = build_server(config, allow_writes=args.allow_writes)
+    # With writes, one worker compiles what `remember` writes and runs `sync`, in turn (one writer).
+    jobs = SyncJobs(config.db, config.runs_dir, config.topics_dir, extractor=config.extractor, no_recall=config.no_recall) if args.allow_writes else None
+    server = build_server(config, allow_writes=args.allow_writes, jobs=jobs)
     hold(config.db, refresh=lambda: refresh(config.db))  # the vault stays open for reading between tool calls (let go whenever a writer comes)
     # Loaded beside the handshake: the first recall then costs a search, not a model load.
     threading.Thread(target=warm, args=(config.db,), daemon=True).start()
-    server.run("stdio")
+    if jobs is not None:
+        jobs.start()
+    try:
+        server.run("stdio")
+    finally:
+        if jobs is not None:
+            jobs.stop()
     return 0
 
 

@@ -136,15 +136,17 @@ Topics = Annotated[
 ]
 
 
-def build_server(config, *, allow_writes: bool = False) -> MCPServer:
-    """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools."""
+def build_server(config, *, allow_writes: bool = False, jobs=None) -> MCPServer:
+    """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools.
+    `jobs`: the server's sync worker (services/jobs.py, started by the caller): `remember` then
+    compiles what it wrote, as a push to the API does, and `sync` runs in turn with those compiles."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
     server = NexusServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
     # Registered in the order `tools/list` shows them.
     _topic_tools(server, config)
     _question_tools(server, config)
     if allow_writes:
-        _write_tools(server, config)
+        _write_tools(server, config, jobs)
     return server
 
 
@@ -247,14 +249,14 @@ def _question_tools(server: MCPServer, config) -> None:
         return found[0]
 
 
-def _write_tools(server: MCPServer, config) -> None:
+def _write_tools(server: MCPServer, config, jobs) -> None:
     """The tools that change the memory (`nexus mcp --allow-writes`), in `tools/list` order."""
-    _compile_tools(server, config)
+    _compile_tools(server, config, jobs)
     _forget_tool(server, config)
     _teach_tools(server, config)
 
 
-def _compile_tools(server: MCPServer, config) -> None:
+def _compile_tools(server: MCPServer, config, jobs) -> None:
     """Conversations in (`remember`), bricks out (`sync`)."""
     from nexus_assets.services.sync import SyncRequest, check, run
 
@@ -275,14 +277,14 @@ def _compile_tools(server: MCPServer, config) -> None:
             extractor=extractor or config.extractor, no_recall=config.no_recall, force=force_recompile, reselect=reselect,
         )
         checked = await _call("topics", check, request)
-        outcome = await anyio.to_thread.run_sync(lambda: run(checked))
+        outcome = await anyio.to_thread.run_sync(lambda: jobs.run_now(checked) if jobs is not None else run(checked))
         return outcome.results
 
     @server.tool(description=(
         "Remember what was said: append messages ({id, role, content, timestamp?}) to your own OPEN run, created if "
         "new; returns the run's status and how many messages it holds and this call added. A message id the run holds "
-        "adds nothing (a retry is harmless); the same id with other content is refused. The next `sync` compiles it "
-        "into bricks. " + VERBATIM
+        "adds nothing (a retry is harmless); the same id with other content is refused. What it adds is compiled into "
+        "the topics that read the run in about a second, then `recall` finds it (sync_job_id names that compile). " + VERBATIM
     ))
     async def remember(
         run_id: Annotated[str, Field(min_length=1, max_length=128, pattern=RUN_ID_RULE, description="your run's id")],
@@ -300,7 +302,9 @@ def _compile_tools(server: MCPServer, config) -> None:
             except PushError as exc:
                 argument = "messages" if isinstance(exc, MessageConflict) or "messages" in str(exc) else "run_id"
                 raise ToolError(f"{argument}: {exc}") from None
-            return RunPushed(run_id=pushed.run_id, status=pushed.status, messages=pushed.messages, added=pushed.added)
+            job_id = jobs.push_run(pushed) if jobs is not None and pushed.added else None
+            return RunPushed(run_id=pushed.run_id, status=pushed.status, messages=pushed.messages, added=pushed.added,
+                             sync_job_id=job_id)
 
         return await anyio.to_thread.run_sync(work)
 

@@ -138,6 +138,37 @@ def test_remember_appends_the_agents_messages_over_mcp(tmp_path):
     assert json.loads(run_path(p.runs, "agent-7").read_text())["messages"] == [message]
 
 
+def test_what_remember_writes_is_compiled_and_recalled_without_a_sync_call(tmp_path):
+    """Issue 52: an agent over MCP pushes with `remember` as one over HTTP pushes with PUT: the
+    server compiles what it added into the topics that read the run, so a later `recall` in the
+    same session finds it, and no `sync` call is needed; a retry queues nothing."""
+    from nexus_assets_tests.mcp_server.test_mcp import stdio, structured
+
+    p = project(tmp_path)
+    text = "We deploy the database migrations from the main branch only, after the backup."
+    message = {"id": "m-1", "role": "user", "content": text}
+
+    async def run():
+        async with stdio(p, "--allow-writes") as client:
+            pushed = structured(await client.call_tool("remember", {"run_id": "agent-9", "messages": [message]}))
+            again = structured(await client.call_tool("remember", {"run_id": "agent-9", "messages": [message]}))
+            deadline = time.monotonic() + 120
+            while True:
+                found = await client.call_tool("recall", {"query": text, "topics": ["agent-memory"], "k": 1})
+                results = [] if found.is_error else structured(found)["results"]
+                if results and results[0]["content"] == text:
+                    return pushed, again, results
+                assert time.monotonic() < deadline, "what remember wrote was never recalled"
+                await anyio.sleep(0.2)
+
+    pushed, again, results = anyio.run(run)
+    assert pushed["added"] == 1 and pushed["sync_job_id"], "the compile of what was added is queued"
+    assert again["added"] == 0 and again["sync_job_id"] is None, "a retry adds and queues nothing"
+    assert results[0]["sources"][0]["run_id"] == "agent-9"
+    verify = run_nexus("--db", str(p.db), "verify", "--json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
 def test_a_refused_push_over_http_names_the_rule_or_the_id_and_leaves_no_file(tmp_path):
     """Issue 50 item 3: an id outside the rule is 422 naming it; a close of an unknown run is 404
     and leaves nothing (no lock file); a known message id with other content is 409 naming the id."""

@@ -1,6 +1,6 @@
 """Runs pushed live (docs/agents.md, issue 42): what an agent says is written as a run file under the
 runs folder first (`ingest/push.py`), so the files stay the source of truth, and its compile into
-the topics that read it is queued on the same worker as `POST /v1/sync/initiate` (api/jobs.py):
+the topics that read it is queued on the same worker as `POST /v1/sync/initiate` (services/jobs.py):
 done in this process in about a second (services/compile_push.py), in turn with syncs, never lost or doubled."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from fastapi import APIRouter, Body, Path
 from fastapi.responses import JSONResponse
 
 from nexus_assets.api.deps import ConfigDep, JobsDep
-from nexus_assets.api.jobs import SyncJobs
 from nexus_assets.schemas import Problem, RunMessages, RunPushed
-from nexus_assets.services.pushing import RUN_ID_RULE, PushResult, append_messages, close_run, put_run, topics_to_sync
+from nexus_assets.services.pushing import RUN_ID_RULE, PushResult, append_messages, close_run, put_run
 
 router = APIRouter(tags=["runs"])
 RunId = Annotated[str, Path(
@@ -26,13 +25,6 @@ REFUSED = {
     413: {"model": Problem, "description": "the run file would outgrow the reader's limit"},
     422: {"model": Problem, "description": "not a run the reader would take whole"},
 }
-
-
-def queue_sync(jobs: SyncJobs, topics_dir: str, pushed: PushResult) -> str | None:
-    """Queue the compile of the pushed run into the topics that read it; the id of that job (a push
-    job not yet started takes it in), None when no ACTIVE topic reads it."""
-    topics = topics_to_sync(topics_dir, pushed)
-    return jobs.push(pushed.path, topics) if topics else None
 
 
 def _answer(pushed: PushResult, sync_job_id: str | None, status: int = 200) -> JSONResponse:
@@ -47,7 +39,7 @@ def put(run_id: RunId, config: ConfigDep, jobs: JobsDep,
         run: Annotated[dict[str, Any], Body(description="a run in the Nexus format: {run_id?, status, started_at?, messages}")]):
     """Write a whole run (201 when new, 200 when replaced or the same); a CLOSED run never changes (409)."""
     pushed = put_run(FilePath(config.runs_dir), run_id, run, max_bytes=config.max_run_bytes)
-    return _answer(pushed, queue_sync(jobs, config.topics_dir, pushed) if pushed.added or pushed.created else None,
+    return _answer(pushed, jobs.push_run(pushed) if pushed.added or pushed.created else None,
                    201 if pushed.created else 200)
 
 
@@ -57,11 +49,11 @@ def messages(run_id: RunId, body: RunMessages, config: ConfigDep, jobs: JobsDep)
     pushed = append_messages(
         FilePath(config.runs_dir), run_id, [m.model_dump(exclude_none=True) for m in body.messages], max_bytes=config.max_run_bytes
     )
-    return _answer(pushed, queue_sync(jobs, config.topics_dir, pushed) if pushed.added else None)
+    return _answer(pushed, jobs.push_run(pushed) if pushed.added else None)
 
 
 @router.post("/v1/runs/{run_id}/close", response_model=RunPushed, responses=REFUSED)
 def close(run_id: RunId, config: ConfigDep, jobs: JobsDep):
     """The run becomes CLOSED (one-way), so its bricks may reach FORMING and, once sealed, FINAL."""
     before = close_run(FilePath(config.runs_dir), run_id)
-    return _answer(before, queue_sync(jobs, config.topics_dir, before))
+    return _answer(before, jobs.push_run(before))

@@ -1,4 +1,4 @@
-"""Sync jobs for the API: the sync service run on the Dagster instance the vault shares, one job
+"""Sync jobs for a warm server (`nexus api`, `nexus mcp --allow-writes`): the sync service run on the Dagster instance the vault shares, one job
 at a time on a worker thread (one DuckDB writer), each of its Dagster runs tagged with the job id.
 A job's status is read from Dagster's run records; this process only adds what Dagster cannot
 know (a job still waiting its turn, a sync that needed no run because nothing changed).
@@ -141,6 +141,27 @@ class SyncJobs:
             self._add(job)
         self._queue.put(job)
         return job_id
+
+    def push_run(self, pushed) -> str | None:
+        """Queue the compile of a pushed run (services/pushing.py) into the ACTIVE topics that read
+        it: the job's id, None when no topic reads it. The API's run routes and the MCP `remember`
+        tool both end here, so a push compiles the same way whichever shell took it."""
+        from nexus_assets.services.pushing import topics_to_sync
+
+        topics = topics_to_sync(self.topics_dir, pushed)
+        return self.push(pushed.path, topics) if topics else None
+
+    def run_now(self, checked) -> SyncOutcome:
+        """Run a checked sync on the worker, in turn with pushes, and wait for it: a shell that answers
+        with the sync's results (the MCP `sync` tool) never writes beside a push compiling."""
+        job = _Job(uuid.uuid4().hex, list(checked.selected), checked)
+        with self._lock:
+            self._add(job)
+        self._queue.put(job)
+        job.done.wait()
+        if job.error is not None:
+            raise RuntimeError(job.error)
+        return job.outcome
 
     def push(self, path, topics: list[str]) -> str:
         """Queue the compile of a pushed run file into the topics that read it; the job's id. A push
