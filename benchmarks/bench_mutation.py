@@ -69,7 +69,7 @@ PACKAGES: dict[str, Package] = {
                          ("test_worth_keeping.py::test_relevance_keeps_what_the_topic_is_about_not_a_keyword_in_passing", "test_mutation_survivors"), 0.80),
     # The PostgreSQL locks: the topic and ingestion advisory locks, and the sync's hold on a topic.
     "locks": Package(
-        ("nexus_assets/vault/records.py", "nexus_assets/services/sync.py"),
+        ("nexus_assets/vault/records.py", "nexus_assets/services/sync_parallel.py"),
         ("test_mutation_survivors",), 0.80,
         functions=("*topic_lock*", "*exclusive*"),
     ),

@@ -6,100 +6,42 @@ shares, and read back what they left. No argparse and no printing: progress is t
 
 from __future__ import annotations
 
-import fcntl
 import importlib.metadata
-import os
 import signal
-import threading
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
 from nexus_assets import settings
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
-from nexus_assets.dagster_home import project_dagster_home
 from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
-from nexus_assets.topics.selection import SyncInputError, TopicSelection, broken_topic_files, select_topics
-from nexus_assets.defs.outcome import TopicRunOutcome
-from nexus_assets.defs.tags import SYNC_TOPICS_TAG, TOPIC_TAG
-from nexus_assets.extract.registry import ExtractorName, extractor_kind
-from nexus_assets.vault.address import is_postgres
+from nexus_assets.topics.selection import SyncInputError, broken_topic_files, select_topics
+from nexus_assets.defs.tags import TOPIC_TAG
+from nexus_assets.extract.registry import extractor_kind
+from nexus_assets.services.sync_models import CheckedSync, SyncEvent, SyncOutcome, SyncRequest
+from nexus_assets.services.sync_parallel import compile_parallel, parallel_topics, topic_lock
+from nexus_assets.services.sync_runs import (
+    QUIET,
+    SignalLog,
+    apply_report,
+    compile_report,
+    dagster_instance,
+    job_defs,
+    main_thread,
+    run_tags,
+    step_errors,
+    stopped,
+    storage_failure,
+)
 from nexus_assets.vault.migrations import LATEST
 
-__all__ = ["SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "CheckedSync", "check", "run", "dagster_instance"]
-
-
-
-@dataclass(frozen=True)
-class SyncRequest:
-    """What a shell asks for, already parsed. Folders are final here (the shell resolved defaults)."""
-
-    db: str
-    runs_dir: str
-    topics_dir: str
-    topics: tuple[str, ...] = ()  # empty: every ACTIVE topic
-    extractor: ExtractorName = "embedded"  # a registered extractor (extract/registry.py)
-    replay_only: bool = False
-    open_after: str | None = None
-    no_recall: bool = False
-    batch: bool = False
-    max_cost: float | None = None
-    parallel: int | None = None  # topics compiled at once (PostgreSQL; a DuckDB vault compiles one at a time)
-    force: bool = False  # compile even when nothing changed since the last clean sync
-    reselect: bool = False  # move the topics to this release's selector (docs/quality.md); always compiles
-    progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
-    tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
-    basics: settings.Basics | None = None  # the shell's settings for the engine's resources (None: read there)
-
-
-@dataclass
-class CheckedSync:
-    """A request whose inputs passed: the folders, the LLM options as resource fields, the topics."""
-
-    request: SyncRequest
-    topics_dir: Path
-    runs_dir: Path
-    llm: dict
-    selection: TopicSelection
-
-    @property
-    def selected(self) -> list[str]:
-        return self.selection.selected
-
-
-@dataclass(frozen=True)
-class SyncEvent:
-    """Progress a shell may show: `ingesting` (runs_dir), `compiling` (topic n of total),
-    `step_error`, `check_failed`, `check_warning` (topic, message)."""
-
-    kind: str
-    message: str = ""
-    topic_id: str | None = None
-    n: int = 0
-    total: int = 0
-
-
-@dataclass
-class SyncOutcome:
-    """What a sync did, read from its Dagster runs' public results and from the vault afterwards.
-    `results`: one object per topic, as `nexus sync --json` prints them."""
-
-    results: list[dict] = field(default_factory=list)
-    unchanged: bool = False
-    ingest_ok: bool = True
-    ingest_run_id: str | None = None
-    ingest_errors: list[str] = field(default_factory=list)
-    failed: bool = False
-    interrupted: bool = False
-    not_extracted: dict[str, int] = field(default_factory=dict)
-    cost_stop: bool = False
-    ingestion_errors_total: int = 0
-    dagster_run_ids: list[str] = field(default_factory=list)
-    # One line per topic an older selector version selects, and what `--reselect` would do (docs/quality.md).
-    selector_notes: list[str] = field(default_factory=list)
+# Besides the service's own names, the shells and tests import from here the topics' tag, the broken
+# topic files' lines, the PostgreSQL topic lock and how many topics compile at once.
+__all__ = [
+    "SyncEvent", "SyncInputError", "SyncOutcome", "SyncRequest", "CheckedSync", "check", "run", "dagster_instance",
+    "TOPIC_TAG", "broken_topic_files", "topic_lock", "parallel_topics",
+]
 
 
 # Checking
@@ -161,6 +103,7 @@ def llm_options(request: SyncRequest) -> dict:
         # One ceiling for the whole sync: every topic's step counts what was sent since now.
         "cost_since": datetime.now(timezone.utc).isoformat() if config.max_cost_usd is not None else None,
     }
+
 
 
 # Running
@@ -299,70 +242,6 @@ def sync_inputs(checked: CheckedSync) -> dict:
     }
 
 
-def dagster_instance(db: str | Path, topics: list[str], instance=None):
-    """The Dagster instance with the topics registered as partitions: `instance` when given (a
-    server's), else the one the vault shares (`project_dagster_home`), else an ephemeral one.
-    Dagster creates its storage on first use, and several first syncs at once race inside that
-    set-up, so it happens under a file lock."""
-    from dagster import DagsterInstance  # only when a sync really runs the graph
-
-    if instance is not None:
-        missing = [t for t in topics if t not in set(instance.get_dynamic_partitions("topics"))]
-        if missing:
-            instance.add_dynamic_partitions("topics", missing)
-        return instance
-    home = project_dagster_home(db, settings.dagster_home())
-    if home is None:
-        instance = DagsterInstance.ephemeral()
-        instance.add_dynamic_partitions("topics", topics)
-        return instance
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)  # for Dagster's DagsterInstance.get(): a write, not a read of our settings
-    with open(home / ".nexus-setup.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            instance = DagsterInstance.get()
-            known = set(instance.get_dynamic_partitions("topics"))
-            missing = [t for t in topics if t not in known]
-            if missing:
-                instance.add_dynamic_partitions("topics", missing)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return instance
-
-
-class _SignalLog:
-    """Notes SIGINT/SIGTERM arriving while installed, through the interpreter's wakeup fd."""
-
-    def __init__(self) -> None:
-        self._read, write = os.pipe()
-        os.set_blocking(self._read, False)
-        os.set_blocking(write, False)
-        self._write = write
-        self._previous = signal.set_wakeup_fd(write)
-        self._seen = False
-
-    def stopped(self) -> bool:
-        try:
-            while data := os.read(self._read, 512):
-                self._seen |= any(b in (signal.SIGINT, signal.SIGTERM) for b in data)
-        except BlockingIOError:
-            pass
-        return self._seen
-
-    def close(self) -> None:
-        signal.set_wakeup_fd(self._previous)
-        os.close(self._read)
-        os.close(self._write)
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-# Each failed step is reported in one line; Dagster's own log would add its traceback.
-_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-
 
 def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance, inputs: dict | None = None) -> SyncOutcome:
     """`ingest_run_files` once for every topic, then `compile_topic` per topic partition, each in
@@ -370,24 +249,24 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     new since its last clean run (`idle.py`; `inputs`: this sync's, as `sync_inputs` reads them) is
     checked only: no run starts for it."""
     request = checked.request
-    defs = _defs(checked)
+    defs = job_defs(checked)
     ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
     instance = dagster_instance(request.db, checked.selected, shared_instance)
     outcome = SyncOutcome()
     # On the main thread (a CLI): Dagster turns Ctrl-C/SIGTERM during a step into a failed step and
     # returns; between steps they raise here. Either way the whole sync stops: the next topic would
     # hang on the same file. A server's worker thread leaves signals to the server.
-    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if _main_thread() else None
+    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread() else None
     # Dagster swaps in its own handlers while a job runs, and a step may report the interrupt
     # as any error; the wakeup fd records every signal whatever handler took it.
-    signals = _SignalLog() if _main_thread() else None
+    signals = SignalLog() if main_thread() else None
     try:
         _ingest(checked, ingest_job, instance, outcome, signals, tell)
         idle = _idle(checked, inputs) if outcome.ingest_ok and not outcome.interrupted else set()
         outcome.results += [_idle_result(t) for t in checked.selected if t in idle]
         if outcome.ingest_ok and not outcome.interrupted and parallel_topics(checked) > 1:
             if busy := [t for t in checked.selected if t not in idle]:
-                _compile_parallel(checked, busy, outcome, tell)
+                compile_parallel(checked, busy, outcome, tell)
             return outcome
         for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
             if topic_id in idle:
@@ -431,39 +310,12 @@ def _idle_result(topic_id: str) -> dict:
     return {"topic_id": topic_id, "success": True, "unchanged": True, "dagster_run_id": None, "checks": {}, "errors": []}
 
 
-def _defs(checked: CheckedSync):
-    from nexus_assets.definitions import build_defs  # Dagster is loaded only when the graph runs
-
-    request = checked.request
-    return build_defs(
-        db_path=request.db,
-        runs_dir=str(checked.runs_dir),
-        topics_dir=str(checked.topics_dir),
-        extractor=request.extractor,
-        replay_only=request.replay_only,
-        open_after=request.open_after,
-        progress=request.progress,
-        llm={**checked.llm, **({"reselect": True} if request.reselect else {})},
-        basics=request.basics,
-    )
-
-
-def parallel_topics(checked: CheckedSync) -> int:
-    """How many topics compile at once: `--parallel` on a PostgreSQL vault; one on DuckDB (one writer)."""
-    wanted = checked.request.parallel or 1
-    return min(wanted, len(checked.selected)) if is_postgres(checked.request.db) else 1
-
-
-def _tags(checked: CheckedSync) -> dict[str, str]:
-    return {**checked.request.tags, SYNC_TOPICS_TAG: ",".join(checked.selected)} if checked.request.tags else {}
-
-
-def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: _SignalLog | None, tell) -> None:
+def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: SignalLog | None, tell) -> None:
     """Run files are ingested once for every topic; each topic then compiles from the vault."""
     tell(SyncEvent("ingesting", message=str(checked.runs_dir)))
-    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=_QUIET, tags=_tags(checked))
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags=run_tags(checked))
     outcome.dagster_run_ids.append(result.run_id)
-    outcome.interrupted = _stopped(result, signals)
+    outcome.interrupted = stopped(result, signals)
     if problem := storage_failure(checked.request.db, result):
         raise problem
     outcome.ingest_ok = result.success
@@ -471,163 +323,8 @@ def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: 
     outcome.ingest_errors = step_errors(result)
 
 
-@dataclass
-class TopicReport:
-    """What one topic's `compile_topic` run did, as plain values (a worker process sends it back)."""
-
-    result: dict
-    failed: bool
-    not_extracted: int
-    cost_stop: bool
-    events: list[SyncEvent]
-    stopped: bool
-    storage_problem: Exception | None = None
-
-
 def _compile_topic(checked: CheckedSync, job, instance, topic_id: str, outcome: SyncOutcome, signals, tell) -> bool:
     """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
     with topic_lock(checked.request.db, topic_id):
-        report = _compile_report(checked, job, instance, topic_id, signals)
-    return _apply(report, outcome, tell)
-
-
-def _apply(report: TopicReport, outcome: SyncOutcome, tell) -> bool:
-    outcome.dagster_run_ids.append(report.result["dagster_run_id"])
-    if report.storage_problem is not None:
-        raise report.storage_problem  # the next topic would fail the same way
-    outcome.failed |= report.failed
-    if report.not_extracted:
-        outcome.not_extracted[report.result["topic_id"]] = report.not_extracted
-    outcome.cost_stop |= report.cost_stop
-    outcome.results.append(report.result)
-    if report.stopped:
-        outcome.interrupted = True
-        return False
-    for event in report.events:
-        tell(event)
-    return True
-
-
-def _compile_report(checked: CheckedSync, job, instance, topic_id: str, signals) -> TopicReport:
-    from nexus_assets.defs.jobs import without_recall
-
-    selection = without_recall(ingest=False) if checked.request.no_recall else None
-    result = job.execute_in_process(
-        partition_key=topic_id, instance=instance, raise_on_error=False, run_config=_QUIET, asset_selection=selection,
-        tags={**_tags(checked), TOPIC_TAG: topic_id},
-    )
-    evaluations = result.get_asset_check_evaluations()
-    # A check of WARN severity that did not pass (open_conflicts) tells a person something; it never fails a sync.
-    warnings = {e.check_name: e.description or "" for e in evaluations if not e.passed and e.severity.value == "WARN"}
-    checks = {e.check_name: e.passed or e.check_name in warnings for e in evaluations}
-    errors = step_errors(result)
-    # The run's typed outcome (defs/outcome.py): runs whose LLM calls failed are asked again next
-    # time (that sync is not a no-op); the cost ceiling; whether the open conflicts changed.
-    said = TopicRunOutcome.of(result)
-    events = [SyncEvent("step_error", err, topic_id) for err in errors]
-    events += [SyncEvent("check_failed", name, topic_id) for name, passed in checks.items() if not passed]
-    # Open conflicts are said when their set changed (the embeddings step compares it), not at every
-    # sync that leaves them as they were; the check and `nexus conflicts` still list them.
-    events += [
-        SyncEvent("check_warning", f"{name}: {description}", topic_id)
-        for name, description in warnings.items()
-        if name != "open_conflicts" or said.conflicts_changed
-    ]
-    return TopicReport(
-        result={"topic_id": topic_id, "success": result.success, "dagster_run_id": result.run_id, "checks": checks,
-                "errors": errors, **({"warnings": warnings} if warnings else {})},
-        failed=not (result.success and all(checks.values())),
-        not_extracted=said.runs_incomplete,
-        cost_stop=said.llm_stopped_by_cost,
-        events=events,
-        stopped=_stopped(result, signals),
-        storage_problem=storage_failure(checked.request.db, result),
-    )
-
-
-@contextmanager
-def topic_lock(db: str, topic_id: str):
-    """Two syncs of one topic take turns on a PostgreSQL vault (an advisory lock held on a
-    connection of its own for the whole run); a DuckDB vault has one writer at a time anyway."""
-    if not is_postgres(db):
-        yield
-        return
-    from nexus_assets.catalog import Catalog
-
-    with Catalog.open(db) as vault, vault.topic_lock(topic_id):
-        yield
-
-
-def _compile_in_worker(checked: CheckedSync, topic_id: str, workers: int) -> TopicReport:
-    """`--parallel`: one topic's run in a process of its own (its own Dagster run, vault pool and
-    share of the cores)."""
-    embedder.share_cores(workers)
-
-    job = _defs(checked).resolve_job_def("compile_topic")
-    instance = dagster_instance(checked.request.db, [topic_id])
-    try:
-        with topic_lock(checked.request.db, topic_id):
-            return _compile_report(checked, job, instance, topic_id, None)
-    finally:
-        instance.dispose()  # as `_run_jobs` does with an instance of its own
-
-
-def _compile_parallel(checked: CheckedSync, topics: list[str], outcome: SyncOutcome, tell) -> None:
-    """Up to `--parallel` topics at once, each in a worker process; reported in topic order."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    workers = min(checked.request.parallel or 1, len(topics))
-    # Spawned, not forked: the parent holds Dagster's and the pool's threads.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {}
-        for n, topic_id in enumerate(topics, 1):
-            tell(SyncEvent("compiling", topic_id=topic_id, n=n, total=len(topics)))
-            futures[topic_id] = pool.submit(_compile_in_worker, checked, topic_id, workers)
-        for topic_id in topics:
-            if not _apply(futures[topic_id].result(), outcome, tell):
-                for f in futures.values():
-                    f.cancel()
-                break
-
-
-def _stopped(result, signals: _SignalLog | None) -> bool:
-    """Whether Ctrl-C/SIGTERM arrived during the run, noted by the wakeup fd or reported by a step."""
-    failures = [e.event_specific_data.error for e in result.all_events if e.is_step_failure and e.event_specific_data and e.event_specific_data.error]
-    return bool(signals and signals.stopped()) or any("Interrupt" in (f.cls_name or "") for f in failures)
-
-
-def step_errors(result) -> list[str]:
-    return [
-        f"{e.step_key}: {_cause(e.event_specific_data.error)}"
-        for e in result.all_events
-        if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
-    ]
-
-
-def _cause(error) -> str:
-    """What went wrong in a step: Dagster wraps the step's own exception; its message says it."""
-    while error.cause is not None and error.message.startswith("dagster."):
-        error = error.cause
-    return error.message.strip()
-
-
-# DuckDB's errors that can be the vault's storage failing under a step (its class names, as
-# Dagster records a step's error).
-_STORAGE_ERRORS = {"IOException", "TransactionException", "FatalException", "Error"}
-
-
-def storage_failure(db: str, result) -> Exception | None:
-    """The vault's storage problem (damaged, read-only, a full disk) that failed a step of a Dagster
-    run, as the one line to exit with; None when no step failed that way."""
-    from nexus_assets.vault.connection import storage_problem
-
-    for event in result.all_events:
-        error = event.event_specific_data.error if event.is_step_failure and event.event_specific_data else None
-        while error is not None:
-            if error.cls_name in _STORAGE_ERRORS and (problem := storage_problem(db, error.message)):
-                return problem
-            error = error.cause
-    return None
-
-
+        report = compile_report(checked, job, instance, topic_id, signals)
+    return apply_report(report, outcome, tell)
