@@ -37,7 +37,10 @@ QUERIES = [
     "what does the compiler do with duplicate bricks",
     "append-only storage and parquet exports",
 ]
-BYTES_PER_BRICK = 470  # measured on bench_sync's generator: 44.5k bricks in 20 MiB
+# Measured on bench_sync's generator with the default selector (embedded-v3, conversation scope):
+# 10,358 visible bricks from 36.0 MB (1,327 from 4.7 MB). v2 kept one brick per 470 bytes, so a
+# "--bricks 10000" vault sized by that figure held about 1,300 bricks.
+BYTES_PER_BRICK = 3_500
 
 
 def run(argv: list[str], cwd: Path) -> tuple[float, int, str]:

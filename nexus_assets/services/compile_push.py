@@ -82,6 +82,25 @@ def _check_fast_path(vault, job: PushCompile) -> None:
             raise NeedsSync(f"topic {topic_id!r} changed since the last sync; a sync records it")
 
 
+# What a compile imports as it goes. A server loads them once before its first push (`prepare`),
+# so that push costs what every later one does (about 2.5 s more otherwise, measured on 10k bricks).
+_COMPILE_MODULES = (
+    "nexus_assets.store", "nexus_assets.ingest.runfiles", "nexus_assets.ingest.step", "nexus_assets.defs.metadata",
+    "nexus_assets.defs.resources", "nexus_assets.drift.step", "nexus_assets.extract.step", "nexus_assets.extract.explain",
+    "nexus_assets.gate.step", "nexus_assets.resolve.step", "nexus_assets.publish.step", "nexus_assets.search.step",
+    "nexus_assets.recall.embedder", "nexus_assets.recall.index", "nexus_assets.relate.step", "dagster",
+)
+
+
+def prepare() -> None:
+    """Load what every compile needs (the phases' modules and what they import), so a server's
+    first push is as quick as the next; memory it would take at that push anyway."""
+    import importlib
+
+    for name in _COMPILE_MODULES:
+        importlib.import_module(name)
+
+
 def compile_push(job: PushCompile, *, instance=None, tags: dict | None = None) -> SyncOutcome:
     """Ingest the pushed files and compile them into each topic that reads them; one result per
     topic as `nexus sync --json` gives them (with `pushed: true`). NeedsSync when a full sync must

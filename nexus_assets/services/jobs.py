@@ -205,6 +205,12 @@ class SyncJobs:
         return None
 
     def _work(self) -> None:
+        from nexus_assets.services.compile_push import prepare
+
+        try:
+            prepare()  # on this thread, before any job: the first push then costs what the next does
+        except Exception:  # noqa: BLE001 (a slower first push, not a broken server)
+            log.warning("preparing the compile path failed; the first push loads it", exc_info=True)
         while True:
             job = self._queue.get()
             if job is None:
