@@ -12,3 +12,4 @@ RECALL_K = (1, 100)
 SEARCH_LIMIT = (1, 200)
 BRICKS_LIMIT = (0, 100_000)
 BRICKS_OFFSET = (0, 10_000_000)
+NAME_CHARS = 200  # a speaker, a user, an agent
