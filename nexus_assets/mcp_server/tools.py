@@ -130,10 +130,9 @@ async def _call(argument: str, fn, *args, **kwargs):
 # each tool builds that request, so the service gets what the other shells give it.
 TopicId = Annotated[str, Field(**bounds_of(BricksPage, "topic_id"), description="a topic id, as list_topics gives it")]
 _TOPIC_IDS = RecallRequest.model_fields["topics"].annotation  # a list of bounded topic ids, or None
-_NAME = RecallRequest.model_fields["speaker"].annotation  # bounded text, or None
 Topics = Annotated[_TOPIC_IDS, Field(**bounds_of(RecallRequest, "topics"), description="only these topic ids (default: every topic)")]
 BrickId = Annotated[str, Field(**bounds_of(BrickLookup, "brick_id"))]
-Speaker = Annotated[_NAME, Field(description="only what this person said")]
+Speaker = Annotated[str | None, Field(**bounds_of(RecallRequest, "speaker"), description="only what this person said")]
 Since = Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")]
 Until = Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")]
 

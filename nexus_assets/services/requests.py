@@ -16,6 +16,7 @@ meets the bounds these models declare.
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any
 
 import annotated_types
@@ -91,14 +92,26 @@ _KEYWORDS = {annotated_types.Ge: "ge", annotated_types.Le: "le", annotated_types
 
 def bounds_of(model: type[BaseModel], name: str) -> dict[str, Any]:
     """The bounds of one field of a request as keyword arguments of `Field`, `Query` or `Path`
-    (`ge`, `le`, `min_length`, `max_length`): how a shell declares an argument the model bounds."""
-    found: dict[str, Any] = {}
-    for constraint in model.model_fields[name].metadata:
-        keyword = _KEYWORDS.get(type(constraint))
-        if keyword is not None:
-            found[keyword] = getattr(constraint, keyword)
+    (`ge`, `le`, `min_length`, `max_length`): how a shell declares an argument the model bounds.
+    A field that may be None (`Name`) has its bounds on the type it takes otherwise."""
+    field = model.model_fields[name]
+    found = _constraints(field.metadata)
+    if not found:
+        for member in typing.get_args(field.annotation):
+            if typing.get_origin(member) is Annotated:
+                found.update(_constraints(member.__metadata__))
     if not found:
         raise KeyError(f"{model.__name__}.{name} declares no bounds")
+    return found
+
+
+def _constraints(metadata) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in metadata:
+        for constraint in getattr(item, "metadata", [item]):  # a `Field(...)` inside `Annotated` holds its own
+            keyword = _KEYWORDS.get(type(constraint))
+            if keyword is not None:
+                found[keyword] = getattr(constraint, keyword)
     return found
 
 
