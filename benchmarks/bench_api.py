@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                            env=env, check=True, capture_output=True)
             fig["sync_s"] = round(time.perf_counter() - t0, 1)
         from nexus_assets.services import queries
+        from nexus_assets.services.requests import BricksPage, RecallRequest
 
         sizes = {t.topic_id: t.visible_bricks for t in queries.topics(db)}
         topic = max(sizes, key=sizes.get)
@@ -209,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             url = f"{base}/v1/topics/{topic}/bricks"
             http("GET", url)
             over_http = timed(lambda: http("GET", url), args.repeats)
-            queries.bricks(db, topic)
-            in_process = timed(lambda: json.dumps([b.model_dump(mode="json") for b in queries.bricks(db, topic)]).encode(), args.repeats)
+            queries.bricks(db, BricksPage(topic_id=topic))
+            in_process = timed(lambda: json.dumps([b.model_dump(mode="json") for b in queries.bricks(db, BricksPage(topic_id=topic))]).encode(), args.repeats)
             fig["bricks_http"] = summary(over_http)
             fig["bricks_in_process"] = summary(in_process)
             fig["bricks_ratio"] = round(fig["bricks_http"]["p50_ms"] / fig["bricks_in_process"]["p50_ms"], 2)
@@ -235,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                 hold(db)
             except ImportError:
                 pass
-            queries.recall(db, QUERIES[0], None, k=10)
+            queries.recall(db, RecallRequest(query=QUERIES[0], k=10))
             local_ms = []
             for i in range(args.repeats):
-                local_ms += timed(lambda i=i: queries.recall(db, QUERIES[i % len(QUERIES)], None, k=10).model_dump(mode="json"), 1)
+                local_ms += timed(lambda i=i: queries.recall(db, RecallRequest(query=QUERIES[i % len(QUERIES)], k=10)).model_dump(mode="json"), 1)
             fig["recall_in_process"] = summary(local_ms)
             fig["load_average"] = os.getloadavg()[0]
             fig["recall_mcp"] = summary(mcp_recall(base + "/mcp", args.repeats))

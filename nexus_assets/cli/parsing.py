@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from nexus_assets.settings import Basics
 from nexus_assets.vault.address import parse_address
@@ -33,7 +33,9 @@ def positive_int(text: str) -> int:
 
 
 def bounded(low: int, high: int):
-    """An argparse type: a whole number from `low` to `high` (core/bounds.py: the API's and the MCP tools' bounds too)."""
+    """An argparse type: a whole number from `low` to `high`. A command passes the numbers its
+    service's request declares (services/requests.py; the numbers are read from core/bounds.py so
+    that building the parser loads no pydantic), and then builds that request with `request_of`."""
 
     def whole(text: str) -> int:
         try:
@@ -45,6 +47,36 @@ def bounded(low: int, high: int):
         return value
 
     return whole
+
+
+def request_of(model: type, names: Mapping[str, str], **values: Any):
+    """The service's typed request (services/requests.py) from a command's arguments: its bounds are
+    the API's and the MCP tools'. A value out of them is one line naming it with `names` (a field's
+    name as the command calls it), exit 2, as every usage error."""
+    from pydantic import ValidationError
+
+    from nexus_assets.cli.common import UsageError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise UsageError(_out_of_bounds(exc.errors()[0], names)) from None
+
+
+def _out_of_bounds(error: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    field = str(error["loc"][0]) if error["loc"] else "arguments"
+    what, got, ctx = names.get(field, field), error.get("input"), error.get("ctx") or {}
+    if error["type"] == "string_unicode" and len(error["loc"]) == 1:  # a shell passed bytes that are not UTF-8
+        from nexus_assets.core.utf8 import utf8_problem
+
+        return f"the {what} is {utf8_problem(got)}; pass it as UTF-8 text"
+    if error["type"] == "string_too_long" and len(error["loc"]) == 1:
+        return f"the {what} is {len(got)} characters; at most {ctx['max_length']} are taken"
+    if error["type"] == "string_too_short" and len(error["loc"]) == 1:
+        return f"give a {what}"
+    if error["type"] == "too_long":
+        return f"{len(got)} {what} given; at most {ctx['max_length']} are taken"
+    return f"{what}: {error['msg'][:1].lower()}{error['msg'][1:]}"
 
 
 def non_negative_float(text: str) -> float:

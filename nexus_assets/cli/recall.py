@@ -14,20 +14,21 @@ from nexus_assets.cli.common import (
     open_vault,
     require_topic,
 )
-from nexus_assets.cli.parsing import Commands, bounded, who_and_when
+from nexus_assets.cli.parsing import Commands, bounded, request_of, who_and_when
 from nexus_assets.core import bounds
 from nexus_assets.core.display import json_for_terminal, visible
 from nexus_assets.core.utf8 import utf8_problem
 
+# The requests' fields as these commands name them in a one-line error.
+NAMES = {"query": "query", "question": "question", "topics": "topics", "speaker": "speaker", "k": "--k"}
 
-def require_utf8(text: str, what: str, most: int = bounds.QUESTION_CHARS[1]) -> str:
-    """The text as given; exit 2 with one line when a shell passed bytes that are not UTF-8, or
-    more characters than the API and the MCP tools take for it (core/bounds.py)."""
+
+def require_utf8(text: str, what: str) -> str:
+    """The text as given; exit 2 with one line when a shell passed bytes that are not UTF-8 (its
+    length is the request's to check: services/requests.py)."""
     problem = utf8_problem(text)
     if problem:
         raise UsageError(f"the {what} is {problem}; pass it as UTF-8 text")
-    if len(text) > most:
-        raise UsageError(f"the {what} is {len(text)} characters; at most {most} are taken")
     return text
 
 
@@ -40,34 +41,42 @@ def _topics(args: argparse.Namespace) -> list[str] | None:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    if args.k < 1:
-        raise UsageError("--k must be at least 1")
     if args.repl:
         return _repl(args)
     if args.query is None or not require_utf8(args.query, "query").strip():
         raise UsageError("give a query (or --repl to read queries from standard input)")
-    out, text = _recall_once(args, args.query, _topics(args), settings_of(args).as_env())
+    _topics(args)  # an unknown topic is named as such, whatever its length
+    request = _recall_request(args, args.query)
+    out, text = _recall_once(args, request, settings_of(args).as_env())
     emit(args, out, text)
     return 0
+
+
+def _recall_request(args: argparse.Namespace, query: str):
+    from nexus_assets.services.requests import RecallRequest
+
+    return request_of(RecallRequest, NAMES, query=query, topics=args.topic, k=args.k, **_filters(args))
 
 
 def _repl(args: argparse.Namespace) -> int:
     """One answer per line of standard input, in one process: the model and each topic's index are
     loaded once. With --json, one JSON object per line."""
-    topics, env = _topics(args), settings_of(args).as_env()
+    _topics(args)
+    env = settings_of(args).as_env()
     for line in sys.stdin:
         query = line.strip()
         if not query:
             continue
-        out, text = _recall_once(args, query, topics, env)
+        out, text = _recall_once(args, _recall_request(args, query), env)
         print(json_for_terminal(json.dumps(out, ensure_ascii=False, default=str)) if args.json else visible(text) + "\n", flush=True)
     return 0
 
 
-def _recall_once(args: argparse.Namespace, query: str, topics: list[str] | None, env: dict) -> tuple[dict, str]:
+def _recall_once(args: argparse.Namespace, request, env: dict) -> tuple[dict, str]:
     from nexus_assets.services.queries import recall
 
-    out = recall(args.db, query, topics, k=args.k, env=env, **_filters(args)).model_dump(mode="json")
+    query = request.query
+    out = recall(args.db, request, env=env).model_dump(mode="json")
     if out["not_embedded"]:
         print(f"note: {out['not_embedded']} visible bricks are not embedded yet and cannot be recalled; "
               "run `nexus sync` without --no-recall to embed them", file=sys.stderr)
@@ -100,14 +109,15 @@ def _conversation(item: dict) -> str:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from nexus_assets.services.queries import ask
+    from nexus_assets.services.requests import AskRequest
 
     if not require_utf8(args.question, "question").strip():
         raise UsageError("give a question")
+    _topics(args)
+    request = request_of(AskRequest, NAMES, question=args.question, topics=args.topic, **_filters(args))
     made = settings_of(args)
     user = args.user or made.current_user()
-    out = ask(
-        args.db, args.question, _topics(args), user=user, agent=args.agent, env=made.as_env(), **_filters(args)
-    ).model_dump(mode="json")
+    out = ask(args.db, request, user=user, agent=args.agent, env=made.as_env()).model_dump(mode="json")
     if out["refused"]:
         text = f"refused ({out['reason']}); audit {out['audit_id'][:12]}"
     else:

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 
 from nexus_assets.cli.common import UsageError, emit, one_line
-from nexus_assets.cli.parsing import Commands, bounded
+from nexus_assets.cli.parsing import Commands, bounded, request_of
 from nexus_assets.core import bounds
 from nexus_assets.services.queries import search
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    if len(args.text) > bounds.SEARCH_CHARS[1]:  # the API's and the MCP tool's bound too
-        raise UsageError(f"the search text is {len(args.text)} characters; at most {bounds.SEARCH_CHARS[1]} are taken")
-    hits = search(args.db, args.text, args.topic, limit=args.limit)
+    from nexus_assets.services.requests import SearchRequest
+
+    if not args.text.strip():
+        raise UsageError("give some words to search for")  # the query's own words for blank text
+    names = {"text": "search text", "topics": "topics", "limit": "--limit"}
+    request = request_of(SearchRequest, names, text=args.text, topics=args.topic, limit=args.limit)
+    hits = search(args.db, request)
     rows = [h.model_dump(mode="json") for h in hits]
     text_out = "\n".join(
         f"{r['rank']:>3}. {r['score']:.3f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}]  {one_line(r['highlighted'], 100)}"

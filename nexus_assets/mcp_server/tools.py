@@ -14,8 +14,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
 from nexus_assets.services import queries
-from nexus_assets.core import bounds
 from nexus_assets.services.pushing import RUN_ID_RULE
+from nexus_assets.services.requests import DAY, AskRequest, BrickLookup, BricksPage, RecallRequest, SearchRequest, bounds_of
 from nexus_assets.extract.registry import ExtractorName
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
@@ -116,9 +116,6 @@ def client_name(ctx: Context | None) -> str:
     return f"mcp:{name}" if name else "mcp"
 
 
-DAY = r"^\d{4}-\d{2}-\d{2}$"  # since/until: a day, YYYY-MM-DD, inclusive
-
-
 async def _call(argument: str, fn, *args, **kwargs):
     """Run a blocking service call off the event loop; a fixable failure names `argument`."""
     from nexus_assets.services.sync import SyncInputError
@@ -129,11 +126,15 @@ async def _call(argument: str, fn, *args, **kwargs):
         raise ToolError(f"{argument}: {exc}") from None
 
 
-TopicId = Annotated[str, Field(min_length=1, max_length=bounds.TOPIC_ID_CHARS, description="a topic id, as list_topics gives it")]
-Topics = Annotated[
-    list[Annotated[str, Field(max_length=bounds.TOPIC_ID_CHARS)]] | None,
-    Field(max_length=bounds.TOPICS, description="only these topic ids (default: every topic)"),
-]
+# Every argument a request bounds takes its bounds from the service's request (services/requests.py);
+# each tool builds that request, so the service gets what the other shells give it.
+TopicId = Annotated[str, Field(**bounds_of(BricksPage, "topic_id"), description="a topic id, as list_topics gives it")]
+_TOPIC_IDS = RecallRequest.model_fields["topics"].annotation  # a list of bounded topic ids, or None
+Topics = Annotated[_TOPIC_IDS, Field(**bounds_of(RecallRequest, "topics"), description="only these topic ids (default: every topic)")]
+BrickId = Annotated[str, Field(**bounds_of(BrickLookup, "brick_id"))]
+Speaker = Annotated[str | None, Field(**bounds_of(RecallRequest, "speaker"), description="only what this person said")]
+Since = Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")]
+Until = Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")]
 
 
 def build_server(config, *, allow_writes: bool = False, jobs=None) -> MCPServer:
@@ -170,12 +171,11 @@ def _topic_tools(server: MCPServer, config) -> None:
         topic_id: TopicId,
         min_state: Literal["IMPROVISE", "FORMING", "FINAL"] = "IMPROVISE",
         include_superseded: bool = False,
-        limit: Annotated[int, Field(ge=bounds.BRICKS_LIMIT[0], le=bounds.BRICKS_LIMIT[1], description="at most this many bricks")] = 100,
-        offset: Annotated[int, Field(ge=bounds.BRICKS_OFFSET[0], le=bounds.BRICKS_OFFSET[1], description="skip this many first")] = 0,
+        limit: Annotated[int, Field(**bounds_of(BricksPage, "limit"), description="at most this many bricks")] = 100,
+        offset: Annotated[int, Field(**bounds_of(BricksPage, "offset"), description="skip this many first")] = 0,
     ) -> list[BrickOut]:
-        return await _call(
-            "topic_id", queries.bricks, db, topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset
-        )
+        page = BricksPage(topic_id=topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset)
+        return await _call("topic_id", queries.bricks, db, page)
 
     @server.tool(description=(
         "Check one brick in context: its text, each source with the verbatim conversation text before and after the "
@@ -183,9 +183,10 @@ def _topic_tools(server: MCPServer, config) -> None:
         "unique prefix of at least 6 characters. " + VERBATIM
     ))
     async def get_brick(
-        brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1], description="a brick id or a unique prefix")],
+        brick_id: Annotated[BrickId, Field(description="a brick id or a unique prefix")],
     ) -> dict[str, Any]:
-        return await _call("brick_id", queries.brick_detail, db, brick_id, viewer_url=config.env.get("NEXUS_VIEWER_URL"))
+        lookup = BrickLookup(brick_id=brick_id)
+        return await _call("brick_id", queries.brick_detail, db, lookup, viewer_url=config.env.get("NEXUS_VIEWER_URL"))
 
 
 def _question_tools(server: MCPServer, config) -> None:
@@ -199,14 +200,15 @@ def _question_tools(server: MCPServer, config) -> None:
         "cited answer. " + VERBATIM
     ))
     async def recall(
-        query: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="what to recall")],
+        query: Annotated[str, Field(**bounds_of(RecallRequest, "query"), description="what to recall")],
         topics: Topics = None,
-        k: Annotated[int, Field(ge=bounds.RECALL_K[0], le=bounds.RECALL_K[1], description="how many bricks")] = 5,
-        speaker: Annotated[str | None, Field(min_length=1, max_length=200, description="only what this person said")] = None,
-        since: Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")] = None,
-        until: Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")] = None,
+        k: Annotated[int, Field(**bounds_of(RecallRequest, "k"), description="how many bricks")] = 5,
+        speaker: Speaker = None,
+        since: Since = None,
+        until: Until = None,
     ) -> RecallOut:
-        return await _call("query", queries.recall, db, query, topics, k=k, env=config.env, speaker=speaker, since=since, until=until)
+        request = RecallRequest(query=query, topics=topics, k=k, speaker=speaker, since=since, until=until)
+        return await _call("query", queries.recall, db, request, env=config.env)
 
     @server.tool(description=(
         "Get a written answer to `question` in which every sentence cites the bricks it rests on (their brick_ids), "
@@ -215,17 +217,15 @@ def _question_tools(server: MCPServer, config) -> None:
         "themselves. " + VERBATIM
     ))
     async def ask(
-        question: Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1], description="the question")],
+        question: Annotated[str, Field(**bounds_of(AskRequest, "question"), description="the question")],
         ctx: Context,
         topics: Topics = None,
-        speaker: Annotated[str | None, Field(min_length=1, max_length=200, description="only what this person said")] = None,
-        since: Annotated[str | None, Field(pattern=DAY, description="said on or after YYYY-MM-DD")] = None,
-        until: Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")] = None,
+        speaker: Speaker = None,
+        since: Since = None,
+        until: Until = None,
     ) -> AnswerOut:
-        return await _call(
-            "question", queries.ask, db, question, topics, user=config.user, agent=client_name(ctx), env=config.env,
-            speaker=speaker, since=since, until=until,
-        )
+        request = AskRequest(question=question, topics=topics, speaker=speaker, since=since, until=until)
+        return await _call("question", queries.ask, db, request, user=config.user, agent=client_name(ctx), env=config.env)
 
     @server.tool(description=(
         "Find bricks by their words: full-text (BM25) search for `query`, words or \"a phrase in quotes\", ranked, "
@@ -233,11 +233,11 @@ def _question_tools(server: MCPServer, config) -> None:
         "words; recall to search by meaning. (`q` and `topic` are accepted for `query` and `topics`.) " + VERBATIM
     ))
     async def search(
-        query: Annotated[str, Field(min_length=bounds.SEARCH_CHARS[0], max_length=bounds.SEARCH_CHARS[1], description='words, or "a phrase" in quotes')],
+        query: Annotated[str, Field(**bounds_of(SearchRequest, "text"), description='words, or "a phrase" in quotes')],
         topics: Topics = None,
-        limit: Annotated[int, Field(ge=bounds.SEARCH_LIMIT[0], le=bounds.SEARCH_LIMIT[1], description="at most this many hits")] = 20,
+        limit: Annotated[int, Field(**bounds_of(SearchRequest, "limit"), description="at most this many hits")] = 20,
     ) -> list[SearchHit]:
-        return await _call("query", queries.search, db, query, topics or None, limit=limit)
+        return await _call("query", queries.search, db, SearchRequest(text=query, topics=topics or None, limit=limit))
 
     @server.tool(description=(
         "List the disagreements in a topic: pairs of related bricks that state different values (numbers, dates, "
@@ -359,13 +359,13 @@ def _teach_tools(server: MCPServer, config) -> None:
 
     @server.tool(description="Keep: the brick's verbatim text joins its topic's examples to keep (the topic file is "
                  "rewritten, comments kept); the next `sync` keeps sentences like it. Refused on a sealed topic.")
-    async def keep(brick_id: Annotated[str, Field(min_length=6, max_length=64)], ctx: Context,
+    async def keep(brick_id: BrickId, ctx: Context,
                    reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
         return await _teach(ctx, brick_id, "keep", reason)
 
     @server.tool(description="Drop: the brick's verbatim text joins its topic's examples to drop (the topic file is "
                  "rewritten, comments kept); the next `sync` leaves it and sentences like it out of the manifest "
                  "(history kept). Refused on a sealed topic.")
-    async def drop(brick_id: Annotated[str, Field(min_length=6, max_length=64)], ctx: Context,
+    async def drop(brick_id: BrickId, ctx: Context,
                    reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
         return await _teach(ctx, brick_id, "drop", reason)

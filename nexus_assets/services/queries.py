@@ -2,6 +2,10 @@
 lineage, search, conflicts, recall and ask. The CLI's `--json`, the HTTP API and the MCP tools
 call these and render the same models (nexus_assets/schemas.py). No argparse, no printing.
 
+A use case with bounded arguments takes its typed request (services/requests.py: `RecallRequest`,
+`AskRequest`, `SearchRequest`, `BricksPage`, `BrickLookup`), so its bounds were checked when the
+shell built it; what is left here is what a schema cannot say (blank text, an unknown topic).
+
 Errors: `NotFound` (no vault, an unknown topic or brick) and `BadQuery` (an argument that cannot
 be answered); each message names the argument and the fix.
 """
@@ -10,10 +14,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from nexus_assets.vault.address import vault_exists
 from nexus_assets.core.utf8 import utf8_problem
+
+if TYPE_CHECKING:
+    from nexus_assets.services.requests import AskRequest, BrickLookup, BricksPage, RecallRequest, SearchRequest
 
 
 class NotFound(LookupError):
@@ -108,38 +115,28 @@ def named_bricks(vault, bricks, left: Mapping[str, str] | None = None) -> list:
     return out
 
 
-def bricks(
-    db: str | Path, topic_id: str, *, include_superseded: bool = False, min_state: str | None = None,
-    limit: int | None = None, offset: int = 0,
-) -> list:
-    """A topic's bricks in manifest order: visible ones, or all with `include_superseded`;
+def bricks(db: str | Path, page: BricksPage) -> list:
+    """A page of a topic's bricks in manifest order: visible ones, or all with `include_superseded`;
     `min_state` keeps those at or above it (IMPROVISE < FORMING < FINAL)."""
     from nexus_assets.schemas import STATE_RANK
 
-    if min_state is not None and min_state not in STATE_RANK:
-        raise BadQuery(f"min_state {min_state!r} is not one of {', '.join(STATE_RANK)}")
-    if offset < 0 or (limit is not None and limit < 0):
-        raise BadQuery("limit and offset must be at least 0")
+    topic_id, limit, offset = page.topic_id, page.limit, page.offset
     with open_read(db) as vault:
         require_topic(vault, topic_id)
         selected = vault.bricks.select(topic_id)
-        if not include_superseded:
+        if not page.include_superseded:
             selected = [b for b in selected if b.state != "SUPERSEDED"]
-        if min_state is not None:
-            floor = STATE_RANK[min_state]
-            # A superseded brick stays listed when asked for: it is off the ladder, not below it.
-            selected = [b for b in selected if b.state == "SUPERSEDED" or STATE_RANK[b.state] >= floor]
+        floor = STATE_RANK[page.min_state]
+        # A superseded brick stays listed when asked for: it is off the ladder, not below it.
+        selected = [b for b in selected if b.state == "SUPERSEDED" or STATE_RANK[b.state] >= floor]
         selected = selected[offset : None if limit is None else offset + limit]
-        left = None
-        if include_superseded:
-
-            left = left_because(vault, topic_id, selected)
+        left = left_because(vault, topic_id, selected) if page.include_superseded else None
         return named_bricks(vault, selected, left)
 
 
-def brick(db: str | Path, brick_id: str):
+def brick(db: str | Path, lookup: BrickLookup):
     with open_read(db) as vault:
-        (found,) = vault.bricks.select(brick_ids=[find_brick(vault, brick_id)])
+        (found,) = vault.bricks.select(brick_ids=[find_brick(vault, lookup.brick_id)])
         return named_bricks(vault, [found])[0]
 
 
@@ -167,11 +164,11 @@ def lineage_of(vault, brick_id: str) -> dict:
     return data
 
 
-def lineage(db: str | Path, brick_id: str):
+def lineage(db: str | Path, lookup: BrickLookup):
     from nexus_assets.schemas import Lineage
 
     with open_read(db) as vault:
-        return Lineage.model_validate(lineage_of(vault, brick_id))
+        return Lineage.model_validate(lineage_of(vault, lookup.brick_id))
 
 
 CONTEXT_CHARS = 200  # verbatim source text shown either side of a quote (get_brick)
@@ -184,14 +181,14 @@ def trace_of(vault, brick_id: str) -> dict:
     return trace_brick(vault, brick_id)
 
 
-def brick_detail(db: str | Path, brick_id: str, *, viewer_url: str | None = None) -> dict:
+def brick_detail(db: str | Path, lookup: BrickLookup, *, viewer_url: str | None = None) -> dict:
     """A brick for an agent: the brick, each source with the verbatim text around the quote, its
     lineage and a link to the viewer at `viewer_url` (NEXUS_VIEWER_URL, as the shell read it)."""
     from nexus_assets.trace.step import trace_brick
     from nexus_assets.core.links import topic_url
 
     with open_read(db) as vault:
-        found = find_brick(vault, brick_id)
+        found = find_brick(vault, lookup.brick_id)
         (b,) = named_bricks(vault, vault.bricks.select(brick_ids=[found]))
         traced = trace_brick(vault, found)
         history = lineage_of(vault, found)
@@ -218,14 +215,13 @@ def brick_detail(db: str | Path, brick_id: str, *, viewer_url: str | None = None
 # Search and conflicts
 
 
-def search(db: str | Path, text: str, topic_ids: list[str] | None = None, limit: int = 20) -> list:
+def search(db: str | Path, request: SearchRequest) -> list:
     from nexus_assets.schemas import SearchHit
     from nexus_assets.search.step import refresh
     from nexus_assets.search.step import search as bm25
 
-    text = require_text(text, "search text", "give some words to search for").strip()
-    if limit < 1:
-        raise BadQuery("limit must be at least 1")
+    text = require_text(request.text, "search text", "give some words to search for").strip()
+    topic_ids, limit = request.topics or None, request.limit
     with open_read(db) as vault:
         for t in topic_ids or ():
             require_topic(vault, t)
@@ -299,50 +295,47 @@ def _who_and_when(speaker: str | None, since: str | None, until: str | None) -> 
     return {"speaker": speaker, "since": first, "until": last}
 
 
-def recall(
-    db: str | Path, query: str, topic_ids: list[str] | None = None, k: int = 5, env: Mapping[str, str] | None = None, *,
-    speaker: str | None = None, since: str | None = None, until: str | None = None,
-):
+def recall(db: str | Path, request: RecallRequest, *, env: Mapping[str, str] | None = None):
     from nexus_assets.services import answers as service
     from nexus_assets.schemas import RecallOut
 
-    require_text(query, "query")
-    if k < 1:
-        raise BadQuery("k must be at least 1")
-    filters = _who_and_when(speaker, since, until)
+    query = require_text(request.query, "query")
+    filters = _who_and_when(request.speaker, request.since, request.until)
     try:
-        out = service.recall(db, query, _check_topics(db, topic_ids), k=k, env=dict(env or {}), **filters)
+        out = service.recall(db, query, _check_topics(db, request.topics), k=request.k, env=dict(env or {}), **filters)
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
     return RecallOut.model_validate(out)
 
 
-def ask(
-    db: str | Path, question: str, topic_ids: list[str] | None = None, *, user: str, agent: str,
-    env: Mapping[str, str] | None = None, speaker: str | None = None, since: str | None = None, until: str | None = None,
-):
+def ask(db: str | Path, request: AskRequest, *, user: str, agent: str, env: Mapping[str, str] | None = None):
+    """A cited answer or a refusal, audited as asked by the request's `user` through its `agent`,
+    or, where it names none, by `user` through `agent` (the shell's own)."""
     from nexus_assets.services import answers as service
     from nexus_assets.schemas import AnswerOut
 
-    require_text(question, "question")
-    filters = _who_and_when(speaker, since, until)
+    question = require_text(request.question, "question")
+    filters = _who_and_when(request.speaker, request.since, request.until)
     try:
-        out = service.ask(db, question, _check_topics(db, topic_ids), user=user, agent=agent, env=dict(env or {}), **filters)
+        out = service.ask(
+            db, question, _check_topics(db, request.topics), user=request.user or user, agent=request.agent or agent,
+            env=dict(env or {}), **filters,
+        )
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
     return AnswerOut.model_validate({"outcome": "refused" if out["refused"] else "answered", **out})
 
 
-def ask_preview(
-    db: str | Path, question: str, topic_ids: list[str] | None = None, env: Mapping[str, str] | None = None, *,
-    speaker: str | None = None, since: str | None = None, until: str | None = None,
-):
+def ask_preview(db: str | Path, request: AskRequest, *, env: Mapping[str, str] | None = None):
     """The bricks `ask` would rest on (its recall, k as ask uses it, those relevant enough); reads
     only, audits nothing."""
     from nexus_assets.services.answers import ASK_K, relevant
+    from nexus_assets.services.requests import RecallRequest
     from nexus_assets.schemas import AskPreview
 
-    recalled = recall(db, question, topic_ids, k=ASK_K, env=env, speaker=speaker, since=since, until=until)
+    question = request.question
+    asked = RecallRequest(query=question, topics=request.topics, k=ASK_K, speaker=request.speaker, since=request.since, until=request.until)
+    recalled = recall(db, asked, env=env)
     kept = [r for r in recalled.results if relevant(question, r.model_dump(mode="json"))]
     return AskPreview(question=question, topics=recalled.topics, bricks=kept)
 

@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 
 from nexus_assets.services import queries
+from nexus_assets.services.requests import BricksPage
 from nexus_assets.ingest.push import append_messages, put_run
 from nexus_assets.services.compile_push import NeedsSync, PushCompile, catch_up, compile_push
 from nexus_assets_tests.cli_helpers import run_nexus
@@ -48,8 +49,8 @@ def test_a_compiled_push_gives_the_bricks_and_manifest_hash_of_a_full_sync(tmp_p
         extracted = instance.fetch_materializations(dg.AssetKey("pointer_extractions"), limit=10).records
         ingested = instance.fetch_materializations(dg.AssetKey("run_files"), limit=10).records
     assert [r["success"] for r in outcome.results + again.results] == [True, True] and not again.failed
-    assert [b.content for b in queries.bricks(pushed.db, "ops")] == SAID
-    assert {b.state for b in queries.bricks(pushed.db, "ops")} == {"IMPROVISE"}, "an OPEN run's bricks are IMPROVISE"
+    assert [b.content for b in queries.bricks(pushed.db, BricksPage(topic_id="ops"))] == SAID
+    assert {b.state for b in queries.bricks(pushed.db, BricksPage(topic_id="ops"))} == {"IMPROVISE"}, "an OPEN run's bricks are IMPROVISE"
 
     # The index the second push followed from the first one's (only new vectors read) is the one a
     # build from the vault gives: same rows, same order, same vectors.
@@ -89,7 +90,7 @@ def test_a_compiled_push_gives_the_bricks_and_manifest_hash_of_a_full_sync(tmp_p
     assert compile_push(job(pushed, grown.path)).results[0]["manifest_hash"] == hash_before
     assert run_nexus(*pushed.sync_args()).returncode == 0
     assert queries.manifest(pushed.db, "ops").manifest_hash == hash_before
-    assert [b.content for b in queries.bricks(pushed.db, "ops")] == SAID
+    assert [b.content for b in queries.bricks(pushed.db, BricksPage(topic_id="ops"))] == SAID
 
 
 def test_a_topic_changed_since_the_last_sync_is_left_to_a_full_sync(tmp_path):
@@ -98,7 +99,7 @@ def test_a_topic_changed_since_the_last_sync_is_left_to_a_full_sync(tmp_path):
     p.write_topic("ops", keywords=["deploy"])  # not recorded by any sync yet
     with pytest.raises(NeedsSync, match="topic 'ops' changed since the last sync"):
         compile_push(job(p, pushed.path))
-    assert queries.bricks(p.db, "ops") == [], "nothing was written"
+    assert queries.bricks(p.db, BricksPage(topic_id="ops")) == [], "nothing was written"
     with pytest.raises(NeedsSync, match="openai"):
         compile_push(PushCompile(str(p.db), p.runs, p.topics, (pushed.path,), ("ops",), extractor="openai"))
 
@@ -113,7 +114,7 @@ def test_a_corrupt_pushed_file_is_one_error_naming_it_and_costs_nothing_else(tmp
     outcome = compile_push(job(p, *files, topics=topics))
     assert len(outcome.ingest_errors) == 1 and "broken.json" in outcome.ingest_errors[0], outcome.ingest_errors
     assert outcome.failed and [r["errors"] for r in outcome.results] == [outcome.ingest_errors] * 2
-    assert [b.content for b in queries.bricks(p.db, "ops")] == [SAID[1]], "the good push is compiled all the same"
+    assert [b.content for b in queries.bricks(p.db, BricksPage(topic_id="ops"))] == [SAID[1]], "the good push is compiled all the same"
     with queries.open_read(p.db) as vault:
         errors = [e for e in vault.runs.ingestion_errors() if "broken.json" in e["file"]]
     assert len(errors) == 1, errors
@@ -137,10 +138,10 @@ def test_a_push_that_a_catch_all_topic_keeps_nothing_of_says_why(tmp_path):
     assert run_nexus(*p.sync_args()).returncode == 0
     one = put_run(p.runs, "one", {"status": "CLOSED", "messages": [{"role": "user", "content": SAID[0]}]})
     [result] = compile_push(job(p, one.path, topics=("everything",))).results
-    assert result["success"] and result["kept"] == 0 and queries.bricks(p.db, "everything") == []
+    assert result["success"] and result["kept"] == 0 and queries.bricks(p.db, BricksPage(topic_id="everything")) == []
     assert "run one: 1 sentences not kept (1 by relevance" in result["note"], result
     assert "has no required_keywords" in result["note"] and "min_relevance: 0" in result["note"]
 
     (p.topics / "everything.yaml").write_text(yaml.safe_dump({**topic, "min_relevance": 0}), encoding="utf-8")
     assert run_nexus(*p.sync_args()).returncode == 0
-    assert [b.content for b in queries.bricks(p.db, "everything")] == [SAID[0]]
+    assert [b.content for b in queries.bricks(p.db, BricksPage(topic_id="everything"))] == [SAID[0]]

@@ -30,14 +30,15 @@ def add_run(p: Project, run_id: str = "warm-new") -> None:
 
 def test_a_held_vault_is_opened_once_and_let_go_for_a_writer(synced: Project):
     from nexus_assets.services import queries
+    from nexus_assets.services.requests import BricksPage, RecallRequest, SearchRequest
     from nexus_assets.vault import warm
 
     held = warm.hold(synced.db)
     try:
-        before = queries.recall(synced.db, QUERY, k=3)
+        before = queries.recall(synced.db, RecallRequest(query=QUERY, k=3))
         queries.topics(synced.db)
-        queries.search(synced.db, "vault")
-        queries.bricks(synced.db, "storage-decisions")
+        queries.search(synced.db, SearchRequest(text="vault"))
+        queries.bricks(synced.db, BricksPage(topic_id="storage-decisions"))
         assert held.opens == 1, "every read of a held vault is answered on the one connection"
         assert NEW_TEXT not in [r.content for r in before.results]
 
@@ -48,10 +49,10 @@ def test_a_held_vault_is_opened_once_and_let_go_for_a_writer(synced: Project):
         assert time.monotonic() - started < 100, "the writer was kept waiting by the held vault"
         assert held.generation >= 1, "the hold was let go for the writer"
 
-        after = queries.recall(synced.db, QUERY, k=3)
+        after = queries.recall(synced.db, RecallRequest(query=QUERY, k=3))
         assert after.results[0].content == NEW_TEXT, "the read after a sync sees what it wrote"
         assert held.opens == 2
-        assert NEW_TEXT in [h.content for h in queries.search(synced.db, "Oslo bunker")]
+        assert NEW_TEXT in [h.content for h in queries.search(synced.db, SearchRequest(text="Oslo bunker"))]
     finally:
         warm.release(synced.db)
 
@@ -98,25 +99,26 @@ def test_the_warm_state_is_refreshed_after_a_writer_before_any_request(synced: P
 
 def test_forgotten_text_is_not_kept_in_memory(synced: Project):
     from nexus_assets.services import queries
+    from nexus_assets.services.requests import BrickLookup, RecallRequest, SearchRequest
     from nexus_assets.vault import warm
 
     add_run(synced)
     assert run_nexus(*synced.sync_args()).returncode == 0
     held = warm.hold(synced.db)
     try:
-        found = queries.recall(synced.db, QUERY, k=3).results[0]
+        found = queries.recall(synced.db, RecallRequest(query=QUERY, k=3)).results[0]
         assert found.content == NEW_TEXT
-        queries.brick(synced.db, found.brick_id)
+        queries.brick(synced.db, BrickLookup(brick_id=found.brick_id))
         assert NEW_TEXT in repr(held.memo), "read through the hold and remembered"
         assert "warm-new" in repr(held.lasting), "the run's name is kept across writers, by run version"
 
         forgot = run_nexus("--db", str(synced.db), "forget", "--run", "warm-new", "--reason", "test", "--yes")
         assert forgot.returncode == 0, forgot.stderr
         assert NEW_TEXT not in repr(held.memo)
-        assert all(r.content != NEW_TEXT for r in queries.recall(synced.db, QUERY, k=10).results)
-        assert NEW_TEXT not in [h.content for h in queries.search(synced.db, "Oslo bunker")]
+        assert all(r.content != NEW_TEXT for r in queries.recall(synced.db, RecallRequest(query=QUERY, k=10)).results)
+        assert NEW_TEXT not in [h.content for h in queries.search(synced.db, SearchRequest(text="Oslo bunker"))]
         with pytest.raises(queries.NotFound):
-            queries.brick(synced.db, found.brick_id)
+            queries.brick(synced.db, BrickLookup(brick_id=found.brick_id))
         assert NEW_TEXT not in repr(held.memo)
         assert "warm-new" not in repr(held.lasting), "a forgotten run's name is dropped on the first read after"
     finally:

@@ -3,38 +3,27 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from nexus_assets.services import queries
+from nexus_assets.services.requests import DAY, AskRequest, RecallRequest
 from nexus_assets.api.deps import ConfigDep
-from nexus_assets.core import bounds
 from nexus_assets.schemas import AnswerOut, AskPreview, Problem, RecallOut
 
 router = APIRouter(tags=["recall"])
-Text = Annotated[str, Field(min_length=bounds.QUESTION_CHARS[0], max_length=bounds.QUESTION_CHARS[1])]
-Topics = Annotated[list[Annotated[str, Field(max_length=bounds.TOPIC_ID_CHARS)]] | None, Field(max_length=bounds.TOPICS)]
 ERRORS = {404: {"model": Problem}, 422: {"model": Problem}}
-Speaker = Annotated[str, Field(min_length=1, max_length=200)] | None
-Day = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="YYYY-MM-DD, inclusive")] | None
+# The API takes a day only as YYYY-MM-DD (the CLI also takes a timestamp): its one addition to the requests.
+Day = Annotated[str, Field(pattern=DAY, description="YYYY-MM-DD, inclusive")] | None
 
 
-class RecallBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    query: Text
-    topics: Topics = None
-    k: Annotated[int, Field(ge=bounds.RECALL_K[0], le=bounds.RECALL_K[1])] = 5
-    speaker: Speaker = None
+# The bodies are the services' requests (services/requests.py: every bound is theirs), under the
+# component names the OpenAPI document has always had.
+class RecallBody(RecallRequest):
     since: Day = None
     until: Day = None
 
 
-class AskBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: Text
-    topics: Topics = None
-    user: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    agent: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    speaker: Speaker = None
+class AskBody(AskRequest):
     since: Day = None
     until: Day = None
 
@@ -42,23 +31,16 @@ class AskBody(BaseModel):
 @router.post("/v1/recall", response_model=RecallOut, responses=ERRORS)
 def recall(body: RecallBody, config: ConfigDep) -> RecallOut:
     """As `nexus recall --json`; reads only. The server keeps the model and indexes warm."""
-    return queries.recall(
-        config.db, body.query, body.topics, k=body.k, env=config.env, speaker=body.speaker, since=body.since, until=body.until
-    )
+    return queries.recall(config.db, body, env=config.env)
 
 
 @router.post("/v1/ask", response_model=AnswerOut, responses=ERRORS)
 def ask(body: AskBody, config: ConfigDep) -> AnswerOut:
     """As `nexus ask --json`: an answer whose every sentence cites bricks, or a refusal; always audited."""
-    return queries.ask(
-        config.db, body.question, body.topics, user=body.user or config.user, agent=body.agent or "nexus-api", env=config.env,
-        speaker=body.speaker, since=body.since, until=body.until,
-    )
+    return queries.ask(config.db, body, user=config.user, agent="nexus-api", env=config.env)
 
 
 @router.post("/v1/ask/preview", response_model=AskPreview, responses=ERRORS)
 def ask_preview(body: AskBody, config: ConfigDep) -> AskPreview:
     """The bricks an answer would rest on; reads only, not audited."""
-    return queries.ask_preview(
-        config.db, body.question, body.topics, env=config.env, speaker=body.speaker, since=body.since, until=body.until
-    )
+    return queries.ask_preview(config.db, body, env=config.env)

@@ -5,8 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from nexus_assets.services import queries
+from nexus_assets.services.requests import BrickLookup, SearchRequest, bounds_of
 from nexus_assets.api.deps import ConfigDep
-from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Lineage, Problem, SearchHit, Taught, TeachBody
 
 router = APIRouter(tags=["bricks"])
@@ -17,13 +17,13 @@ NOT_FOUND = {404: {"model": Problem}, 422: {"model": Problem}}
 @router.get("/v1/bricks/{brick_id}", response_model=BrickOut, responses=NOT_FOUND)
 def brick(config: ConfigDep, brick_id: BrickId) -> BrickOut:
     """One brick object, as in `nexus bricks --json`."""
-    return queries.brick(config.db, brick_id)
+    return queries.brick(config.db, BrickLookup(brick_id=brick_id))
 
 
 @router.get("/v1/bricks/{brick_id}/lineage", response_model=Lineage, responses=NOT_FOUND)
 def lineage(config: ConfigDep, brick_id: BrickId) -> Lineage:
     """As `nexus lineage BRICK_ID --json`: file → run version → extraction → occurrence → brick → manifests."""
-    return queries.lineage(config.db, brick_id)
+    return queries.lineage(config.db, BrickLookup(brick_id=brick_id))
 
 
 TEACH_REFUSED = {404: {"model": Problem}, 409: {"model": Problem, "description": "a sealed topic, or a topic file that cannot be written"},
@@ -52,9 +52,9 @@ def drop(config: ConfigDep, brick_id: BrickId, body: TeachBody | None = None) ->
 @router.get("/v1/search", response_model=list[SearchHit], responses=NOT_FOUND)
 def search(
     config: ConfigDep,
-    q: Annotated[str, Query(min_length=bounds.SEARCH_CHARS[0], max_length=bounds.SEARCH_CHARS[1], description='words, or "a phrase" in quotes')],
-    topic: Annotated[list[str] | None, Query(max_length=bounds.TOPICS)] = None,
-    limit: Annotated[int, Query(ge=bounds.SEARCH_LIMIT[0], le=bounds.SEARCH_LIMIT[1])] = 20,
+    q: Annotated[str, Query(**bounds_of(SearchRequest, "text"), description='words, or "a phrase" in quotes')],
+    topic: Annotated[list[str] | None, Query(**bounds_of(SearchRequest, "topics"))] = None,
+    limit: Annotated[int, Query(**bounds_of(SearchRequest, "limit"))] = 20,
 ) -> list[SearchHit]:
     """As `nexus search --json`: ranked full-text search (BM25) with highlights."""
-    return queries.search(config.db, q, topic, limit=limit)
+    return queries.search(config.db, SearchRequest(text=q, topics=topic, limit=limit))

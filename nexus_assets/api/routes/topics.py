@@ -5,8 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from nexus_assets.services import queries
+from nexus_assets.services.requests import BricksPage, bounds_of
 from nexus_assets.api.deps import ConfigDep
-from nexus_assets.core import bounds
 from nexus_assets.schemas import BrickOut, Conflict, ManifestOut, MinState, Problem, TopicSummary
 
 router = APIRouter(tags=["topics"])
@@ -26,11 +26,12 @@ def bricks(
     topic_id: TopicId,
     include_superseded: bool = False,
     min_state: MinState = "IMPROVISE",
-    limit: Annotated[int | None, Query(ge=bounds.BRICKS_LIMIT[0], le=bounds.BRICKS_LIMIT[1])] = None,
-    offset: Annotated[int, Query(ge=bounds.BRICKS_OFFSET[0], le=bounds.BRICKS_OFFSET[1])] = 0,
+    limit: Annotated[int | None, Query(**bounds_of(BricksPage, "limit"))] = None,
+    offset: Annotated[int, Query(**bounds_of(BricksPage, "offset"))] = 0,
 ) -> list[BrickOut]:
     """As `nexus bricks TOPIC --json` (`include_superseded`: as `--all`), in manifest order."""
-    return queries.bricks(config.db, topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset)
+    page = BricksPage(topic_id=topic_id, include_superseded=include_superseded, min_state=min_state, limit=limit, offset=offset)
+    return queries.bricks(config.db, page)
 
 
 @router.get("/v1/topics/{topic_id}/manifest", response_model=ManifestOut, responses=NOT_FOUND)
