@@ -141,117 +141,149 @@ def prefixed(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     return sorted((k, v) for k, v in _environ(environ).items() if k.startswith(("NEXUS_", "OPENAI_")))
 
 
+class _Setting(NamedTuple):
+    """One row of the settings table: a `Settings` field, read from `variable`."""
+
+    field: str
+    type: Any
+    variable: str
+    default: Any = None
+    description: str = ""
+    secret: bool = False  # left out of the repr (and described only when a description is given)
+
+
+# The settings table, by group, in the order `Settings` lists its fields (docs/configuration.md).
+_VAULT = (
+    # The vault and its inputs.
+    _Setting("db", str, "NEXUS_DB", DEFAULT_DB, "the vault"),
+    _Setting("runs_dir", str | None, "NEXUS_RUNS_DIR", None, f"run files (unset: the vault's recorded folder, else {DEFAULT_RUNS_DIR})"),
+    _Setting("topics_dir", str | None, "NEXUS_TOPICS_DIR", None, f"topic files (unset: the vault's recorded folder, else {DEFAULT_TOPICS_DIR})"),
+    _Setting("extractor", str, "NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai"),
+    _Setting(
+        "embedded_selector", str | None, "NEXUS_EMBEDDED_EXTRACTOR", None,
+        "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset), embedded-v4 or embedded-v5",
+    ),
+    _Setting("selector_weights", str | None, "NEXUS_SELECTOR_WEIGHTS", None, "the trained selector's weights file, v4's or v5's (unset: the shipped one)"),
+    _Setting("open_after", str | None, "NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN"),
+    _Setting("vault_memory", str | None, "NEXUS_VAULT_MEMORY", None, f"DuckDB's memory for the vault (unset: {DEFAULT_VAULT_MEMORY})"),
+    _Setting("no_recall", str | None, "NEXUS_NO_RECALL", None, "1: a sync builds no embeddings or vector index (as --no-recall)"),
+    _Setting("viewer_url", str, "NEXUS_VIEWER_URL", DEFAULT_VIEWER_URL, "where the trace viewer's pages are linked"),
+    _Setting("dagster_home", str | None, "DAGSTER_HOME", None, "Dagster's instance (unset: dagster_home/ beside the vault, if any)"),
+    _Setting("user", str | None, "USER", None, "who asks, for audit rows (unset: the login name)"),
+    _Setting("pg_pool_size", str | None, "NEXUS_PG_POOL_SIZE", None, "a PostgreSQL vault: connections one process opens, at most (unset: 8)"),
+    _Setting("test_kill_forget_at", str | None, "NEXUS_TEST_KILL_FORGET_AT", None, "tests only: where forget kills itself"),
+    _Setting("test_kill_copy_at", str | None, "NEXUS_TEST_KILL_COPY_AT", None, "tests only: where vault copy kills itself"),
+)
+# Input limits, as text: parsed by `limits()`. Their defaults are written once, in
+# nexus_assets/ingest/formats/limits.py (DEFAULTS); each field is its variable without NEXUS_, lowercased.
+_LIMITS = (
+    "NEXUS_MAX_RUN_FILE_BYTES", "NEXUS_MAX_JSON_DEPTH", "NEXUS_MAX_NODE_CHARS", "NEXUS_MAX_ZIP_INFLATED_BYTES",
+    "NEXUS_MAX_ZIP_RATIO", "NEXUS_MAX_CONVERSATIONS_PER_FILE", "NEXUS_MAX_ERRORS_PER_FILE", "NEXUS_MAX_JSONL_LINE_BYTES",
+    "NEXUS_MAX_SESSION_FILE_BYTES", "NEXUS_MAX_SESSION_LINES",
+)
+_LLM = (
+    # The LLM endpoint, as text: parsed by LLMConfig.from_env and token_budget_from_env (their messages).
+    _Setting("openai_base_url", str | None, "OPENAI_BASE_URL"),
+    _Setting("openai_api_key", str | None, "OPENAI_API_KEY", secret=True),
+    _Setting("llm_model", str | None, "NEXUS_LLM_MODEL"),
+    _Setting(
+        "llm_token_budget", str | None, "NEXUS_LLM_TOKEN_BUDGET", None,
+        "source tokens per request (unset: from NEXUS_LLM_CONTEXT_TOKENS and NEXUS_LLM_MAX_OUTPUT_TOKENS)",
+    ),
+    _Setting("llm_context_tokens", str, "NEXUS_LLM_CONTEXT_TOKENS", "128000", "the model's context window in tokens; sizes each request"),
+    _Setting("llm_max_output_tokens", str, "NEXUS_LLM_MAX_OUTPUT_TOKENS", "2048", "a reply's length limit in tokens; sizes each request too"),
+    _Setting("llm_concurrency", str, "NEXUS_LLM_CONCURRENCY", "8"),
+    _Setting("llm_timeout", str, "NEXUS_LLM_TIMEOUT", "120"),
+    _Setting("llm_max_reply_bytes", str, "NEXUS_LLM_MAX_REPLY_BYTES", "1000000"),
+    _Setting("llm_rpm", str | None, "NEXUS_LLM_RPM"),
+    _Setting("llm_tpm", str | None, "NEXUS_LLM_TPM"),
+    _Setting("llm_max_cost", str | None, "NEXUS_LLM_MAX_COST"),
+    _Setting("price_in_per_mtok", str | None, "NEXUS_PRICE_IN_PER_MTOK"),
+    _Setting("price_out_per_mtok", str | None, "NEXUS_PRICE_OUT_PER_MTOK"),
+    _Setting("llm_batch_poll", str, "NEXUS_LLM_BATCH_POLL", "30"),
+    _Setting("llm_batch_wait", str, "NEXUS_LLM_BATCH_WAIT", "86400"),
+)
+_SERVER = (
+    # The HTTP API and MCP server (`nexus api`, `nexus mcp`).
+    _Setting(
+        "api_token", str | None, "NEXUS_API_TOKEN", None,
+        "bearer token every API request must carry; unset: the API binds loopback only", secret=True,
+    ),
+    _Setting("api_cors_origins", str | None, "NEXUS_API_CORS_ORIGINS", None, "comma-separated browser origins the API allows (unset: CORS off)"),
+    _Setting("api_max_body_bytes", int, "NEXUS_API_MAX_BODY_BYTES", 1_000_000, "largest request body the API reads (413 above)"),
+)
+_RECALL = (
+    # Recall, reranking and grounded answers.
+    _Setting("rerank_base_url", str | None, "NEXUS_RERANK_BASE_URL"),
+    _Setting("rerank_model", str | None, "NEXUS_RERANK_MODEL"),
+    _Setting("rerank_api_key", str | None, "NEXUS_RERANK_API_KEY", secret=True),
+    _Setting("cross_encoder", str | None, "NEXUS_CROSS_ENCODER"),
+    _Setting("ask_endpoints", str | None, "NEXUS_ASK_ENDPOINTS"),
+)
+
+
+def _table() -> tuple[_Setting, ...]:
+    """Every row, the limits' defaults read from where they are written."""
+    from nexus_assets.ingest.formats.limits import DEFAULTS as LIMIT_DEFAULTS
+
+    limits = tuple(_Setting(v.removeprefix("NEXUS_").lower(), str, v, str(LIMIT_DEFAULTS[v])) for v in _LIMITS)
+    return _VAULT + limits + _LLM + _SERVER + _RECALL
+
+
+def _methods() -> dict[str, Any]:
+    """What a `Settings` says besides its fields."""
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        return cls.model_fields[field].validation_alias.choices[0]  # type: ignore[union-attr]
+
+    def as_env(self) -> dict[str, str]:
+        """The settings by variable, those without a value left out: what the functions that
+        take an environment-shaped mapping (LLMConfig.from_env, rerank, ask) are given."""
+        return {self.variable(f): v for f, v in self if v is not None}
+
+    @property
+    def basics(self) -> Basics:
+        options = VaultOptions(self.vault_memory or None, self.pg_pool_size or None)
+        given = self.model_fields_set  # a limit's default is not "set": Basics holds what was given
+        return Basics(
+            parse_address(self.db or DEFAULT_DB, options), self.runs_dir or None, self.topics_dir or None, self.extractor,
+            self.open_after, options.memory, truthy(self.no_recall), options.pool_size, self.viewer_url or DEFAULT_VIEWER_URL,
+            tuple(sorted((self.variable(f), getattr(self, f)) for f in given if self.variable(f).startswith(LIMIT_PREFIX))),
+        )
+
+    def input_limits(self) -> InputLimits:
+        """The input limits; ValueError naming the variable for one that is not a whole number
+        (0 or less means the default)."""
+        return self.basics.input_limits()
+
+    def current_user(self) -> str:
+        import getpass  # only when $USER is unset
+        return self.user or getpass.getuser()
+
+    return {"variable": variable, "as_env": as_env, "basics": basics, "input_limits": input_limits, "current_user": current_user}
+
+
 def _define() -> type[BaseSettings]:
+    """The `Settings` class, made from the table on first use (pydantic is not imported before)."""
     from pydantic import AliasChoices, Field
     from pydantic_settings import BaseSettings, SettingsConfigDict
 
-    from nexus_assets.ingest.formats.limits import DEFAULTS as LIMIT_DEFAULTS
-
-    def env(name: str, default: Any = None, description: str = "") -> Any:
-        return Field(default, validation_alias=AliasChoices(name), description=description)
-
-    class Settings(BaseSettings):
-        """Every setting, by its variable; the default where the variable is unset."""
-
-        model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True, populate_by_name=False)
-
-        # The vault and its inputs.
-        db: str = env("NEXUS_DB", DEFAULT_DB, "the vault")
-        runs_dir: str | None = env("NEXUS_RUNS_DIR", None, f"run files (unset: the vault's recorded folder, else {DEFAULT_RUNS_DIR})")
-        topics_dir: str | None = env("NEXUS_TOPICS_DIR", None, f"topic files (unset: the vault's recorded folder, else {DEFAULT_TOPICS_DIR})")
-        extractor: str = env("NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai")
-        embedded_selector: str | None = env(
-            "NEXUS_EMBEDDED_EXTRACTOR", None, "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset), embedded-v4 or embedded-v5"
-        )
-        selector_weights: str | None = env("NEXUS_SELECTOR_WEIGHTS", None, "the trained selector's weights file, v4's or v5's (unset: the shipped one)")
-        open_after: str | None = env("NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN")
-        vault_memory: str | None = env("NEXUS_VAULT_MEMORY", None, f"DuckDB's memory for the vault (unset: {DEFAULT_VAULT_MEMORY})")
-        no_recall: str | None = env("NEXUS_NO_RECALL", None, "1: a sync builds no embeddings or vector index (as --no-recall)")
-        viewer_url: str = env("NEXUS_VIEWER_URL", DEFAULT_VIEWER_URL, "where the trace viewer's pages are linked")
-        dagster_home: str | None = env("DAGSTER_HOME", None, "Dagster's instance (unset: dagster_home/ beside the vault, if any)")
-        user: str | None = env("USER", None, "who asks, for audit rows (unset: the login name)")
-        pg_pool_size: str | None = env("NEXUS_PG_POOL_SIZE", None, "a PostgreSQL vault: connections one process opens, at most (unset: 8)")
-        test_kill_forget_at: str | None = env("NEXUS_TEST_KILL_FORGET_AT", None, "tests only: where forget kills itself")
-        test_kill_copy_at: str | None = env("NEXUS_TEST_KILL_COPY_AT", None, "tests only: where vault copy kills itself")
-
-        # Input limits, as text: parsed by `limits()`.
-        max_run_file_bytes: str = env("NEXUS_MAX_RUN_FILE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_RUN_FILE_BYTES"]))
-        max_json_depth: str = env("NEXUS_MAX_JSON_DEPTH", str(LIMIT_DEFAULTS["NEXUS_MAX_JSON_DEPTH"]))
-        max_node_chars: str = env("NEXUS_MAX_NODE_CHARS", str(LIMIT_DEFAULTS["NEXUS_MAX_NODE_CHARS"]))
-        max_zip_inflated_bytes: str = env("NEXUS_MAX_ZIP_INFLATED_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_ZIP_INFLATED_BYTES"]))
-        max_zip_ratio: str = env("NEXUS_MAX_ZIP_RATIO", str(LIMIT_DEFAULTS["NEXUS_MAX_ZIP_RATIO"]))
-        max_conversations_per_file: str = env(
-            "NEXUS_MAX_CONVERSATIONS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_CONVERSATIONS_PER_FILE"])
-        )
-        max_errors_per_file: str = env("NEXUS_MAX_ERRORS_PER_FILE", str(LIMIT_DEFAULTS["NEXUS_MAX_ERRORS_PER_FILE"]))
-        max_jsonl_line_bytes: str = env("NEXUS_MAX_JSONL_LINE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_JSONL_LINE_BYTES"]))
-        max_session_file_bytes: str = env("NEXUS_MAX_SESSION_FILE_BYTES", str(LIMIT_DEFAULTS["NEXUS_MAX_SESSION_FILE_BYTES"]))
-        max_session_lines: str = env("NEXUS_MAX_SESSION_LINES", str(LIMIT_DEFAULTS["NEXUS_MAX_SESSION_LINES"]))
-
-        # The LLM endpoint, as text: parsed by LLMConfig.from_env and token_budget_from_env (their messages).
-        openai_base_url: str | None = env("OPENAI_BASE_URL")
-        openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"), repr=False)
-        llm_model: str | None = env("NEXUS_LLM_MODEL")
-        llm_token_budget: str | None = env(
-            "NEXUS_LLM_TOKEN_BUDGET", None, "source tokens per request (unset: from NEXUS_LLM_CONTEXT_TOKENS and NEXUS_LLM_MAX_OUTPUT_TOKENS)"
-        )
-        llm_context_tokens: str = env("NEXUS_LLM_CONTEXT_TOKENS", "128000", "the model's context window in tokens; sizes each request")
-        llm_max_output_tokens: str = env("NEXUS_LLM_MAX_OUTPUT_TOKENS", "2048", "a reply's length limit in tokens; sizes each request too")
-        llm_concurrency: str = env("NEXUS_LLM_CONCURRENCY", "8")
-        llm_timeout: str = env("NEXUS_LLM_TIMEOUT", "120")
-        llm_max_reply_bytes: str = env("NEXUS_LLM_MAX_REPLY_BYTES", "1000000")
-        llm_rpm: str | None = env("NEXUS_LLM_RPM")
-        llm_tpm: str | None = env("NEXUS_LLM_TPM")
-        llm_max_cost: str | None = env("NEXUS_LLM_MAX_COST")
-        price_in_per_mtok: str | None = env("NEXUS_PRICE_IN_PER_MTOK")
-        price_out_per_mtok: str | None = env("NEXUS_PRICE_OUT_PER_MTOK")
-        llm_batch_poll: str = env("NEXUS_LLM_BATCH_POLL", "30")
-        llm_batch_wait: str = env("NEXUS_LLM_BATCH_WAIT", "86400")
-
-        # The HTTP API and MCP server (`nexus api`, `nexus mcp`).
-        api_token: str | None = Field(
-            None, validation_alias=AliasChoices("NEXUS_API_TOKEN"), repr=False,
-            description="bearer token every API request must carry; unset: the API binds loopback only",
-        )
-        api_cors_origins: str | None = env("NEXUS_API_CORS_ORIGINS", None, "comma-separated browser origins the API allows (unset: CORS off)")
-        api_max_body_bytes: int = env("NEXUS_API_MAX_BODY_BYTES", 1_000_000, "largest request body the API reads (413 above)")
-
-        # Recall, reranking and grounded answers.
-        rerank_base_url: str | None = env("NEXUS_RERANK_BASE_URL")
-        rerank_model: str | None = env("NEXUS_RERANK_MODEL")
-        rerank_api_key: str | None = Field(None, validation_alias=AliasChoices("NEXUS_RERANK_API_KEY"), repr=False)
-        cross_encoder: str | None = env("NEXUS_CROSS_ENCODER")
-        ask_endpoints: str | None = env("NEXUS_ASK_ENDPOINTS")
-
-        @classmethod
-        def variable(cls, field: str) -> str:
-            return cls.model_fields[field].validation_alias.choices[0]  # type: ignore[union-attr]
-
-        def as_env(self) -> dict[str, str]:
-            """The settings by variable, those without a value left out: what the functions that
-            take an environment-shaped mapping (LLMConfig.from_env, rerank, ask) are given."""
-            return {self.variable(f): v for f, v in self if v is not None}
-
-        @property
-        def basics(self) -> Basics:
-            options = VaultOptions(self.vault_memory or None, self.pg_pool_size or None)
-            given = self.model_fields_set  # a limit's default is not "set": Basics holds what was given
-            return Basics(
-                parse_address(self.db or DEFAULT_DB, options), self.runs_dir or None, self.topics_dir or None, self.extractor,
-                self.open_after, options.memory, truthy(self.no_recall), options.pool_size, self.viewer_url or DEFAULT_VIEWER_URL,
-                tuple(sorted((self.variable(f), getattr(self, f)) for f in given if self.variable(f).startswith(LIMIT_PREFIX))),
-            )
-
-        def input_limits(self) -> InputLimits:
-            """The input limits; ValueError naming the variable for one that is not a whole number
-            (0 or less means the default)."""
-            return self.basics.input_limits()
-
-        def current_user(self) -> str:
-            import getpass  # only when $USER is unset
-            return self.user or getpass.getuser()
-
-    return Settings
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": "Settings",
+        "__doc__": "Every setting, by its variable; the default where the variable is unset.",
+        "__annotations__": {},
+        "model_config": SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True, populate_by_name=False),
+    }
+    for row in _table():
+        options: dict[str, Any] = {"repr": False} if row.secret else {}
+        if row.description or not row.secret:
+            options["description"] = row.description
+        namespace["__annotations__"][row.field] = row.type
+        namespace[row.field] = Field(row.default, validation_alias=AliasChoices(row.variable), **options)
+    namespace.update(_methods())
+    return type(BaseSettings)("Settings", (BaseSettings,), namespace)
 
 
 def load(environ: Mapping[str, str] | None = None) -> Any:
