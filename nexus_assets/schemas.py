@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus_assets.core import bounds
 from nexus_assets.core.models import BrickState, ManifestEntry, RunStatus, SourceAddress, TopicState
 from nexus_assets.extract.registry import ExtractorName
 
@@ -178,8 +179,8 @@ class Health(BaseModel):
 class SyncInitiate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    topic_ids: list[str] | None = Field(default=None, max_length=100)
-    run_ids: list[str] | None = Field(default=None, max_length=1000)
+    topic_ids: list[str] | None = Field(default=None, max_length=bounds.SYNC_TOPICS)
+    run_ids: list[str] | None = Field(default=None, max_length=bounds.SYNC_RUN_IDS)
     force_recompile: bool = False
     extractor: ExtractorName | None = None
 
@@ -205,18 +206,18 @@ class RunMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=256)
-    role: str = Field(min_length=1, max_length=64)
+    id: str = Field(min_length=bounds.MESSAGE_ID_CHARS[0], max_length=bounds.MESSAGE_ID_CHARS[1])
+    role: str = Field(min_length=bounds.ROLE_CHARS[0], max_length=bounds.ROLE_CHARS[1])
     content: str
     # Who said it (docs/inputs.md), as in OpenAI chat messages: every brick from it names this speaker.
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=bounds.NAME_CHARS)
     timestamp: str | None = None
 
 
 class RunMessages(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[RunMessage] = Field(min_length=1, max_length=10_000)
+    messages: list[RunMessage] = Field(min_length=bounds.MESSAGES[0], max_length=bounds.MESSAGES[1])
 
 
 class RunPushed(BaseModel):
@@ -243,7 +244,7 @@ class TeachBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(default=None, max_length=2000)
+    reason: str | None = Field(default=None, max_length=bounds.REASON_CHARS)
 
 
 class Taught(BaseModel):

@@ -16,3 +16,14 @@ SEARCH_LIMIT = (1, 200)
 BRICKS_LIMIT = (0, 100_000)
 BRICKS_OFFSET = (0, 10_000_000)
 NAME_CHARS = 200  # a speaker, a user, an agent
+
+# What the writing requests take (a sync's topics, pushed messages, a forget, a teaching).
+SYNC_TOPICS = 100  # topics named in one sync
+SYNC_RUN_IDS = 1000  # run ids a sync job is tagged with
+RUN_ID_CHARS = (1, 128)  # a pushed run's id (ingest/push.py's RUN_ID_RULE says the same)
+MESSAGES = (1, 10_000)  # messages in one push
+MESSAGE_ID_CHARS = (1, 256)
+ROLE_CHARS = (1, 64)
+REASON_CHARS = 2000  # why a run is forgotten, why a brick is kept or dropped
+FORGET_RUN_ID_CHARS = (1, 256)  # a run id as recorded (also runs named by their exports)
+FILE_CHARS = (1, 4096)  # a source file's path

@@ -15,7 +15,19 @@ from pydantic import Field, ValidationError
 
 from nexus_assets.services import queries
 from nexus_assets.services.pushing import RUN_ID_RULE
-from nexus_assets.services.requests import DAY, AskRequest, BrickLookup, BricksPage, RecallRequest, SearchRequest, bounds_of
+from nexus_assets.services.requests import (
+    DAY,
+    AskRequest,
+    BrickLookup,
+    BricksPage,
+    ForgetRequest,
+    RecallRequest,
+    RememberRequest,
+    SearchRequest,
+    StartSync,
+    TeachRequest,
+    bounds_of,
+)
 from nexus_assets.extract.registry import ExtractorName
 from nexus_assets.schemas import AnswerOut, BrickOut, Conflict, RecallOut, RunMessage, RunPushed, SearchHit, Taught, TopicSummary
 
@@ -267,7 +279,7 @@ def _compile_tools(server: MCPServer, config, jobs) -> None:
         "`nexus sync --reselect`. " + VERBATIM
     ))
     async def sync(
-        topics: Annotated[list[str] | None, Field(max_length=100)] = None,
+        topics: Annotated[list[str] | None, Field(**bounds_of(StartSync, "topics"))] = None,
         force_recompile: bool = False,
         extractor: ExtractorName | None = None,
         reselect: bool = False,
@@ -287,8 +299,8 @@ def _compile_tools(server: MCPServer, config, jobs) -> None:
         "the topics that read the run in about a second, then `recall` finds it (sync_job_id names that compile). " + VERBATIM
     ))
     async def remember(
-        run_id: Annotated[str, Field(min_length=1, max_length=128, pattern=RUN_ID_RULE, description="your run's id")],
-        messages: Annotated[list[RunMessage], Field(min_length=1, max_length=10_000)],
+        run_id: Annotated[str, Field(**bounds_of(RememberRequest, "run_id"), pattern=RUN_ID_RULE, description="your run's id")],
+        messages: Annotated[list[RunMessage], Field(**bounds_of(RememberRequest, "messages"))],
     ) -> RunPushed:
         from pathlib import Path
 
@@ -317,9 +329,9 @@ def _forget_tool(server: MCPServer, config) -> None:
         "interrupted earlier is finished first. " + VERBATIM
     ))
     async def forget(
-        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why; recorded in the tombstone")],
-        run_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None,
-        file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None,
+        reason: Annotated[str, Field(**bounds_of(ForgetRequest, "reason"), description="why; recorded in the tombstone")],
+        run_id: Annotated[str, Field(**bounds_of(ForgetRequest, "run_id"))] | None = None,
+        file: Annotated[str, Field(**bounds_of(ForgetRequest, "file"))] | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
         from nexus_assets.core.actors import user_actor
@@ -360,12 +372,12 @@ def _teach_tools(server: MCPServer, config) -> None:
     @server.tool(description="Keep: the brick's verbatim text joins its topic's examples to keep (the topic file is "
                  "rewritten, comments kept); the next `sync` keeps sentences like it. Refused on a sealed topic.")
     async def keep(brick_id: BrickId, ctx: Context,
-                   reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
+                   reason: Annotated[str | None, Field(**bounds_of(TeachRequest, "reason"))] = None) -> Taught:
         return await _teach(ctx, brick_id, "keep", reason)
 
     @server.tool(description="Drop: the brick's verbatim text joins its topic's examples to drop (the topic file is "
                  "rewritten, comments kept); the next `sync` leaves it and sentences like it out of the manifest "
                  "(history kept). Refused on a sealed topic.")
     async def drop(brick_id: BrickId, ctx: Context,
-                   reason: Annotated[str | None, Field(max_length=2000)] = None) -> Taught:
+                   reason: Annotated[str | None, Field(**bounds_of(TeachRequest, "reason"))] = None) -> Taught:
         return await _teach(ctx, brick_id, "drop", reason)

@@ -86,6 +86,38 @@ class BrickLookup(BaseModel):
     brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1])]
 
 
+class StartSync(BaseModel):
+    """Which topics a sync compiles (the MCP `sync` tool; the API's `SyncInitiate` takes the same number)."""
+
+    model_config = ConfigDict(extra="forbid")
+    topics: Annotated[list[str] | None, Field(max_length=bounds.SYNC_TOPICS)] = None
+
+
+class RememberRequest(BaseModel):
+    """Messages appended to an agent's own OPEN run (`services/pushing.append_messages`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    run_id: Annotated[str, Field(min_length=bounds.RUN_ID_CHARS[0], max_length=bounds.RUN_ID_CHARS[1])]
+    messages: Annotated[list, Field(min_length=bounds.MESSAGES[0], max_length=bounds.MESSAGES[1])]
+
+
+class ForgetRequest(BaseModel):
+    """A run, or every run read from a file, erased with a tombstone (`services/forgetting.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str, Field(min_length=1, max_length=bounds.REASON_CHARS)]
+    run_id: Annotated[str, Field(min_length=bounds.FORGET_RUN_ID_CHARS[0], max_length=bounds.FORGET_RUN_ID_CHARS[1])] | None = None
+    file: Annotated[str, Field(min_length=bounds.FILE_CHARS[0], max_length=bounds.FILE_CHARS[1])] | None = None
+
+
+class TeachRequest(BaseModel):
+    """A person's keep or drop of a brick, and why (`services/teaching.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1])]
+    reason: Annotated[str | None, Field(max_length=bounds.REASON_CHARS)] = None
+
+
 # The constraints pydantic records for `Field(ge=, le=, min_length=, max_length=)`, by the keyword each came from.
 _KEYWORDS = {annotated_types.Ge: "ge", annotated_types.Le: "le", annotated_types.MinLen: "min_length", annotated_types.MaxLen: "max_length"}
 

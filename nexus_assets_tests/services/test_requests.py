@@ -23,8 +23,12 @@ from nexus_assets.services.requests import (
     AskRequest,
     BrickLookup,
     BricksPage,
+    ForgetRequest,
     RecallRequest,
+    RememberRequest,
     SearchRequest,
+    StartSync,
+    TeachRequest,
     bounds_of,
     limits,
 )
@@ -188,3 +192,43 @@ def test_bounds_of_gives_the_keywords_a_shell_declares_an_argument_with():
     assert bounds_of(AskRequest, "speaker") == {"min_length": 1, "max_length": 200}, "on the type it takes when not None"
     with pytest.raises(KeyError, match="RecallRequest.since declares no bounds"):
         bounds_of(RecallRequest, "since")
+
+
+# The writing tools (`nexus mcp --allow-writes`) and the API bodies that write: (request, field) ->
+# (API schema component and field, or None; MCP tool and argument).
+WRITING = {
+    (StartSync, "topics"): (("SyncInitiate", "topic_ids"), ("sync", "topics")),
+    (RememberRequest, "run_id"): (None, ("remember", "run_id")),
+    (RememberRequest, "messages"): (("RunMessages", "messages"), ("remember", "messages")),
+    (ForgetRequest, "reason"): (None, ("forget", "reason")),
+    (ForgetRequest, "run_id"): (None, ("forget", "run_id")),
+    (ForgetRequest, "file"): (None, ("forget", "file")),
+    (TeachRequest, "reason"): (("TeachBody", "reason"), ("keep", "reason")),
+}
+
+
+def test_the_writing_requests_bounds_are_the_ones_the_api_and_the_mcp_tools_meet(config: ApiConfig):
+    """A sync's topics, a push's messages, a forget's reason and a teaching's reason: one number
+    each, the same on the API's bodies and the MCP write tools, and a push past it is refused."""
+    openapi = create_app(config).openapi()
+
+    async def run():
+        async with Client(build_server(config, allow_writes=True)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            too_many = await client.call_tool("remember", {"run_id": "agent-1", "messages": [
+                {"id": f"m{i}", "role": "user", "content": "x"} for i in range(limits(RememberRequest, "messages")[1] + 1)]})
+            long_reason = await client.call_tool("drop", {"brick_id": "abcdef", "reason": "r" * (limits(TeachRequest, "reason")[1] + 1)})
+            return tools, too_many, long_reason
+
+    tools, too_many, long_reason = anyio.run(run)
+    for (model, name), (api_at, (tool, argument)) in WRITING.items():
+        expected = declared(model, name)
+        assert expected[1] is not None, (model.__name__, name)
+        assert seen(tools[tool].input_schema["properties"][argument]) == expected, (model.__name__, name, tool)
+        if api_at is not None:
+            component, field = api_at
+            assert seen(openapi["components"]["schemas"][component]["properties"][field]) == expected, (component, field)
+    assert seen(tools["drop"].input_schema["properties"]["reason"]) == declared(TeachRequest, "reason")
+    assert too_many.is_error and too_many.content[0].text.startswith("messages: ")
+    assert long_reason.is_error and long_reason.content[0].text.startswith("reason: ")
+    assert not (Path(config.runs_dir) / "pushed").exists() or not list((Path(config.runs_dir) / "pushed").iterdir()), "a refused push writes nothing"
