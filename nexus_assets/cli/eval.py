@@ -4,7 +4,6 @@ vault, and imports neither Dagster nor the LLM client."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from nexus_assets.cli.common import UsageError, emit, open_vault, require_topic
@@ -12,8 +11,7 @@ from nexus_assets.cli.parsing import Commands
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from nexus_assets.eval.rules import GoldError
-    from nexus_assets.eval.step import evaluate
+    from nexus_assets.services.evaluation import EvaluationRefused, below, score
 
     if args.init_gold:
         return _init_gold(args)
@@ -21,56 +19,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("nexus eval needs --gold PATH (or --init-gold PATH to start a gold file from the current bricks)")
     with open_vault(args) as vault:
         require_topic(vault, args.topic)
-        if args.extractors:
-            identities = vault.extractions.extractor_identities(args.topic)
-            wanted = [None, *identities]
-        elif args.extractor:
-            known = vault.extractions.extractor_identities(args.topic)
-            if args.extractor not in known:
-                raise UsageError(
-                    f"no extractions by {args.extractor!r} for topic {args.topic!r}; "
-                    f"identities seen: {', '.join(known) or 'none (run `nexus sync` first)'}"
-                )
-            wanted = [args.extractor]
-        else:
-            wanted = [None]
         try:
-            results = [evaluate(vault, args.topic, Path(args.gold), extractor=x) for x in wanted]
-        except GoldError as exc:
+            results = score(vault, args.topic, Path(args.gold), extractor=args.extractor, every=args.extractors)
+        except EvaluationRefused as exc:
             raise UsageError(str(exc)) from None
-    below = [r for r in results if _below(r, args)]
+    low = [r for r in results if below(r, args.min_precision, args.min_recall)]
     if args.json:
         emit(args, results if args.extractors else results[0])
     else:
         emit(args, None, "\n\n".join(_text(r, detail=not args.extractors) for r in results))  # quotes gold and brick text
-        for r in below:
+        for r in low:
             print(f"BELOW THRESHOLD: {r['extractor']} overlap precision {r['overlap_precision']:.3f} "
                   f"(min {args.min_precision}), overlap recall {r['overlap_recall']:.3f} (min {args.min_recall})")
-    return 1 if below else 0
-
-
-def _below(result: dict, args: argparse.Namespace) -> bool:
-    # Thresholds compare the overlap figures, as the `extraction_quality` check does.
-    return (args.min_precision is not None and result["overlap_precision"] < args.min_precision) or (
-        args.min_recall is not None and result["overlap_recall"] < args.min_recall
-    )
+    return 1 if low else 0
 
 
 def _init_gold(args: argparse.Namespace) -> int:
-    from nexus_assets.eval.step import gold_lines_for
+    from nexus_assets.services.evaluation import EvaluationRefused, refuse_existing_gold, write_gold
 
     path = Path(args.init_gold)
-    if path.exists():
-        raise UsageError(f"{path} already exists; eval never overwrites a gold file (remove it or pick another path)")
-    with open_vault(args) as vault:
-        require_topic(vault, args.topic)
-        lines = gold_lines_for(vault, args.topic)
-    if not lines:
-        raise UsageError(f"topic {args.topic!r} has no bricks yet; run `nexus sync --topic {args.topic}` first")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("x", encoding="utf-8") as f:
-        f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    emit(args, {"gold_file": str(path), "lines": len(lines)}, f"wrote {len(lines)} gold spans to {path}; edit it by hand")
+    try:
+        refuse_existing_gold(path)  # before the vault is opened, as ever
+        with open_vault(args) as vault:
+            require_topic(vault, args.topic)
+            written = write_gold(vault, args.topic, path)
+    except EvaluationRefused as exc:
+        raise UsageError(str(exc)) from None
+    emit(args, {"gold_file": str(path), "lines": written}, f"wrote {written} gold spans to {path}; edit it by hand")
     return 0
 
 
