@@ -12,8 +12,7 @@ SHOWN = 40  # sentences listed per topic unless --json
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from nexus_assets.extract.explain import ExplainError, explain_brick, explain_run
-    from nexus_assets.extract.selector.model import SelectorWeightsError
+    from nexus_assets.services import explaining
 
     if bool(args.brick_id) == bool(args.run):
         raise UsageError("give a BRICK_ID, or --run RUN_ID (with --node PATH for one message)")
@@ -22,12 +21,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
         try:
             if args.brick_id:
-                data = explain_brick(vault, require_brick(vault, args.brick_id))
+                data = explaining.brick(vault, require_brick(vault, args.brick_id))
                 emit(args, data, _render_brick(data))
             else:
-                data = explain_run(vault, args.run, node=args.node, topics=args.topic)
+                data = explaining.run(vault, args.run, node=args.node, topics=args.topic)
                 emit(args, data, _render_run(data))
-        except (ExplainError, SelectorWeightsError) as exc:
+        except explaining.ExplainRefused as exc:
             raise UsageError(str(exc)) from None
     return 0
 
