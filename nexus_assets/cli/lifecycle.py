@@ -21,7 +21,7 @@ from nexus_assets.cli.common import (
     require_folder,
 )
 from nexus_assets.cli.parsing import Commands, runs_dir_flag, topics_dir_flag
-from nexus_assets.extract.registry import extractor_kind, extractor_names
+from nexus_assets.extract.registry import extractor_names
 
 
 def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, Path]:
@@ -31,48 +31,25 @@ def _dirs(args: argparse.Namespace, *, must_exist: bool = True) -> tuple[Path, P
     return topics_dir, runs_dir
 
 
-def _history(vault, topic_id: str) -> list[dict]:
-    from nexus_assets.lifecycle.step import topic_history
-
-    return [{**h, "changed_at": str(h["changed_at"])} for h in topic_history(vault, topic_id)]
-
-
 def cmd_discover(args: argparse.Namespace) -> int:
-    from nexus_assets.discovery.records import dropped_topics
-    from nexus_assets.discovery.step import DiscoveryError, discover_embedded, discover_llm, recent_runs
     from nexus_assets.core.actors import user_actor
-    from nexus_assets.llm.client import LLMConfig, LLMConfigError, LLMFatalError
+    from nexus_assets.services.lifecycle import DiscoveryFailed, LifecycleRefused, discover, runs_to_discover
 
     topics_dir, runs_dir = Path(args.topics_dir), require_folder(Path(args.runs_dir), "runs", "--runs-dir")
     if args.recent < 1 or (args.max is not None and args.max < 1):
         raise UsageError("--recent and --max take a positive number")
-    runs = recent_runs(runs_dir, args.recent)
-    if not runs:
-        raise UsageError(f"no readable runs in {runs_dir}; nothing to discover topics from")
-    with open_vault(args, write=True, create=True) as vault:
-        # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
-        # a sync or not yet), are never proposed again.
-        recorded = [*vault.topics.all(), *dropped_topics(vault)]
-        if extractor_kind(args.extractor).calls_endpoint:
-            try:
-                config = LLMConfig.from_env(settings_of(args).as_env())
-            except LLMConfigError as exc:
-                raise UsageError(str(exc)) from None
-            try:
-                report, written = discover_llm(
-                    runs, topics_dir, config=config, store=vault.llm_calls, recorded=recorded, max_proposals=args.max
-                )
-            except LLMFatalError as exc:
-                raise UsageError(str(exc)) from None
-            except DiscoveryError as exc:
-                print(f"nexus: discover: {exc}", file=sys.stderr)
-                return 1
-        else:
-            report, written = discover_embedded(runs, topics_dir, recorded=recorded, max_proposals=args.max)
-        actor = user_actor("nexus discover", settings.user())
-        by_id = {t.topic_id: t for t in written}
-        for row in report.written:
-            vault.topics.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)
+    try:
+        runs = runs_to_discover(runs_dir, args.recent)
+        with open_vault(args, write=True, create=True) as vault:
+            report = discover(
+                vault, runs, topics_dir, extractor=args.extractor, env=lambda: settings_of(args).as_env(),
+                actor=user_actor("nexus discover", settings.user()), max_proposals=args.max,
+            )
+    except LifecycleRefused as exc:
+        raise UsageError(str(exc)) from None
+    except DiscoveryFailed as exc:
+        print(f"nexus: discover: {exc}", file=sys.stderr)
+        return 1
     lines = [f"looked at {report.runs_considered} recent runs ({report.extractor})"]
     for w in report.written:
         lines.append(
@@ -91,37 +68,28 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 def cmd_activate(args: argparse.Namespace) -> int:
     from nexus_assets.core.actors import user_actor
-    from nexus_assets.lifecycle.step import LifecycleError, activate
+    from nexus_assets.services.lifecycle import LifecycleRefused, activate
 
     topics_dir, _ = _dirs(args)
     with open_vault(args, write=True, create=True) as vault:
         try:
-            done = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate", settings.user()))
-        except LifecycleError as exc:
+            data = activate(vault, topics_dir, args.topic, actor=user_actor("nexus activate", settings.user()))
+        except LifecycleRefused as exc:
             raise UsageError(str(exc)) from None
-        history = _history(vault, args.topic)
     # Activation makes the topic compilable, so it becomes a partition of the shared instance now.
     if project_dagster_home(args.db, settings.dagster_home()) is not None:
         from nexus_assets.services.sync import (
             dagster_instance,  # Dagster only when there is an instance to tell
         )
 
-        dagster_instance(args.db, [done.topic_id])
-    data = {
-        "topic_id": done.topic_id,
-        "state": done.state,
-        "previous_state": done.previous_state,
-        "file": done.path,
-        "file_rewritten": done.file_rewritten,
-        "transitions": history,
-    }
-    if done.previous_state == "ACTIVE" and not done.file_rewritten:
-        text = f"topic {done.topic_id} was already ACTIVE"
+        dagster_instance(args.db, [data["topic_id"]])
+    if data["previous_state"] == "ACTIVE" and not data["file_rewritten"]:
+        text = f"topic {data['topic_id']} was already ACTIVE"
     else:
         text = (
-            f"topic {done.topic_id} is ACTIVE (was {done.previous_state or 'unrecorded'})"
-            + (f"; {done.path} now says `state: ACTIVE`" if done.file_rewritten else "")
-            + f". Compile it with `nexus sync --topic {done.topic_id}`"
+            f"topic {data['topic_id']} is ACTIVE (was {data['previous_state'] or 'unrecorded'})"
+            + (f"; {data['file']} now says `state: ACTIVE`" if data["file_rewritten"] else "")
+            + f". Compile it with `nexus sync --topic {data['topic_id']}`"
         )
     emit(args, data, text)
     return 0
@@ -129,22 +97,20 @@ def cmd_activate(args: argparse.Namespace) -> int:
 
 def cmd_seal(args: argparse.Namespace) -> int:
     from nexus_assets.core.actors import user_actor
-    from nexus_assets.lifecycle.step import LifecycleError, SealRefused, seal
+    from nexus_assets.services.lifecycle import LifecycleRefused, SealFailed, seal
 
     topics_dir, runs_dir = _dirs(args, must_exist=False)
     if not vault_exists(args.db):
         raise UsageError(f"no vault at {args.db}; run `nexus sync` first, or pass --db PATH")
     with open_vault(args, write=True) as vault:
         try:
-            result = seal(vault, args.topic, actor=user_actor("nexus seal", settings.user()), topics_dir=topics_dir, runs_dir=runs_dir)
-        except SealRefused as exc:
-            emit(args, {"topic_id": exc.topic_id, "sealed": False, "failed_gates": [f.as_dict() for f in exc.failures]})
+            result, data = seal(vault, args.topic, actor=user_actor("nexus seal", settings.user()), topics_dir=topics_dir, runs_dir=runs_dir)
+        except SealFailed as exc:
+            emit(args, exc.data)
             print(f"nexus: {exc}", file=sys.stderr)
             return 1
-        except LifecycleError as exc:
+        except LifecycleRefused as exc:
             raise UsageError(str(exc)) from None
-        history = _history(vault, args.topic)
-    data = {**result.as_dict(), "transitions": history}
     for note in result.notes:
         print(f"warning: {note}", file=sys.stderr)
     if result.already_sealed:
