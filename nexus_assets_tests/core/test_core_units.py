@@ -59,6 +59,7 @@ def test_control_characters_are_shown_not_obeyed():
 def test_topic_links_quote_the_id_under_the_base():
     assert topic_url("a b/c") == f"{DEFAULT_BASE}/topics/a%20b%2Fc"
     assert topic_url("t", "http://h:1/") == "http://h:1/topics/t"
+    assert topic_url("t", "http://BOX/") == "http://BOX/topics/t"
 
 
 def test_the_actor_is_the_user_and_the_command(monkeypatch):
@@ -82,6 +83,8 @@ def test_a_title_is_mostly_capitalised_words():
     assert not is_title_case(["of", "the", "and"])  # only small words
     assert is_title_case("One Two Three Four five".split())  # four of five: 80%
     assert not is_title_case("One Two Three four five".split())
+    # Brackets and quotes around a word neither make it significant nor hide its capital.
+    assert is_title_case(["(of", "Big", "Red", "Dogs"]) and is_title_case(["(Big", "Red", "Dogs", "Run"])
 
 
 # Input errors ----------------------------------------------------------------------------------------
@@ -114,6 +117,12 @@ def test_input_errors_are_said_as_paths_into_the_input():
         "messages[0]: input should be a valid dictionary; messages[1].text: input should be a valid string (+2 more)"
     )
     assert explain(_error(3), whole="conversation") == "conversation: input should be a valid dictionary"
+    # Five errors are all named; a sixth is counted.
+    five = _error({"messages": ["a", "b", "c", "d"], "size": 0})
+    assert explain(five, whole="c").count(": input should be") + explain(five, whole="c").count(": field required") == 5
+    assert "more)" not in explain(five, whole="c")
+    six = _error({"messages": ["a", "b", "c", "d", "e"], "size": 0})
+    assert explain(six, whole="c").endswith("; messages[4]: input should be a valid dictionary (+1 more)")
 
 
 # JSON paths -------------------------------------------------------------------------------------------
@@ -122,6 +131,7 @@ DOC = {"a\nb": "x", "m": [{"c": "t0"}, {"c": "t1"}], "s": ["x", "y"], "n": {"k":
 
 
 def test_a_path_is_written_in_normalized_form_with_escapes():
+    format_path.cache_clear()  # paths met before (by other tests of this process) come from the cache
     assert format_path(("a'b\\c\b\f\n\r\t\x01", 3, "plain")) == "$['a\\'b\\\\c\\b\\f\\n\\r\\t\\u0001'][3]['plain']"
     assert format_path(("a b", "\x1f!")) == "$['a b']['\\u001f!']"  # a space is no control character
 
@@ -172,13 +182,17 @@ def test_a_path_that_cannot_be_evaluated_is_not_found():
     with pytest.raises(PathError) as caught:
         resolve_steps({"s": "text"}, "$.s[0]")
     assert caught.value.reason == "path_not_found"
+    with pytest.raises(PathError) as caught:
+        resolve_steps(DOC, "$.n & $.zz")
+    assert caught.value.reason == "path_not_found"
+    assert caught.value.detail.startswith("json_path '$.n & $.zz' could not be evaluated: ")
 
 
 def test_steps_are_followed_only_into_their_kind_of_node():
     assert value_at(DOC, ("m", 1, "c")) == "t1"
-    with pytest.raises(TypeError, match="index into a non-array"):
+    with pytest.raises(TypeError, match="^index into a non-array$"):
         value_at(DOC, ("n", 0))
-    with pytest.raises(TypeError, match="key into a non-object"):
+    with pytest.raises(TypeError, match="^key into a non-object$"):
         value_at(DOC, ("s", "k"))
 
 
