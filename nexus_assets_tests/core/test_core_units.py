@@ -133,7 +133,7 @@ DOC = {"a\nb": "x", "m": [{"c": "t0"}, {"c": "t1"}], "s": ["x", "y"], "n": {"k":
 def test_a_path_is_written_in_normalized_form_with_escapes():
     format_path.cache_clear()  # paths met before (by other tests of this process) come from the cache
     assert format_path(("a'b\\c\b\f\n\r\t\x01", 3, "plain")) == "$['a\\'b\\\\c\\b\\f\\n\\r\\t\\u0001'][3]['plain']"
-    assert format_path(("a b", "\x1f!")) == "$['a b']['\\u001f!']"  # a space is no control character
+    assert format_path(("a b\x1f",)) == "$['a b\\u001f']"  # a space is no control character
 
 
 @pytest.mark.parametrize("path, steps, value", [
