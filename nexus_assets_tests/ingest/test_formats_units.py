@@ -1,0 +1,111 @@
+"""Session files line by line (issue 51's mutation benchmark, docs/inputs.md): what `read_lines` keeps,
+skips and names for each kind of bad line, the file limits, and how a JSON Lines file is told from
+a JSON document. Each problem is checked by its exact line, so a changed limit or message fails here."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from nexus_assets.ingest.formats import FormatError
+from nexus_assets.ingest.formats import limits as L
+from nexus_assets.ingest.formats.jsonl import MAX_PROBLEMS, LineProblem, looks_like_json_lines, read_lines, session_document
+
+
+def _read(data: bytes, **limits):
+    args = {"max_line_bytes": 100, "max_depth": 5, "max_bytes": 10_000, "max_lines": 100, **limits}
+    return read_lines(io.BytesIO(data), **args)
+
+
+def test_blank_lines_keep_every_later_line_at_its_number_and_end_the_file_unnamed():
+    assert _read(b'{"a":1}\n\n{"b":2}\n\n\n') == ([{"a": 1}, None, {"b": 2}], [])
+    assert _read(b"") == ([], [])
+
+
+def test_a_long_line_is_skipped_unparsed_and_the_next_line_is_read():
+    lines, problems = _read(b'{"a":1}\n{"x":"' + b"y" * 300 + b'"}\n{"c":3}\n')
+    assert lines == [{"a": 1}, None, {"c": 3}]
+    assert problems == [LineProblem(2, "is over the 100-byte line limit (NEXUS_MAX_JSONL_LINE_BYTES); skipped")]
+    # Exactly at the limit, newline included, is not over it.
+    line = b'{"x":"' + b"y" * 91 + b'"}\n'
+    assert len(line) == 100 and _read(line)[0] == [{"x": "y" * 91}]
+
+
+def test_each_bad_line_is_named_and_costs_that_line_only():
+    data = (b'{"a":1}\n[1]\n{"a":NaN}\n{"a":1e999}\n{"a":\xff}\n{bad\n[[[[[[[1]]]]]]]\n'
+            b'{"s":"\\ud800"}\n{"s":"\\ud83d\\ude00"}\n{"s":"\\uD800x"}\n{"ok":2}\n')
+    lines, problems = _read(data)
+    assert lines == [{"a": 1}, None, None, None, None, None, None, None, {"s": "😀"}, None, {"ok": 2}]
+    assert problems == [
+        LineProblem(2, "is a JSON list, not an event object; skipped"),
+        LineProblem(3, "holds the constant NaN (not JSON), which no reader can keep exactly; skipped"),
+        LineProblem(4, "holds the number 1e999, beyond the range of a 64-bit float, which no reader can keep exactly; skipped"),
+        LineProblem(5, "is not valid UTF-8 at byte 5 of the line; skipped"),
+        LineProblem(6, "is not valid JSON (Expecting property name enclosed in double quotes at column 2); skipped"),
+        LineProblem(7, f"{L.depth_message(5)}; skipped"),
+        LineProblem(8, "holds an unpaired UTF-16 surrogate escape, which no reader can keep exactly; skipped"),
+        LineProblem(10, "holds an unpaired UTF-16 surrogate escape, which no reader can keep exactly; skipped"),
+    ]
+
+
+def test_nesting_is_checked_only_past_the_limit():
+    five = b'{"a":{"b":{"c":{"d":{"e":1}}}}}\n'
+    assert _read(five) == ([{"a": {"b": {"c": {"d": {"e": 1}}}}}], [])
+    assert _read(b'{"a":"[[[[[[[[[["}\n') == ([{"a": "[[[[[[[[[["}], [])  # brackets in a string nest nothing
+    lines, problems = _read(b'{"a":1}\n{"a":{"b":{"c":{"d":{"e":{"f":1}}}}}}\n')
+    assert lines == [{"a": 1}, None] and problems == [LineProblem(2, f"{L.depth_message(5)}; skipped")]
+
+
+def test_the_line_being_written_waits_for_the_next_sync_but_a_whole_last_line_is_read():
+    assert _read(b'{"a":1}\n{"partial') == ([{"a": 1}], [])
+    assert _read(b'{"a":1}\n{"b":2}') == ([{"a": 1}, {"b": 2}], [])
+    assert _read(b'{"a":1}\n[1]') == ([{"a": 1}], [])  # whatever it is, it is not finished
+
+
+def test_the_file_limits_refuse_the_whole_file():
+    with pytest.raises(L.LimitError, match=r"^session file has more than 4 lines \(NEXUS_MAX_SESSION_LINES\); none of it"):
+        _read(b"{}\n" * 5, max_lines=4)
+    assert _read(b"{}\n" * 4, max_lines=4)[0] == [{}] * 4
+    with pytest.raises(L.LimitError, match=r"^session file is over the 30-byte limit \(NEXUS_MAX_SESSION_FILE_BYTES\); the lines before line 4 "):
+        _read(b'{"a":1}\n' * 5, max_bytes=30)
+    assert len(_read(b'{"a":1}\n' * 4, max_bytes=32)[0]) == 4
+    # A long line's skipped rest counts towards the file's bytes.
+    with pytest.raises(L.LimitError, match="over the 150-byte limit"):
+        _read(b'{"x":"' + b"y" * 300 + b'"}\n{"a":1}\n', max_bytes=150)
+
+
+def test_past_a_thousand_bad_lines_the_rest_are_counted_not_named():
+    lines, problems = _read(b"[1]\n" * (MAX_PROBLEMS + 2) + b"{}\n", max_lines=5000, max_bytes=100_000)
+    assert lines == [None] * (MAX_PROBLEMS + 2) + [{}] and len(problems) == MAX_PROBLEMS + 1
+    assert problems[-2] == LineProblem(MAX_PROBLEMS, "is a JSON list, not an event object; skipped")
+    assert problems[-1] == LineProblem(
+        MAX_PROBLEMS + 3, f"and 2 more bad lines after line {MAX_PROBLEMS} were skipped without being named"
+    )
+
+
+@pytest.mark.parametrize("head, is_event, expected", [
+    (b'\xef\xbb\xbf \r\n{"a":1}\n{"b":2}\n', False, True),  # a BOM and blank space first
+    (b'{"a":1}\n', False, False),  # one line that is no event: a one-line JSON document
+    (b'{"a":1}\n  \n', False, False),
+    (b'{"a":1}', True, True),  # the one line of a session
+    (b"[1]\n[2]\n", True, False),
+    (b'{\n "a":1}\n', True, False),  # pretty-printed JSON
+    (b'"x"', True, False),
+    (b'{"a":[1]}\n{"b":2}', False, True),
+])
+def test_json_lines_are_told_from_a_json_document_by_their_first_line(head, is_event, expected):
+    assert looks_like_json_lines(head, lambda value: is_event) is expected
+
+
+def test_a_one_line_value_that_is_no_object_is_no_json_lines():
+    assert looks_like_json_lines(b"[1]", lambda value: True) is False
+    assert looks_like_json_lines(b"[" * 3000 + b"]" * 3000 + b"\n{}\n", lambda value: True) is False
+
+
+def test_a_session_document_is_its_lines_then_its_header():
+    doc = session_document([{"a": 1}], "claude-code", {"session_id": "s", "title": "t"})
+    assert doc == {"lines": [{"a": 1}], "session_format": "claude-code", "session_id": "s", "title": "t"}
+    assert list(doc)[0] == "lines"
+    with pytest.raises(FormatError, match="^unknown session format 'chatgpt'$"):
+        session_document([], "chatgpt", {})
