@@ -1,15 +1,21 @@
 """Session files line by line (issue 51's mutation benchmark, docs/inputs.md): what `read_lines` keeps,
 skips and names for each kind of bad line, the file limits, and how a JSON Lines file is told from
-a JSON document. Each problem is checked by its exact line, so a changed limit or message fails here."""
+a JSON document, a session file as its run, and a document of no known format. Each problem is
+checked by its exact line, so a changed limit or message fails here."""
 
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
+from nexus_assets.core.models import IngestionError
 from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats import limits as L
+from nexus_assets.ingest.formats.dispatch import parse_document
+from nexus_assets.ingest.formats.limits import InputLimits
+from nexus_assets.ingest.formats.sessions import is_session_event, iter_session, session_format
 from nexus_assets.ingest.formats.jsonl import MAX_PROBLEMS, LineProblem, looks_like_json_lines, read_lines, session_document
 
 
@@ -109,3 +115,63 @@ def test_a_session_document_is_its_lines_then_its_header():
     assert list(doc)[0] == "lines"
     with pytest.raises(FormatError, match="^unknown session format 'chatgpt'$"):
         session_document([], "chatgpt", {})
+
+
+# A session file as a run ------------------------------------------------------------------------
+
+
+def _user_line(session: str, text: str, uuid: str = "u1") -> bytes:
+    line = {"type": "user", "message": {"role": "user", "content": text}, "sessionId": session, "uuid": uuid,
+            "timestamp": "2025-01-01T00:00:00Z"}
+    return json.dumps(line).encode() + b"\n"
+
+
+def _session(data: bytes) -> list:
+    return list(iter_session(io.BytesIO(data), "s.jsonl", "sha", InputLimits()))
+
+
+def test_a_session_is_its_run_then_one_error_per_bad_line():
+    run, error = _session(_user_line("s1", "hi") + b"[1]\n" + _user_line("s1", "again", "u2"))
+    assert (run.run_id, run.format, run.document["lines"][1]) == ("s1", "claude-code", None)
+    assert error == IngestionError("s.jsonl", "line 2 is a JSON list, not an event object; skipped; the rest of the session was read",
+                                   conversation="s1", file_sha256="sha")
+    assert len(_session(_user_line("s" * 256, "hi"))) == 1  # the longest usable id
+
+
+def test_a_session_without_its_id_yet_yields_its_bad_lines_only():
+    summary = json.dumps({"type": "summary", "summary": "x", "leafUuid": "l"}).encode() + b"\n"
+    assert _session(summary + b"[1]\n") == [
+        IngestionError("s.jsonl", "line 2 is a JSON list, not an event object; skipped", file_sha256="sha")
+    ]
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"[1]\n[2]\n", "^JSON Lines of which no line could be read; first problem: line 1 is a JSON list, not an event object; skipped$"),
+    (b'{"a":1}\n', "^JSON Lines, but not a Claude Code session .* nor a Codex CLI rollout .*; move it out of the runs folder$"),
+    (b'{"a":1}\n[2]\n', "^JSON Lines, but not a Claude Code session"),
+    (_user_line("s" * 257, "hi"), r"^session id 's{60}'… is not a usable run id \(over 256 characters or control characters\)$"),
+    (_user_line("a\tb", "hi"), r"^session id 'a\\tb'… is not a usable run id"),
+    (_user_line("a\nb", "hi"), r"^session id 'a\\nb'… is not a usable run id"),
+    (_user_line("a\rb", "hi"), r"^session id 'a\\rb'… is not a usable run id"),
+    (_user_line("a\x00b", "hi"), r"^session id 'a\\x00b'… is not a usable run id"),
+])
+def test_a_file_that_is_no_usable_session_is_refused_whole(data, message):
+    with pytest.raises(FormatError, match=message):
+        _session(data)
+
+
+def test_the_tool_is_told_by_the_first_line_any_tool_would_write():
+    assert session_format([None, {"a": 1}, json.loads(_user_line("s", "x"))]) == "claude-code"
+    assert session_format([{}]) is None and not is_session_event({"a": 1})
+    assert is_session_event(json.loads(_user_line("s", "x")))
+
+
+@pytest.mark.parametrize("document, found", [({"b": 2, "a": 1}, "['a', 'b']"), ([1], "list"), ("x", "str"),
+                                             ({k: 0 for k in "jihgfedcba"}, str(sorted("abcdefgh")))])
+def test_a_document_of_no_known_format_names_what_it_holds(document, found):
+    with pytest.raises(FormatError) as caught:
+        parse_document(document)
+    assert str(caught.value) == (
+        f"valid JSON but not a known run format (found {found}); expected a Nexus run "
+        '{"run_id", "status", "messages"} or a ChatGPT/Claude conversations.json export'
+    )
