@@ -14,9 +14,19 @@ from nexus_assets.core.models import IngestionError
 from nexus_assets.ingest.formats import FormatError
 from nexus_assets.ingest.formats import limits as L
 from nexus_assets.ingest.formats.dispatch import parse_document
+from nexus_assets.ingest.formats.jsonl import (
+    MAX_PROBLEMS,
+    LineProblem,
+    looks_like_json_lines,
+    read_lines,
+    session_document,
+)
 from nexus_assets.ingest.formats.limits import InputLimits
-from nexus_assets.ingest.formats.sessions import is_session_event, iter_session, session_format
-from nexus_assets.ingest.formats.jsonl import MAX_PROBLEMS, LineProblem, looks_like_json_lines, read_lines, session_document
+from nexus_assets.ingest.formats.sessions import (
+    is_session_event,
+    iter_session,
+    session_format,
+)
 
 
 def _read(data: bytes, **limits):
@@ -112,7 +122,7 @@ def test_a_one_line_value_that_is_no_object_is_no_json_lines():
 def test_a_session_document_is_its_lines_then_its_header():
     doc = session_document([{"a": 1}], "claude-code", {"session_id": "s", "title": "t"})
     assert doc == {"lines": [{"a": 1}], "session_format": "claude-code", "session_id": "s", "title": "t"}
-    assert list(doc)[0] == "lines"
+    assert next(iter(doc)) == "lines"
     with pytest.raises(FormatError, match="^unknown session format 'chatgpt'$"):
         session_document([], "chatgpt", {})
 

@@ -23,7 +23,12 @@ from nexus_assets.llm.chunking import (
     window_bytes,
 )
 from nexus_assets.llm.handles import handle, resolve_handles
-from nexus_assets.llm.requests import call_key, output_estimate, packing_budget, prompt_hash
+from nexus_assets.llm.requests import (
+    call_key,
+    output_estimate,
+    packing_budget,
+    prompt_hash,
+)
 
 
 def test_a_handle_names_the_run_and_node_by_their_places():
@@ -93,7 +98,7 @@ def test_windows_are_counted_and_cut_by_those_sizes():
     assert window_bytes(run, run.nodes) == RUN_ENVELOPE_BYTES + sum(sizes)  # the dict node is not text
     topics = {run.nodes[0].path: ["alpha", "beta"]}
     assert window_bytes(run, run.nodes, topics) == RUN_ENVELOPE_BYTES + sum(sizes) + len(',"topics":["alpha","beta"]')
-    tokens_for = lambda total: -(-(total + FRAGMENT_ENVELOPE_BYTES + RUN_ENVELOPE_BYTES) // 4)  # noqa: E731
+    tokens_for = lambda total: -(-(total + FRAGMENT_ENVELOPE_BYTES + RUN_ENVELOPE_BYTES) // 4)
     whole = chunk_nodes(run, list(run.nodes), token_budget=tokens_for(sum(sizes)))
     assert whole == [[run.nodes[0], run.nodes[1], run.nodes[3]]]
     cut = chunk_nodes(run, list(run.nodes), token_budget=tokens_for(sizes[0] + sizes[1]))

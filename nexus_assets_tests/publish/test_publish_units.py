@@ -7,7 +7,13 @@ from __future__ import annotations
 import hashlib
 
 from nexus_assets.core.fingerprint import brick_id, canonical_json, fingerprint
-from nexus_assets.core.models import Brick, Manifest, ManifestEntry, SourceAddress, Tombstone
+from nexus_assets.core.models import (
+    Brick,
+    Manifest,
+    ManifestEntry,
+    SourceAddress,
+    Tombstone,
+)
 from nexus_assets.publish.immutability import final_brick_changes, final_problems
 from nexus_assets.publish.manifest import (
     altered,
@@ -139,7 +145,7 @@ def test_bricks_outside_the_seal_are_named():
     later = Manifest(topic_id=T, previous_hash=sealed.manifest_hash, bricks=sealed.bricks, manifest_hash="9" * 64)
     assert final_problems(T, [A], sealed, {A.brick_id: A}, later) == [
         f"topic 'walk': latest manifest 999999999999… is not the sealed one {sealed.manifest_hash[:12]}…: "
-        "something was published after the seal"
+        + "something was published after the seal"
     ]
 
 
