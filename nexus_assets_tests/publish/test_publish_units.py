@@ -211,3 +211,39 @@ def test_each_break_of_the_chain_is_named():
     assert chain_problems([forged]) == [
         f"manifest #0 of walk was altered: stored hash ffffffffffff… != recomputed {first.manifest_hash[:12]}…"
     ]
+
+
+def test_every_incoming_brick_is_checked_and_every_sealed_entry_too():
+    new = _brick("New one.", 5, "FORMING")
+    changed = A.model_copy(update={"order_index": 9})
+    assert final_brick_changes({A.brick_id: A}, [new, changed]) == [
+        f"FINAL brick {A.brick_id[:12]} of topic 'walk': order_index would change"
+    ]
+    sealed = _sealed(A, B)
+    moved = B.model_copy(update={"order_index": 4})
+    assert final_problems(T, [moved], sealed, {A.brick_id: A, B.brick_id: B}, sealed) == [
+        f"{_label(A)}: gone from the vault", f"{_label(B)}: order_index is now 4",
+    ]
+    assert final_problems(T, [A, moved], sealed, {B.brick_id: B}, sealed) == [
+        f"{_label(A)}: no seal-time snapshot of it", f"{_label(B)}: order_index is now 4",
+    ]
+
+
+def test_ten_final_bricks_without_a_seal_are_named_and_the_count_says_the_rest():
+    bricks = [_brick(f"Text {i}.", i) for i in range(11)]
+    (problem,) = final_problems(T, bricks, None, {}, None)
+    ids = sorted(b.brick_id[:12] for b in bricks)
+    assert problem == f"topic 'walk' has 11 FINAL bricks but no sealed manifest: {', '.join(ids[:10])}"
+
+
+def test_a_tombstone_is_hashed_as_json_in_the_body():
+    entries = manifest_entries([A])
+    body = {"topic_id": T, "previous_hash": "p", "bricks": [e.model_dump() for e in entries],
+            "tombstone": _tombstone().model_dump(mode="json")}
+    assert manifest_hash(T, "p", entries, _tombstone()) == hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def test_a_broken_chain_names_its_topic():
+    first = build_manifest(T, [A], None)
+    second = next_manifest(T, manifest_entries([A, B]), first)
+    assert chain_problems([second]) == [f"manifest #0 of walk points back to {first.manifest_hash!r}, expected None"]
