@@ -65,6 +65,13 @@ def test_each_bad_line_is_named_and_costs_that_line_only():
     ]
 
 
+def test_a_number_beyond_a_float_is_named_by_its_first_40_characters():
+    number = "1." + "0" * 50 + "e999"
+    assert _read(b'{"a":' + number.encode() + b"}\n")[1] == [
+        LineProblem(1, f"holds the number {number[:40]}, beyond the range of a 64-bit float, which no reader can keep exactly; skipped")
+    ]
+
+
 def test_nesting_is_checked_only_past_the_limit():
     five = b'{"a":{"b":{"c":{"d":{"e":1}}}}}\n'
     assert _read(five) == ([{"a": {"b": {"c": {"d": {"e": 1}}}}}], [])
@@ -105,10 +112,14 @@ def test_past_a_thousand_bad_lines_the_rest_are_counted_not_named():
     (b'{"a":1}\n', False, False),  # one line that is no event: a one-line JSON document
     (b'{"a":1}\n  \n', False, False),
     (b'{"a":1}', True, True),  # the one line of a session
+    (b'{"a":1}', False, False),
     (b"[1]\n[2]\n", True, False),
     (b'{\n "a":1}\n', True, False),  # pretty-printed JSON
     (b'"x"', True, False),
     (b'{"a":[1]}\n{"b":2}', False, True),
+    (b'X{"a":1}\n{"b":2}\n', False, False),  # only blank space and a BOM may come first
+    (b'{"a":1}\nx', False, True),  # anything after the first line
+
 ])
 def test_json_lines_are_told_from_a_json_document_by_their_first_line(head, is_event, expected):
     assert looks_like_json_lines(head, lambda value: is_event) is expected
@@ -146,6 +157,7 @@ def test_a_session_is_its_run_then_one_error_per_bad_line():
     assert error == IngestionError("s.jsonl", "line 2 is a JSON list, not an event object; skipped; the rest of the session was read",
                                    conversation="s1", file_sha256="sha")
     assert len(_session(_user_line("s" * 256, "hi"))) == 1  # the longest usable id
+    assert len(_session(_user_line("XID", "hi"))) == 1
 
 
 def test_a_session_without_its_id_yet_yields_its_bad_lines_only():
@@ -156,7 +168,7 @@ def test_a_session_without_its_id_yet_yields_its_bad_lines_only():
 
 
 @pytest.mark.parametrize("data, message", [
-    (b"[1]\n[2]\n", "^JSON Lines of which no line could be read; first problem: line 1 is a JSON list, not an event object; skipped$"),
+    (b"[1]\n{bad\n", "^JSON Lines of which no line could be read; first problem: line 1 is a JSON list, not an event object; skipped$"),
     (b'{"a":1}\n', "^JSON Lines, but not a Claude Code session .* nor a Codex CLI rollout .*; move it out of the runs folder$"),
     (b'{"a":1}\n[2]\n', "^JSON Lines, but not a Claude Code session"),
     (_user_line("s" * 257, "hi"), r"^session id 's{60}'… is not a usable run id \(over 256 characters or control characters\)$"),
