@@ -42,7 +42,10 @@ class Package:
 
 
 # Tests written against the survivors of the first run: `--before` leaves them out.
-MUTATION_TESTS = ("test_mutation_survivors", "test_gate_units", "test_conflict_kinds", "test_rerank_units")
+MUTATION_TESTS = (
+    "test_mutation_survivors", "test_gate_units", "test_conflict_kinds", "test_rerank_units", "test_relate_units",
+    "test_core_units", "test_publish_units", "test_resolve_units", "test_formats_units", "test_llm_units",
+)
 
 PACKAGES: dict[str, Package] = {
     # The pure rules of each phase. Its store (records.py) and Dagster step are reached only through
@@ -54,14 +57,14 @@ PACKAGES: dict[str, Package] = {
     "publish": Package(("nexus_assets/publish/immutability.py", "nexus_assets/publish/manifest.py"),
                        ("test_manifest", "test_immutability", "test_publish_units"), 0.90),
     "resolve": Package(("nexus_assets/resolve/rules.py", "nexus_assets/resolve/order.py", "nexus_assets/resolve/incremental.py"),
-                       ("test_canonical_order", "test_incremental_resolution", "test_uniqueness_gate"), 0.80),
+                       ("test_canonical_order", "test_incremental_resolution", "test_uniqueness_gate", "test_resolve_units"), 0.80),
     "formats": Package(("nexus_assets/ingest/formats/jsonl.py", "nexus_assets/ingest/formats/sessions.py", "nexus_assets/ingest/formats/dispatch.py"),
-                       ("test_coding_agent_sessions", "test_formats_exports", "test_mutation_survivors"), 0.80),
+                       ("test_coding_agent_sessions", "test_formats_exports", "test_formats_units", "test_mutation_survivors"), 0.80),
     "llm": Package(
         ("nexus_assets/llm/handles.py", "nexus_assets/llm/chunking.py", "nexus_assets/llm/requests.py"),
-        ("test_llm_request_packing", "test_mutation_survivors"), 0.80,
+        ("test_llm_request_packing", "test_llm_units", "test_mutation_survivors"), 0.80,
     ),
-    "relate": Package(("nexus_assets/relate/rules.py",), ("test_conflict_rules", "test_conflict_kinds", "test_mutation_survivors"), 0.80),
+    "relate": Package(("nexus_assets/relate/rules.py",), ("test_conflict_rules", "test_conflict_kinds", "test_relate_units", "test_mutation_survivors"), 0.80),
     # test_recall's other tests sync a project first: a sync per mutant.
     "rerank": Package(("nexus_assets/recall/rerank.py",),
                       ("test_recall.py::test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels", "test_rerank_units", "test_mutation_survivors"), 0.80),
