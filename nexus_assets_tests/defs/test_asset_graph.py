@@ -214,6 +214,10 @@ def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project):
         count, first = len(stored), stored[0].brick_id
         visible = sum(b.state != "SUPERSEDED" for b in stored)
         del stored
+        # Bricks another test left alive in this process (a module's constant, a cache) are not
+        # the stage's: the stage is judged by what it adds to them.
+        gc.collect()
+        before = sum(1 for o in gc.get_objects() if type(o) is Brick)
         tally = BrickTally(preview_limit=1)
         made = tally.counted(resolved_bricks(v, topic))
         v.stage.write(topic_id, watched(made), inputs_digest=None, slice_size=2)
@@ -221,7 +225,7 @@ def test_resolution_streams_into_the_stage_a_slice_at_a_time(project: Project):
     assert count > 4 and tally.bricks == staged == count and tally.visible == visible
     assert sum(tally.states.values()) == count and [b.brick_id for b in tally.preview] == [first]
     assert len(alive_per_slice) == -(-count // 2)
-    assert max(alive_per_slice) <= 2 + 1  # never more than a slice and the preview
+    assert max(alive_per_slice) - before <= 2 + 1  # never more than a slice and the preview
 
 
 def test_a_resolution_replaced_in_the_stage_is_not_published(project: Project):
