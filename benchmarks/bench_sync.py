@@ -341,7 +341,7 @@ def measure_sentence_floor(files: list[Path]) -> float:
     """The floor plus the one per-character Python pass no sync can skip: every string of every run
     split into sentences once, with Nexus' own splitter (the embedded extractor's unit of work).
     It bounds from below what any compiler written in Python costs over the floor."""
-    from nexus_assets.extract.sentences import sentence_spans
+    from nexus_assets.core.sentences import sentence_spans
 
     t0 = time.perf_counter()
     for p in files:

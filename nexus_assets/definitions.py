@@ -21,6 +21,7 @@ from nexus_assets.defs.checks import (
 )
 from nexus_assets.defs.jobs import compile_job, ingest_job, sync_job
 from nexus_assets.defs.lifecycle import seal_topic
+from nexus_assets.defs.record import passage_index, passage_index_in_step, passages, passages_verbatim
 from nexus_assets.defs.recall import (
     brick_embeddings,
     vector_index,
@@ -36,8 +37,8 @@ from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from her
     Basics,
 )
 
-ASSETS = [run_files, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
-CHECKS = [hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step, open_conflicts]
+ASSETS = [run_files, passages, passage_index, raw_runs, pointer_extractions, validated_bricks, resolved_brick_states, topic_manifest, brick_embeddings, vector_index]
+CHECKS = [passages_verbatim, passage_index_in_step, hallucination_rejection, checksum_drift, final_immutability, extraction_quality, vector_index_in_step, open_conflicts]
 
 
 def build_resources(

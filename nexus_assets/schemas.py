@@ -69,14 +69,31 @@ class ManifestOut(BaseModel):
     bricks: list[ManifestEntry]
 
 
+class RecallSource(SourceAddress):
+    """A recall result's source; a passage's one source also names its conversation, speaker and time."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    time: str | None = None
+    run_title: str | None = None
+    run_date: str | None = None
+
+
 class RecallResult(_Open):
-    brick_id: str
-    topic_id: str
+    """A note (`kind` brick: `brick_id, topic_id, state`) or a sentence of the record (`kind` passage:
+    `passage_id`, and `topic_ids`, the asked topics whose record holds it); `id` is either id."""
+
+    kind: Literal["brick", "passage"]
+    id: str
     content: str
-    state: BrickState
     confidence: float = Field(ge=0, le=1)
     reranker_used: str
-    sources: list[SourceAddress]
+    sources: list[RecallSource]
+    brick_id: str | None = None
+    topic_id: str | None = None
+    state: BrickState | None = None
+    passage_id: str | None = None
+    topic_ids: list[str] | None = None
 
 
 class RecallOut(_Open):
@@ -90,12 +107,20 @@ class RecallOut(_Open):
 
 
 class Sentence(BaseModel):
+    """An answer sentence and what it cites: its text is their texts verbatim (invariant 16)."""
+
     text: str
     brick_ids: list[str]
+    passage_ids: list[str] = Field(default_factory=list)
 
 
 class Grounding(_Open):
-    brick_id: str
+    """Where a cited brick or passage was said (`kind`; `brick_id` null for a passage)."""
+
+    kind: Literal["brick", "passage"] = "brick"
+    id: str | None = None
+    brick_id: str | None
+    passage_id: str | None = None
     content_snippet: str
     run_id: str
     json_path: str
@@ -122,7 +147,7 @@ class AnswerOut(_Open):
 
 
 class AskPreview(BaseModel):
-    """The bricks an answer would cite (the recall it would rest on); nothing audited."""
+    """The bricks and passages an answer would cite (the recall it would rest on); nothing audited."""
 
     question: str
     topics: list[str]

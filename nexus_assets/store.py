@@ -17,9 +17,11 @@ from functools import cached_property
 import duckdb
 
 from nexus_assets.drift.records import DriftRecords
+from nexus_assets.extract.about_records import AboutRecords
 from nexus_assets.extract.records import ExtractionRecords
 from nexus_assets.forget.records import ForgettingRecords
 from nexus_assets.gate.records import OccurrenceRecords
+from nexus_assets.ingest.passage_records import PassageRecords
 from nexus_assets.ingest.records import RunRecords
 from nexus_assets.publish.records import BrickRecords
 from nexus_assets.recall.records import RecallRecords
@@ -43,7 +45,9 @@ class Vault(BaseCatalog):
         super().__init__(conn, migrate=migrate)
         self.topics = TopicRecords(self)  # topic definitions and their states
         self.runs = RunRecords(self)  # ingest: run files, runs, nodes, ingestion errors
+        self.passages = PassageRecords(self)  # the record: every run's passages, as addresses into its nodes
         self.extractions = ExtractionRecords(self)  # extract: the extractor's pointers per run version
+        self.about = AboutRecords(self)  # which runs each topic is about: its record
         self.occurrences = OccurrenceRecords(self)  # gate: occurrences and rejections
         self.stage = StageRecords(self)  # resolve: the stage and the "nothing changed" digest
         self.bricks = BrickRecords(self)  # publish: bricks, their sources, manifests, syncs

@@ -437,7 +437,7 @@ def request_topics_and_fragment(body: dict) -> tuple[list[str], dict]:
 def first_sentences(lies: Callable[[str, str, str], list] | None = None) -> Handler:
     """A model that answers every node it is shown with its first sentence, for every topic the
     node may be quoted for, plus `lies(topic_id, path, first)` (other pointers, true or not)."""
-    from nexus_assets.extract.sentences import sentences
+    from nexus_assets.core.sentences import sentences
 
     def model(body: dict) -> dict:
         topics, fragment = request_topics_and_fragment(body)

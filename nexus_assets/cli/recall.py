@@ -86,10 +86,10 @@ def _recall_once(args: argparse.Namespace, request, env: dict) -> tuple[dict, st
         if _conversation(r) != conversation:
             conversation = _conversation(r)
             lines.append(f"from {conversation}:")
-        lines.append(
-            f"  {i}. {r['confidence']:.2f} {r['topic_id']} {r['brick_id'][:12]} [{r['state']}] ({r['reranker_used']})  "
-            f"{one_line(r['content'], 110)}"
-        )
+        # A note shows its topic and state; a sentence of the record, who said it.
+        where = (f"{r['topic_id']} {r['brick_id'][:12]} [{r['state']}]" if r["kind"] == "brick"
+                 else f"passage {r['passage_id'][:12]} [{r['sources'][0].get('speaker') or '?'}]")
+        lines.append(f"  {i}. {r['confidence']:.2f} {where} ({r['reranker_used']})  {one_line(r['content'], 110)}")
     lines = lines or [f"nothing recalled for {query!r}"]
     lines += [f"(fell through: {n})" for n in out["fell_through"]]
     return out, "\n".join(lines)
@@ -125,8 +125,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             f"{out['answer']}\n\n— {out['model']} ({out['generation']}); CCC {out['ccc']:.2f}, {out['revisions']} revisions; "
             f"ranked by {out['reranker_used']}; audit {out['audit_id'][:12]}\n"
             + "\n".join(
-                f"  [{s['brick_id'][:12]}] {_conversation(s)}{' · ' + s['run_id'] if s['run_title'] else ''} "
-                f"{s['json_path']} [{s['start']}:{s['end']}]"
+                f"  [{s['id'][:12]}] {'passage ' if s['kind'] == 'passage' else ''}{_conversation(s)}"
+                f"{' · ' + s['run_id'] if s['run_title'] else ''} {s['json_path']} [{s['start']}:{s['end']}]"
                 for s in out["sources"]
             )
         )
@@ -147,7 +147,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    p = commands.add("recall", cmd_recall, help="semantic recall over bricks; read-only")
+    p = commands.add("recall", cmd_recall, help="hybrid recall over the topics' bricks and every sentence of their runs; read-only")
     p.add_argument("query", nargs="?", help="what to recall (or --repl)")
     p.add_argument(
         "--repl", action="store_true", help="read one query per line from standard input and answer each, loading the model once"

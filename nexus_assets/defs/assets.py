@@ -20,6 +20,7 @@ from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.drift.step import current_drift, full_drift, record_drift
+from nexus_assets.extract.about_step import judge_record
 from nexus_assets.extract.backends import OpenAIExtractor
 from nexus_assets.extract.step import extract_phase
 from nexus_assets.gate.step import validate_phase
@@ -115,9 +116,11 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
 @topic_asset(
     "raw_runs",
     kinds={"json", "duckdb"},
-    deps=[run_files],
+    # The record's passages are built before any topic reads them (defs/record.py).
+    deps=[run_files, dg.AssetKey("passages")],
     pool=WRITER_POOL,
-    description="The topic's definition recorded, and the ingested runs it compiles.",
+    description="The topic's definition recorded, and the ingested runs it compiles; which of them it is about "
+    "(its record: every passage of those runs, DESIGN §3.1).",
 )
 def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
     topic_id = context.partition_key
@@ -144,10 +147,18 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
         runs_latest = v.runs.run_count()
         # A LOCKED topic still sees new runs arrive; they are listed here, never compiled into it.
         ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
+        record = judge_record(v, topic) if topic.state != "LOCKED" else None
+    if record is not None and record.hidden_only:
+        # Said always: the topic's words are in messages it does not read (docs/inputs.md include_hidden).
+        settings.say(context, f"{topic_id}: {record.hidden_only} run(s) mention this topic's keywords only in hidden "
+                     "messages; `include_hidden: true` reads them")
     return dg.MaterializeResult(
         metadata={
             "topic_state": topic.state,
             "runs_latest": runs_latest,
+            **({"runs_admitted": record.runs_admitted, "runs_about": record.runs_about,
+                "runs_reading_tool_output": record.runs_reading_tools, "runs_judged_now": record.judged_now,
+                "runs_keywords_only_hidden": record.hidden_only} if record is not None else {}),
             **(
                 {"runs_ignored_locked": len(ignored), **non_empty(ignored_runs=table([{"run_id": r} for r in ignored], [("run_id", "string")]))}
                 if ignored is not None

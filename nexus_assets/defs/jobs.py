@@ -9,15 +9,18 @@ sync_job = dg.define_asset_job(
     description="Ingest the run files, then compile one topic: raw runs to manifest, with its checks.",
 )
 
+# What every topic shares, built once per sync: the run files read, and the record (passages and their indexes).
+SHARED = ("run_files", "passages", "passage_index")
+
 # `nexus sync` ingests once for all topics, then compiles each topic without ingesting again.
 ingest_job = dg.define_asset_job(
     "ingest_run_files",
-    selection=dg.AssetSelection.assets("run_files"),
-    description="Ingest every new or changed run file once, for all topics.",
+    selection=dg.AssetSelection.assets(*SHARED),
+    description="Ingest every new or changed run file once, for all topics, and split and index its passages.",
 )
 compile_job = dg.define_asset_job(
     "compile_topic",
-    selection=TOPIC_GRAPH - dg.AssetSelection.assets("run_files"),
+    selection=TOPIC_GRAPH - dg.AssetSelection.assets(*SHARED),
     description="Compile one topic from what is already ingested: raw runs to manifest, with its checks.",
 )
 
@@ -29,4 +32,4 @@ COMPILE_ASSETS = ("raw_runs", "pointer_extractions", "validated_bricks", "resolv
 
 def without_recall(*, ingest: bool) -> list[dg.AssetKey]:
     """The assets a run selects when recall is off: the compile graph, with `run_files` when the job ingests."""
-    return [dg.AssetKey(name) for name in (("run_files",) if ingest else ()) + COMPILE_ASSETS]
+    return [dg.AssetKey(name) for name in (("run_files", "passages") if ingest else ()) + COMPILE_ASSETS]

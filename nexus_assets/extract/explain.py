@@ -160,7 +160,7 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
 def _explain_v3(topic: Topic, run, wanted, kept, vectors) -> list[dict]:
     from nexus_assets.extract.embedded import is_statement
     from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
-    from nexus_assets.extract.sentences import sentence_units
+    from nexus_assets.core.sentences import sentence_units
 
     pattern = keyword_pattern(topic.extraction_policy.required_keywords or ())
     rows = []

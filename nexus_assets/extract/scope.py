@@ -68,20 +68,6 @@ DEFAULT_NODE_TYPES: frozenset[str] = frozenset(get_args(NodeType)) - TOOL_TYPES
 _WORDY = re.compile(r"[^\W\d_]{2,}")
 
 
-def tool_line_units(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each non-blank line of a tool's text, stripped: tool output is read by the
-    line (a warning, an error, a log entry), not by the sentence."""
-    units = []
-    at = 0
-    for line in text.splitlines(keepends=True):
-        body = line.strip()
-        if body:
-            start = at + line.index(body[0])
-            units.append((start, start + len(body)))
-        at += len(line)
-    return units
-
-
 def is_tool_line(line: str) -> bool:
     """A line of tool output that says something: two words or more."""
     return len(_WORDY.findall(line)) >= 2

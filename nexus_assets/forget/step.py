@@ -30,7 +30,7 @@ from nexus_assets.vault.address import is_postgres, parse_address
 from nexus_assets import settings
 from nexus_assets.core.models import Tombstone
 from nexus_assets.dagster_home import project_dagster_home
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.core.sentences import sentences
 from nexus_assets.forget.dagster_copies import clean_dagster, stored_forms
 from nexus_assets.publish.manifest import tombstone_manifest
 from nexus_assets.resolve.step import ResolveStores, resolve_phase

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.core.sentences import sentences
 
 CITATION = re.compile(r"\[([0-9a-f]{8,64})\]")
 LEADING = re.compile(r"^\s*(?:\[[0-9a-f]{8,64}\]\s*)+")
@@ -98,11 +98,6 @@ def revision_request(parts: list[CitedSentence]) -> str:
 
 
 def extractive_answer(bricks: list[tuple[str, str]], limit: int = 5) -> str:
-    """An answer made only of verbatim brick text, each sentence citing its brick: CCC 1.0 by construction."""
-    lines = []
-    for brick_id, content in bricks[:limit]:
-        text = " ".join(content.split())
-        if text and text[-1] not in ".!?":
-            text += "."
-        lines.append(f"{text} [{brick_id[:12]}]")
-    return " ".join(lines)
+    """An answer made only of verbatim brick text, each followed by its citation: CCC 1.0 by
+    construction, and nothing added to any text, not even a full stop (invariant 16)."""
+    return " ".join(f"{content} [{brick_id[:12]}]" for brick_id, content in bricks[:limit] if content)

@@ -223,6 +223,27 @@ class RecallRecords(Records):
             ).fetchall()
         ]
 
+    def visible_bricks_at(self, addresses: Iterable[tuple[str, str, int, int]], topic_ids: Iterable[str]) -> dict[tuple, list[str]]:
+        """(run_id, json_path, start, end) -> the visible bricks of these topics with a source there:
+        a passage at such an address is that brick's text, and recall lists it as the brick."""
+        addresses = sorted(set(addresses))
+        topic_ids = sorted(set(topic_ids))
+        if not addresses or not topic_ids:
+            return {}
+        rows = self.conn.execute(
+            """SELECT s.run_id, s.json_path, s.start_offset, s.end_offset, s.brick_id FROM brick_sources s
+               JOIN bricks b ON b.brick_id = s.brick_id AND b.state <> 'SUPERSEDED' AND b.topic_id IN (SELECT unnest(?))
+               JOIN (SELECT unnest(?) AS run_id, unnest(?) AS json_path, unnest(?) AS start_offset, unnest(?) AS end_offset) a
+                 ON a.run_id = s.run_id AND a.json_path = s.json_path AND a.start_offset = s.start_offset
+                AND a.end_offset = s.end_offset
+               ORDER BY s.brick_id""",
+            [topic_ids, [a[0] for a in addresses], [a[1] for a in addresses], [a[2] for a in addresses], [a[3] for a in addresses]],
+        ).fetchall()
+        out: dict[tuple, list[str]] = {}
+        for run_id, path, start, end, brick_id in rows:
+            out.setdefault((run_id, path, start, end), []).append(brick_id)
+        return out
+
     def canonical_sources(self, brick_ids: Iterable[str]):
         rows = self.conn.execute(
             """SELECT brick_id, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 STATE_WEIGHT = {"FINAL": 1.0, "FORMING": 0.6, "IMPROVISE": 0.3}
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -23,6 +22,8 @@ class Candidate:
     authority: int = 3
     recency: float = 0.0  # 0 oldest … 1 newest ingestion among the candidates
     fused: float = 0.0  # the hybrid ranking's fused score, 1.0 = first in every ranking (service.py)
+    evidence: float = 0.0  # how well the text answers the query by itself, in [0, 1] (evidence.py)
+    kind: str = "brick"  # or "passage": a sentence of the record
     score: float = 0.0
     reranker_used: str = ""
 
@@ -31,27 +32,47 @@ class RerankFailed(RuntimeError):
     pass
 
 
-# The heuristic's weights (they sum to 1, so its score is in [0, 1]): the fused hybrid rank leads,
-# then words in common, similarity, the exact phrase, state and recency. Set on LoCoMo with every
-# statement kept (benchmarks/bench_locomo.py --min-relevance 0, every 6th question): hit@10 0.613
-# with fused 0.45 / similarity 0.30, 0.656 with these, 0.660 with fused alone; similarity stays in
-# so the score is not rank alone.
-WEIGHTS = {"fused": 0.70, "similarity": 0.05, "overlap": 0.10, "phrase": 0.05, "state": 0.05, "recency": 0.05}
+# The heuristic's score (in [0, 1]): the fused hybrid rank, scaled by the absolute evidence
+# (`evidence.py`: the query's content words said, the dense similarity on its model's scale), with a
+# little of the state (a note's prior over the record), the exact phrase and recency. Set on LoCoMo
+# (benchmarks/bench_locomo.py, hit@10 over the shortlist): the fused rank alone 0.708; scaled by
+# (0.5 + 0.5 x evidence) 0.708 there and 0.681 against 0.661 before the fusion's weights were set;
+# evidence added to it instead (0.45 + 0.45) 0.591. The fused rank says nothing absolute (the first
+# result of any query is near 1): the evidence factor is what makes the score, and so the
+# confidence, low for a question the vault cannot answer.
+EVIDENCE_FLOOR = 0.5
+WEIGHTS = {"ranked": 0.96, "state": 0.02, "phrase": 0.01, "recency": 0.01}
+# The second result said in one message counts this much of its score, the third this squared
+# (LoCoMo hit@10 0.705 with no spreading, 0.716 at 0.7): ten results show more than three messages.
+SPREAD = 0.7
 
 
 def heuristic(query: str, candidates: list[Candidate]) -> list[Candidate]:
-    """The fused rank, similarity, lexical overlap, exact phrase, state (FINAL above IMPROVISE) and recency."""
-    q = {w.lower() for w in _WORD.findall(query)}
+    """The fused rank times the evidence factor, plus state (FINAL above IMPROVISE; a passage has
+    none), the exact phrase and recency."""
     phrase = " ".join(query.lower().split())
     wt = WEIGHTS
     out = []
     for c in candidates:
-        words = {w.lower() for w in _WORD.findall(c.content)}
-        overlap = len(q & words) / len(q) if q else 0.0
         has_phrase = 1.0 if phrase and phrase in " ".join(c.content.lower().split()) else 0.0
-        score = (wt["fused"] * c.fused + wt["similarity"] * max(0.0, c.similarity) + wt["overlap"] * overlap
-                 + wt["phrase"] * has_phrase + wt["state"] * STATE_WEIGHT.get(c.state, 0.0) + wt["recency"] * c.recency)
+        ranked = c.fused * (EVIDENCE_FLOOR + (1 - EVIDENCE_FLOOR) * c.evidence)
+        score = (wt["ranked"] * ranked + wt["state"] * STATE_WEIGHT.get(c.state, 0.0) + wt["phrase"] * has_phrase
+                 + wt["recency"] * c.recency)
         out.append(replace(c, score=round(score, 6), reranker_used="heuristic"))
+    return out
+
+
+def spread(ranked: list[Candidate], messages: Mapping[str, str | None]) -> list[Candidate]:
+    """The n-th candidate said in one message keeps SPREAD**(n-1) of its score (the heuristic tier
+    only), then all are ranked again: one long message does not fill the list."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in ranked:
+        m = messages.get(c.brick_id)
+        n = seen.get(m, 0) if m is not None else 0
+        if m is not None:
+            seen[m] = n + 1
+        out.append(replace(c, score=round(c.score * SPREAD ** n, 6)) if n else c)
     return out
 
 
@@ -92,7 +113,8 @@ def llm(query: str, candidates: list[Candidate], base_url: str, model: str, api_
     return [replace(c, score=round(float(s), 6), reranker_used="llm") for c, s in zip(candidates, scores)]
 
 
-def rerank(query: str, candidates: list[Candidate], env: Mapping[str, str] | None = None) -> tuple[list[Candidate], list[str]]:
+def rerank(query: str, candidates: list[Candidate], env: Mapping[str, str] | None = None,
+           messages: Mapping[str, str | None] | None = None) -> tuple[list[Candidate], list[str]]:
     """Candidates best first, and a note per tier that was tried and fell through. `env`: the
     settings by variable (`Settings.as_env()`: NEXUS_RERANK_*, NEXUS_CROSS_ENCODER); none: the heuristic."""
     env = dict(env or {})
@@ -110,5 +132,8 @@ def rerank(query: str, candidates: list[Candidate], env: Mapping[str, str] | Non
             notes.append(str(exc))
     if ranked is None:
         ranked = heuristic(query, candidates)
+        if messages:
+            order = sorted(ranked, key=lambda c: (-c.score, c.authority, c.brick_id))
+            ranked = spread(order, messages)
     # Ties: the higher authority (1 first), then the brick id, so the order is deterministic.
     return sorted(ranked, key=lambda c: (-c.score, c.authority, c.brick_id)), notes

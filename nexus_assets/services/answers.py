@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from nexus_assets.core.links import topic_url
+from nexus_assets.core.links import passage_url, topic_url
 from nexus_assets.drift.step import file_drift
 from nexus_assets.extract.embedded import is_statement
 from nexus_assets.recall.citations import (
@@ -22,26 +22,25 @@ from nexus_assets.recall.citations import (
     MAX_REVISIONS,
     ccc,
     coverage_refusal,
-    extractive_answer,
     revision_request,
     split_answer,
 )
 from nexus_assets.recall.confidence import confidence
 from nexus_assets.services.query_terms import Filters, dates_in, parse_day, speakers_in
 from nexus_assets.services.recalling import NothingToRecall, recall
-from nexus_assets.services.relevance import ANSWER_MIN_SIMILARITY, ANSWER_STRONG_SIMILARITY, relevant, shares_a_word
+from nexus_assets.services.relevance import ANSWER_CONFIDENCE, relevant, shares_a_word
 from nexus_assets.store import Vault
 
 # The recall side is imported from here too (the shells, the benchmarks, the tests).
 __all__ = [
-    "ANSWER_MIN_SIMILARITY", "ANSWER_STRONG_SIMILARITY", "ASK_K", "Filters", "NothingToRecall", "ask", "confidence",
+    "ANSWER_CONFIDENCE", "ASK_K", "Filters", "NothingToRecall", "ask", "confidence",
     "dates_in", "endpoints", "parse_day", "recall", "relevant", "shares_a_word", "speakers_in",
 ]
 
 # Answers
 
-ANSWER_BRICKS = 5  # bricks an offline answer quotes
-ASK_K = 8  # bricks recalled for an answer to choose from
+ANSWER_BRICKS = 5  # bricks and passages an offline answer quotes
+ASK_K = 8  # results recalled for an answer to choose from
 
 
 @dataclass(frozen=True)
@@ -68,9 +67,10 @@ def endpoints(env: dict) -> list[Endpoint]:
 
 
 SYSTEM = (
-    "Answer the question using only the numbered bricks, which are verbatim notes. End every sentence "
-    "with the id of each brick it rests on in square brackets, e.g. [3f9a1c2e4b5d]. Say nothing the "
-    "bricks do not support. Plain sentences, no lists."
+    "Answer the question using only the numbered notes, which are verbatim sentences. End every sentence "
+    "with the id of each note it rests on in square brackets, e.g. [3f9a1c2e4b5d]. Say nothing the "
+    "notes do not support. Plain sentences, no lists. Your answer is shown as the cited notes' own "
+    "words, in the order you cite them."
 )
 
 
@@ -79,7 +79,7 @@ def _generate(endpoint: Endpoint, question: str, bricks: list[dict], allowed: li
     from openai import OpenAI
 
     client = OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=1, timeout=60)
-    listing = "\n".join(f"[{b['brick_id'][:12]}] {b['content']}" for b in bricks)
+    listing = "\n".join(f"[{b['id'][:12]}] {b['content']}" for b in bricks)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Bricks:\n{listing}\n\nQuestion: {question}"}]
     tokens_in = tokens_out = 0
     revisions = 0
@@ -96,13 +96,29 @@ def _generate(endpoint: Endpoint, question: str, bricks: list[dict], allowed: li
         messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": revision_request(parts)}]
 
 
-def _mode1(vault: Vault, brick_ids: list[str]) -> list[str]:
-    """MODE-1: every cited brick's canonical source re-read from its run file, its checksum verified."""
+@dataclass(frozen=True)
+class _Cited:
+    """A cited passage as the drift check reads a brick: an id and the one address to re-read."""
+
+    brick_id: str
+    topic_id: str
+    sources: tuple
+
+
+def _mode1(vault: Vault, brick_ids: list[str], passage_ids: list[str] = ()) -> list[str]:
+    """MODE-1: every cited brick's canonical source and every cited passage's address re-read from
+    its run file, its checksum verified."""
+    from nexus_assets.core.models import SourceAddress
+
     canonical = vault.recall.canonical_sources(brick_ids)
     bricks = [b.model_copy(update={"sources": (canonical[b.brick_id],)}) for b in vault.bricks.select(brick_ids=brick_ids) if b.brick_id in canonical]
-    missing = [b for b in brick_ids if b not in canonical]
-    return [f"brick {b[:12]}: it has no source in the vault" for b in missing] + [
-        f"brick {d.brick_id[:12]}: {d.problem}" for d in file_drift(vault, bricks)
+    rows = vault.passages.by_ids(passage_ids)
+    cited = [_Cited(p, "", (SourceAddress(run_id=r.run_id, json_path=r.json_path, start=r.start, end=r.end,
+                                         node_checksum=r.node_checksum),)) for p, r in rows.items()]
+    missing = [f"brick {b[:12]}: it has no source in the vault" for b in brick_ids if b not in canonical]
+    missing += [f"passage {p[:12]}: it is not in the vault" for p in passage_ids if p not in rows]
+    return missing + [
+        f"{'passage' if d.topic_id == '' else 'brick'} {d.brick_id[:12]}: {d.problem}" for d in file_drift(vault, bricks + cited)
     ]
 
 
@@ -111,46 +127,47 @@ def ask(
     env: Mapping[str, str] | None = None, speaker: str | None = None, since: str | None = None, until: str | None = None,
 ) -> dict:
     """`env`: the settings by variable (`Settings.as_env()`); none: no endpoint, no reranker.
-    An answer rests only on recalled bricks relevant enough to the question (similarity at least
-    ANSWER_MIN_SIMILARITY); with none, the question is refused, whatever an answer's CCC would be."""
+    An answer rests only on recalled bricks and passages relevant enough to the question (their
+    confidence at least ANSWER_CONFIDENCE, the score recall reports); with none, the question is
+    refused, whatever an answer's CCC would be. Every answer sentence is its cited texts verbatim,
+    joined by a space (invariant 16), whoever chose them (an endpoint or the offline answer)."""
     env = dict(env or {})
     recalled = recall(db_path, question, topics, k=k, env=env, speaker=speaker, since=since, until=until)
-    bricks = [b for b in recalled["results"] if relevant(question, b)]
-    allowed = [b["brick_id"] for b in bricks]
-    answer, model, revisions, tokens_in, tokens_out, generation, notes = "", "none", 0, 0, 0, "none", []
+    items = [r for r in recalled["results"] if relevant(question, r)]
+    allowed = [r["id"] for r in items]
+    by_id = {r["id"]: r for r in items}
+    parts, model, revisions, tokens_in, tokens_out, generation, notes = [], "none", 0, 0, 0, "none", []
     reason = None
     if not recalled["results"]:
         reason = "nothing was recalled for this question"
-    elif not bricks:
-        best = max(b["similarity"] for b in recalled["results"])
-        reason = (f"no recalled brick is relevant enough to answer this question (best similarity {best:.2f}; an answer "
-                  f"needs {ANSWER_MIN_SIMILARITY:.2f} and a word of the question, or {ANSWER_STRONG_SIMILARITY:.2f})")
+    elif not items:
+        best = recalled["results"][0]["confidence"]
+        reason = (f"nothing recalled is relevant enough to answer this question (best confidence {best:.2f}; an answer "
+                  f"needs {ANSWER_CONFIDENCE:.2f})")
     else:
         for ep in endpoints(env):
             try:
-                answer, revisions, tokens_in, tokens_out = _generate(ep, question, bricks, allowed)
-                model, generation = ep.model, f"llm:{ep.base_url}"
+                answer, revisions, tokens_in, tokens_out = _generate(ep, question, items, allowed)
+                parts = split_answer(answer, allowed)
+                model, generation = ep.model, f"llm:{ep.base_url}; shown as the cited texts verbatim"
                 break
             except Exception as exc:  # noqa: BLE001 (the next endpoint, else the offline answer)
                 notes.append(f"{ep.base_url} ({ep.model}): {exc}")
         if generation == "none":
-            answer, reason = _extractive(bricks)
-            model, generation = "offline-extractive", "verbatim brick text only; CCC 1.0 by construction"
-    parts = split_answer(answer, allowed) if answer else []
+            parts, reason = _extractive(items)
+            model, generation = "offline-extractive", "verbatim brick and passage text only; CCC 1.0 by construction"
     score = ccc(parts)
-    cited = list(dict.fromkeys(b for p in parts for b in p.brick_ids))
     if reason is None and score < CCC_THRESHOLD:
         reason = coverage_refusal(parts, revisions)
+    sentences = verbatim_sentences(parts, {i: r["content"] for i, r in by_id.items()})
+    cited = list(dict.fromkeys(i for s in sentences for i in s["ids"]))
+    answer = join_sentences(sentences)
     with Vault.open(db_path) as vault:
         if reason is None:
-            problems = _mode1(vault, cited)
+            problems = _mode1(vault, [i for i in cited if by_id[i]["kind"] == "brick"], [i for i in cited if by_id[i]["kind"] == "passage"])
             if problems:
-                reason = "MODE-1: a cited brick's source no longer holds its text: " + "; ".join(problems)
-        by_id = {b["brick_id"]: b for b in bricks}
-        levels = sorted({by_id[b]["authority"] for b in cited})
-        if reason is None and len(levels) > 1:
-            answer = (f"From authority level {levels[0]} sources first (this answer draws on levels "
-                      f"{', '.join(map(str, levels))}): ") + answer
+                reason = "MODE-1: a cited source no longer holds its text: " + "; ".join(problems)
+        levels = sorted({by_id[i]["authority"] for i in cited})
         audit_id = uuid.uuid4().hex
         cost = _cost(env, tokens_in, tokens_out, generation)
         vault.recall.append_audit(
@@ -168,41 +185,64 @@ def ask(
         "answer": None if reason else answer,
         "refused": reason is not None,
         "reason": reason,
-        "sentences": [{"text": p.text, "brick_ids": list(p.brick_ids)} for p in parts],
+        "sentences": [{"text": s["text"], "brick_ids": [i for i in s["ids"] if by_id[i]["kind"] == "brick"],
+                       "passage_ids": [i for i in s["ids"] if by_id[i]["kind"] == "passage"]} for s in sentences],
         "ccc": round(score, 6),
         "revisions": revisions,
         "model": model,
         "generation": generation,
         "audit_id": audit_id,
         "reranker_used": recalled["reranker_used"],
-        "sources": [_grounding(b, by_id[b], env.get("NEXUS_VIEWER_URL")) for b in cited],
+        # Higher authority first (docs/recall.md): said beside the answer, never inside it.
+        "authority_levels": levels,
+        "sources": [_grounding(i, by_id[i], env.get("NEXUS_VIEWER_URL")) for i in cited],
         "fell_through": recalled["fell_through"] + notes,
     }
 
 
-def _extractive(bricks: list[dict]) -> tuple[str, str | None]:
-    """The offline answer: the most relevant bricks are chosen (the same sentence in two topics is
-    said once), then the answer leads with the highest authority; within a level, relevance decides.
-    Questions, headings and fragments (an LLM extractor may have kept them) answer nothing: with
-    only those, the answer is empty and the second value the refusal's reason."""
+def verbatim_sentences(parts, texts: dict[str, str]) -> list[dict]:
+    """Each cited sentence of an answer as its cited texts verbatim, joined by a space, in the order
+    it cites them; a text cited again later is not said twice, and an uncited sentence says nothing."""
+    said: set[str] = set()
+    out = []
+    for p in parts:
+        ids = [i for i in p.brick_ids if i not in said and i in texts]
+        if not p.cited or not ids:
+            continue
+        said.update(ids)
+        out.append({"text": " ".join(texts[i] for i in ids), "ids": ids})
+    return out
+
+
+def join_sentences(sentences: list[dict]) -> str:
+    """The answer: each sentence followed by its citations, separated by spaces (nothing else)."""
+    return " ".join(s["text"] + " " + " ".join(f"[{i[:12]}]" for i in s["ids"]) for s in sentences)
+
+
+def _extractive(items: list[dict]) -> tuple[list, str | None]:
+    """The offline answer: the most relevant bricks and passages are chosen (the same sentence in
+    two topics is said once), then the answer leads with the highest authority; within a level,
+    relevance decides. Questions, headings and fragments answer nothing: with only those, the
+    answer is empty and the second value the refusal's reason."""
+    from nexus_assets.recall.citations import CitedSentence
+
     chosen, seen = [], set()
-    for b in bricks:
-        said = " ".join(b["content"].lower().split())
-        if said not in seen and is_statement(b["content"]):
+    for r in items:
+        said = " ".join(r["content"].lower().split())
+        if said not in seen and is_statement(r["content"]):
             seen.add(said)
-            chosen.append(b)
-    # Bricks of one message stay together, in the order they were said.
+            chosen.append(r)
+    # What was said in one message stays together, in the order it was said.
     first = {}
-    for i, b in enumerate(chosen[:ANSWER_BRICKS]):
-        first.setdefault(b["message"], i)
+    for i, r in enumerate(chosen[:ANSWER_BRICKS]):
+        first.setdefault(r["message"], i)
     ordered = sorted(
         chosen[:ANSWER_BRICKS],
-        key=lambda b: (b["authority"], first[b["message"]], b["sources"][0]["start"] if b["sources"] else 0),
+        key=lambda r: (r["authority"], first[r["message"]], r["sources"][0]["start"] if r["sources"] else 0),
     )
-    answer = extractive_answer([(b["brick_id"], b["content"]) for b in ordered], limit=ANSWER_BRICKS)
     if not ordered:
-        return answer, "every brick recalled for this question is a question or a fragment, not a statement to quote"
-    return answer, None
+        return [], "every result recalled for this question is a question or a fragment, not a statement to quote"
+    return [CitedSentence(r["content"], (r["id"],)) for r in ordered], None
 
 
 def _cost(env: Mapping[str, str], tokens_in: int, tokens_out: int, generation: str) -> float | None:
@@ -215,17 +255,22 @@ def _cost(env: Mapping[str, str], tokens_in: int, tokens_out: int, generation: s
     return None
 
 
-def _grounding(brick_id: str, b: dict, viewer_base: str | None) -> dict:
-    """Where a cited brick was said, as the answer's `sources` show it."""
+def _grounding(item_id: str, b: dict, viewer_base: str | None) -> dict:
+    """Where a cited brick or passage was said, as the answer's `sources` show it."""
     source = b["sources"][0]
+    passage = b["kind"] == "passage"
+    url = passage_url(item_id, viewer_base) if passage else f"{topic_url(b['topic_id'], viewer_base)}#brick-{item_id}"
     return {
-        "brick_id": brick_id,
+        "kind": b["kind"],
+        "id": item_id,
+        "brick_id": None if passage else item_id,
+        "passage_id": item_id if passage else None,
         "content_snippet": b["content"][:200],
         "run_id": source["run_id"],
         "json_path": source["json_path"],
         "start": source["start"],
         "end": source["end"],
-        "viewer_url": f"{topic_url(b['topic_id'], viewer_base)}#brick-{brick_id}",
+        "viewer_url": url,
         "confidence": b["confidence"],
         "authority": b["authority"],
         "run_title": b["run_title"],

@@ -186,6 +186,41 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "speakers",
     ),
+    Migration(
+        26,
+        "the record (DESIGN §3.1): every run's passages (its sentences and list items, each an address into a stored "
+        "node: no second copy of its text), which run versions they were built for, and which runs each topic is about",
+        # No keys (DuckDB holds every index in memory); a node's passages are written once, whole, by
+        # its (run, path, checksum), so a grown run's unchanged nodes are not split again.
+        """
+        CREATE TABLE IF NOT EXISTS passages (
+            run_id TEXT NOT NULL,
+            json_path TEXT NOT NULL,
+            node_checksum TEXT NOT NULL,
+            start_offset INTEGER NOT NULL,
+            end_offset INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            passage_id TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS passage_builds (
+            run_id TEXT NOT NULL,
+            version_id TEXT NOT NULL,
+            splitter TEXT NOT NULL,
+            passages INTEGER NOT NULL,
+            built_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS topic_record_runs (
+            topic_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            version_id TEXT NOT NULL,
+            definition_sha256 TEXT NOT NULL,
+            about BOOLEAN NOT NULL,
+            reads_tools BOOLEAN NOT NULL,
+            why TEXT NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 RELEASE_0_1_TABLES = ("topics", "runs", "bricks", "brick_sources", "manifests", "llm_calls")

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from nexus_assets.eval.rules import Span, score
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.core.sentences import sentences
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.dagster_helpers import materialize_topic
 from nexus_assets_tests.llm_server import (

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nexus_assets.core.models import ExtractionPolicy, Occurrence, Topic
 from nexus_assets.extract.embedded import extract_embedded, is_statement
-from nexus_assets.extract.sentences import sentence_units, sentences
+from nexus_assets.core.sentences import sentence_units, sentences
 from nexus_assets.gate.rules import validate_pointer
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC, make_run

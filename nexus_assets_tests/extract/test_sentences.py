@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_assets.extract.sentences import sentence_spans, sentences
+from nexus_assets.core.sentences import sentence_spans, sentences
 
 
 def case(text, expected, name):
@@ -245,7 +245,7 @@ def test_is_the_same_in_another_process_with_another_hash_seed():
     here = [[list(span) for span in sentence_spans(text)] for text in corpus]
     script = (
         "import json, sys\n"
-        "from nexus_assets.extract.sentences import sentence_spans\n"
+        "from nexus_assets.core.sentences import sentence_spans\n"
         "corpus = json.load(sys.stdin)\n"
         "json.dump([[list(s) for s in sentence_spans(t)] for t in corpus], sys.stdout)\n"
     )

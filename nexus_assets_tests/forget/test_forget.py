@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.core.sentences import sentences
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus
 from nexus_assets_tests.project import REPO, Project

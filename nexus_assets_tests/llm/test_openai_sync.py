@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from nexus_assets.extract.sentences import sentences
+from nexus_assets.core.sentences import sentences
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.llm_server import (
     DEFAULT_API_KEY,

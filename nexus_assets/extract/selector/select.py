@@ -23,7 +23,7 @@ from nexus_assets.core.models import Run, Topic
 from nexus_assets.extract.relevance import Vectors, topic_texts
 from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
 from nexus_assets.extract.selector.features import SCORE_DECIMALS, Context, restatement, scalar_features
-from nexus_assets.extract.sentences import CODE, HEADING, TABLE, sentence_units
+from nexus_assets.core.sentences import CODE, HEADING, TABLE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 
 # A conversation whose relevance to the topic is below this contributes no bricks (unless named).

@@ -62,6 +62,43 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE brick_sources ADD COLUMN IF NOT EXISTS speaker text COLLATE "C";
         """,
     ),
+    Migration(
+        5,
+        "the record: every run's passages, the run versions they were built for, and which runs each topic is about "
+        "(DuckDB's migration 26)",
+        """
+        CREATE TABLE IF NOT EXISTS passages (
+            run_id text COLLATE "C" NOT NULL,
+            json_path text COLLATE "C" NOT NULL,
+            node_checksum text COLLATE "C" NOT NULL,
+            start_offset integer NOT NULL,
+            end_offset integer NOT NULL,
+            kind text COLLATE "C" NOT NULL,
+            passage_id text COLLATE "C" NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS passages_node ON passages (run_id, json_path, node_checksum);
+        CREATE INDEX IF NOT EXISTS passages_id ON passages (passage_id);
+        CREATE TABLE IF NOT EXISTS passage_builds (
+            run_id text COLLATE "C" NOT NULL,
+            version_id text COLLATE "C" NOT NULL,
+            splitter text COLLATE "C" NOT NULL,
+            passages integer NOT NULL,
+            built_at timestamptz NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS passage_builds_run ON passage_builds (run_id, version_id);
+        CREATE TABLE IF NOT EXISTS topic_record_runs (
+            topic_id text COLLATE "C" NOT NULL,
+            run_id text COLLATE "C" NOT NULL,
+            version_id text COLLATE "C" NOT NULL,
+            definition_sha256 text COLLATE "C" NOT NULL,
+            about boolean NOT NULL,
+            reads_tools boolean NOT NULL,
+            why text COLLATE "C" NOT NULL,
+            recorded_at timestamptz NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS topic_record_runs_topic ON topic_record_runs (topic_id, run_id);
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -249,3 +249,17 @@ def _inline_code(text: str, start: int, end: int) -> list[int]:
         else:
             i += 1
     return bounds
+
+
+def tool_line_units(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each non-blank line of a tool's text, stripped: tool output is read by the
+    line (a warning, an error, a log entry), not by the sentence."""
+    units = []
+    at = 0
+    for line in text.splitlines(keepends=True):
+        body = line.strip()
+        if body:
+            start = at + line.index(body[0])
+            units.append((start, start + len(body)))
+        at += len(line)
+    return units

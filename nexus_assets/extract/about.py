@@ -1,0 +1,71 @@
+"""Which runs a topic is about (DESIGN §3.1): the runs whose every passage is the topic's record.
+
+Pure. A topic is about a run its `sources` admit when the run as a whole is on the topic: one of
+its `required_keywords` occurs anywhere in the run's conversational text (the person's and the
+assistant's words, in the node types and branches the topic reads; hidden messages only with
+`include_hidden: true`). A topic with no keywords is a catch-all: it is about every run its sources
+admit. A run whose keywords occur only in tool calls or tool output (the code a person ran, what
+it printed, what was browsed) is about the topic too, and the topic reads those nodes of that run.
+A run whose keywords occur only in hidden messages is not, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.core.models import Run, Topic
+from nexus_assets.extract.scope import TOOL_TYPES, keyword_pattern
+from nexus_assets.ingest.passages import CONVERSATIONAL, passage_spans
+
+ABOUT_VERSION = "about-v1"
+
+
+@dataclass(frozen=True)
+class About:
+    about: bool
+    reads_tools: bool
+    why: str
+
+
+def definition_digest(topic: Topic) -> str:
+    """What a verdict depends on besides the run: a changed keyword list asks every run again."""
+    policy = topic.extraction_policy
+    return sha256_hex(canonical_json({
+        "version": ABOUT_VERSION,
+        "keywords": sorted(k.strip() for k in policy.required_keywords or () if k.strip()),
+        "node_types": sorted(policy.target_node_types) if policy.target_node_types else None,
+        "include_hidden": topic.include_hidden,
+        "branches": topic.branches,
+    }))
+
+
+def about_run(topic: Topic, run: Run) -> About:
+    """Whether the topic is about the run (its `sources` already admitted it), and why."""
+    policy = topic.extraction_policy
+    pattern = keyword_pattern(policy.required_keywords or ())
+    if pattern is None:
+        return About(True, False, "the topic has no required_keywords: it is about every run its sources admit")
+    asked = set(policy.target_node_types or ()) - TOOL_TYPES or set(CONVERSATIONAL)
+    hidden_hits = 0
+    tool_hit = False
+    for node in run.nodes:
+        if topic.branches == "current" and node.branch != "current":
+            continue
+        text = node.text or ""
+        if node.node_type in TOOL_TYPES:
+            tool_hit = tool_hit or bool(pattern.search(text))
+            continue
+        if node.node_type not in asked:
+            continue
+        if not any(pattern.search(text[s.start : s.end]) for s in passage_spans(text, node.node_type, run.format)):
+            continue
+        if node.hidden and not topic.include_hidden:
+            hidden_hits += 1
+            continue
+        return About(True, False, "a required keyword is said in the conversation")
+    if tool_hit:
+        return About(True, True, "a required keyword occurs only in tool calls or tool output: those nodes are read too")
+    if hidden_hits:
+        return About(False, False, f"a required keyword occurs only in {hidden_hits} hidden message(s); include_hidden: true reads them")
+    return About(False, False, "no required keyword occurs in the conversation")
