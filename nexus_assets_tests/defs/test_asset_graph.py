@@ -24,11 +24,13 @@ def manifest_hashes(project: Project) -> dict[str, str]:
 def test_definitions_load_with_the_documented_shape():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"run_files", "raw_runs", "pointer_extractions", "validated_bricks", "resolved_brick_states", "topic_manifest",
-                    "brick_embeddings", "vector_index"}
+    assert keys == {"run_files", "passages", "passage_index", "raw_runs", "pointer_extractions", "validated_bricks",
+                    "resolved_brick_states", "topic_manifest", "brick_embeddings", "vector_index"}
     groups = {k.to_user_string(): repo.asset_graph.get(k).group_name for k in repo.asset_graph.get_all_asset_keys()}
     assert groups == {
         "run_files": "raw_runs",
+        "passages": "raw_runs",
+        "passage_index": "recall",
         "raw_runs": "raw_runs",
         "pointer_extractions": "pointers",
         "validated_bricks": "bricks",
@@ -40,11 +42,13 @@ def test_definitions_load_with_the_documented_shape():
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {
         "hallucination_rejection", "checksum_drift", "final_immutability", "extraction_quality", "vector_index_in_step", "open_conflicts",
+        "passages_verbatim", "passage_index_in_step",
     }
     assert defs.resolve_job_def("sync_topics").partitions_def.name == "topics"
-    # Ingestion is one unpartitioned asset upstream of every topic partition.
-    assert repo.asset_graph.get(dg.AssetKey("run_files")).partitions_def is None
-    assert dg.AssetKey("run_files") in repo.asset_graph.get(dg.AssetKey("raw_runs")).parent_keys
+    # Ingestion and the record (passages, DESIGN §3.1) are unpartitioned assets upstream of every topic partition.
+    for shared in ("run_files", "passages", "passage_index"):
+        assert repo.asset_graph.get(dg.AssetKey(shared)).partitions_def is None
+    assert {dg.AssetKey("run_files"), dg.AssetKey("passages")} <= repo.asset_graph.get(dg.AssetKey("raw_runs")).parent_keys
     assert [s.name for s in repo.schedule_defs] == ["nightly_sync"]
     assert [s.name for s in repo.sensor_defs] == ["nexus_files_sensor"]
 
@@ -56,7 +60,7 @@ def test_every_active_topic_gets_bricks_and_checks_pass(project: Project):
             assert result.success
             assert check_results(result) == {
                 "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
-        "vector_index_in_step": True, "open_conflicts": True,
+                "vector_index_in_step": True, "open_conflicts": True, "passages_verbatim": True, "passage_index_in_step": True,
             }
             meta = result.asset_materializations_for_node("topic_manifest")[0].metadata
             assert meta["bricks"].value > 0

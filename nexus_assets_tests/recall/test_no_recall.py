@@ -38,7 +38,7 @@ def test_the_selection_without_recall_is_the_topic_graph_less_the_recall_group()
     compile_graph = {s.key for s in specs if s.group_name not in ("recall", "raw_runs")} | {dg.AssetKey("raw_runs")}
     assert set(without_recall(ingest=False)) == compile_graph
     assert set(without_recall(ingest=True)) == {s.key for s in specs if s.group_name != "recall"}
-    assert {s.key.path[-1] for s in specs if s.group_name == "recall"} == {"brick_embeddings", "vector_index"}
+    assert {s.key.path[-1] for s in specs if s.group_name == "recall"} == {"brick_embeddings", "vector_index", "passage_index"}
     assert len(COMPILE_ASSETS) == len(set(COMPILE_ASSETS))
 
 

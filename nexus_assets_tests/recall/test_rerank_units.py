@@ -14,17 +14,27 @@ def candidate(brick: str, content: str, **fields) -> Candidate:
     return Candidate(brick_id=brick * 64, content=content, **{**base, **fields})
 
 
-def test_the_heuristic_score_is_its_weighted_terms():
+def test_the_heuristic_score_is_the_fused_rank_scaled_by_evidence_plus_its_small_terms():
     assert sum(WEIGHTS.values()) == pytest.approx(1.0)
-    plain = candidate("a", "The vault lives in one file.", fused=0.5, similarity=0.4, recency=0.2)
-    # fused 0.7×0.5, similarity 0.05×0.4, both query words 0.10×1, no phrase, FINAL 0.05×1, recency 0.05×0.2
-    phrase = candidate("b", "Where is the VAULT  FILE kept?", state="IMPROVISE", similarity=-0.3, fused=0.0)
-    # fused 0, similarity never below 0, both words, the phrase (case and spaces folded) 0.05, IMPROVISE 0.05×0.3
-    unknown = candidate("c", "Nothing in common here.", state="SUPERSEDED", fused=1.0, similarity=1.0, recency=1.0)
+    plain = candidate("a", "The vault lives in one file.", fused=0.5, evidence=0.6, recency=0.2)
+    # 0.96 × 0.5 × (0.5 + 0.5 × 0.6), FINAL 0.02 × 1, no phrase, recency 0.01 × 0.2
+    phrase = candidate("b", "Where is the VAULT  FILE kept?", state="IMPROVISE", evidence=1.0, fused=0.0)
+    # no fused rank, so nothing of the evidence; IMPROVISE 0.02 × 0.3, the phrase (case and spaces folded) 0.01
+    unknown = candidate("c", "Nothing in common here.", state="SUPERSEDED", fused=1.0, evidence=0.0, recency=1.0)
+    # 0.96 × 1 × 0.5, no state weight, recency 0.01
     scored = heuristic("vault file", [plain, phrase, unknown])
-    assert [c.score for c in scored] == [0.53, 0.165, 0.8]
+    assert [c.score for c in scored] == [0.406, 0.016, 0.49]
     assert {c.reranker_used for c in scored} == {"heuristic"}
-    assert heuristic("", [plain])[0].score == 0.35 + 0.02 + 0.05 + 0.01
+    assert heuristic("", [plain])[0].score == pytest.approx(0.96 * 0.5 * 0.8 + 0.02 + 0.01 * 0.2)
+
+
+def test_results_of_one_message_are_spread_out():
+    first, second, third, other = (candidate(x, "Text.", fused=f, evidence=1.0) for x, f in (("a", 1.0), ("b", 0.98), ("c", 0.96), ("d", 0.9)))
+    messages = {first.brick_id: "m", second.brick_id: "m", third.brick_id: "m", other.brick_id: "n"}
+    ranked, _ = rerank("text", [first, second, third, other], None, messages)
+    assert [c.brick_id[0] for c in ranked] == ["a", "d", "b", "c"], "the second and third of one message keep 0.7 and 0.49 of their score"
+    plain, _ = rerank("text", [first, second, third, other])
+    assert [c.brick_id[0] for c in plain] == ["a", "b", "c", "d"], "without messages nothing is spread"
 
 
 def test_ties_go_to_the_higher_authority_then_the_brick_id():
