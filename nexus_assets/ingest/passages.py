@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from nexus_assets.core.fingerprint import sha256_hex
 from nexus_assets.core.sentences import sentence_units, tool_line_units
-from nexus_assets.ingest.formats.claude import THINKING, region_of, tagged_regions
+from nexus_assets.ingest.formats.claude import THINKING, tagged_regions
 from nexus_assets.ingest.formats.harness import person_spans
 from nexus_assets.ingest.formats.registry import names as format_names
 
@@ -63,11 +63,16 @@ def passage_spans(text: str, node_type: str, run_format: str) -> list[PassageSpa
         if spans != [(0, len(text))]:
             units = [(s + a, s + b, kind) for s, e in spans for a, b, kind in sentence_units(text[s:e])]
             return _capped(units, text)
-    units = sentence_units(text)
     if run_format == "claude" and "<antThinking" in text:
-        regions = tagged_regions(text)
-        units = [u for u in units if region_of(regions, u[0], u[1]) != THINKING]
-    return _capped(units, text)
+        # The text between reasoning spans, each split on its own: a sentence never runs into one.
+        units, at = [], 0
+        for start, end, kind in tagged_regions(text) + [(len(text), len(text), THINKING)]:
+            if kind != THINKING:
+                continue
+            units += [(at + a, at + b, k) for a, b, k in sentence_units(text[at:start])]
+            at = end
+        return _capped(units, text)
+    return _capped(sentence_units(text), text)
 
 
 def _capped(units: list[tuple[int, int, str]], text: str) -> list[PassageSpan]:

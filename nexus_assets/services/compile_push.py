@@ -89,6 +89,7 @@ _COMPILE_MODULES = (
     "nexus_assets.defs.resources", "nexus_assets.drift.step", "nexus_assets.extract.step", "nexus_assets.extract.explain",
     "nexus_assets.gate.step", "nexus_assets.resolve.step", "nexus_assets.publish.step", "nexus_assets.search.step",
     "nexus_assets.recall.embedder", "nexus_assets.recall.index", "nexus_assets.relate.step", "dagster",
+    "nexus_assets.ingest.passages_step", "nexus_assets.extract.about_step", "nexus_assets.recall.passages.index",
 )
 
 
@@ -114,6 +115,7 @@ def compile_push(job: PushCompile, *, instance=None, tags: dict | None = None) -
         opened = time.perf_counter()
         _check_fast_path(vault, job)
         report = _ingest(vault, job, recorder)
+        _record(vault, job, recorder)
         ingested = time.perf_counter()
         outcome.ingest_errors = [f"{e.file}: {e.problem}" for e in report.errors]
         outcome.ingest_ok = not report.errors
@@ -154,6 +156,28 @@ def _ingest(vault, job: PushCompile, recorder: _Recorder):
     return report
 
 
+def _record(vault, job: PushCompile, recorder: _Recorder) -> None:
+    """The pushed runs' new nodes split into passages, and the record's indexes brought in step (as
+    the `passages` and `passage_index` assets do): only the new nodes are split and indexed."""
+    from nexus_assets.ingest.passages_step import build_passages
+
+    with vault.exclusive("nexus-ingest"):
+        built = build_passages(vault, only=[_run_id(f) for f in job.files])
+    recorder.add("passages", None, {"run_versions_split": built.versions, "nodes_split": built.nodes_split,
+                                    "nodes_kept": built.nodes_kept, "passages_new": built.passages, "pushed": True})
+    if job.no_recall:
+        return
+    from nexus_assets.recall.passages.index import refresh
+
+    try:
+        indexed = refresh(vault, job.db)
+    except Exception:  # noqa: BLE001 (derived data: the next sync or recall rebuilds it)
+        log.warning("the record's indexes were not updated after a push", exc_info=True)
+        return
+    recorder.add("passage_index", None, {"runs_indexed_now": indexed.runs_added, "passages_indexed_now": indexed.passages_added,
+                                         "pushed": True})
+
+
 def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, ingest_errors: list[str]) -> dict:
     """One topic's steps on the open vault, each recorded as its asset's materialization."""
     from nexus_assets.defs.metadata import PREVIEW_BRICKS
@@ -169,6 +193,12 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
         return result
     took = result["step_ms"] = {}
     try:
+        with _timed(took, "record"):
+            from nexus_assets.extract.about_step import judge_record
+
+            judged = judge_record(vault, topic)
+        recorder.add("raw_runs", topic_id, {"topic_id": topic_id, "runs_about": judged.runs_about,
+                                            "runs_judged_now": judged.judged_now, "pushed": True})
         with _timed(took, "extract"):
             extracted, kept = _extract(vault, topic, recorder)
         result["kept"] = kept

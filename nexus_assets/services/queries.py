@@ -301,10 +301,14 @@ def recall(db: str | Path, request: RecallRequest, *, env: Mapping[str, str] | N
 
     query = require_text(request.query, "query")
     filters = _who_and_when(request.speaker, request.since, request.until)
+    from nexus_assets.recall.static_embedder import StaticModelMissing
+
     try:
         out = service.recall(db, query, _check_topics(db, request.topics), k=request.k, env=dict(env or {}), **filters)
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
+    except StaticModelMissing as exc:
+        raise BadQuery(str(exc)) from None
     return RecallOut.model_validate(out)
 
 
@@ -316,6 +320,8 @@ def ask(db: str | Path, request: AskRequest, *, user: str, agent: str, env: Mapp
 
     question = require_text(request.question, "question")
     filters = _who_and_when(request.speaker, request.since, request.until)
+    from nexus_assets.recall.static_embedder import StaticModelMissing
+
     try:
         out = service.ask(
             db, question, _check_topics(db, request.topics), user=request.user or user, agent=request.agent or agent,
@@ -323,6 +329,8 @@ def ask(db: str | Path, request: AskRequest, *, user: str, agent: str, env: Mapp
         )
     except service.NothingToRecall as exc:
         raise NotFound(str(exc)) from None
+    except StaticModelMissing as exc:
+        raise BadQuery(str(exc)) from None
     return AnswerOut.model_validate({"outcome": "refused" if out["refused"] else "answered", **out})
 
 

@@ -58,7 +58,19 @@ def check(request: SyncRequest) -> CheckedSync:
     if not selection.selected:
         broken = f"\n{broken_topic_files(selection.problems)}" if selection.problems else ""
         raise SyncInputError(f"no ACTIVE topics in {topics_dir}; nothing to sync{broken}")
+    _require_passage_model()
     return CheckedSync(request, topics_dir, runs_dir, llm, selection)
+
+
+def _require_passage_model() -> None:
+    """The passages' embedding model loads (a missing or corrupt file is one error naming it),
+    before anything is written: a broken install changes nothing in the vault."""
+    from nexus_assets.recall.static_embedder import StaticModelMissing, check_model
+
+    try:
+        check_model()
+    except StaticModelMissing as exc:
+        raise SyncInputError(str(exc)) from None
 
 
 def require_folder(path: Path, what: str, flag: str) -> Path:

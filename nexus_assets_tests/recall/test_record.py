@@ -1,0 +1,143 @@
+"""The record (DESIGN §3.1, invariants 16 and 17): every sentence of the runs a topic is about is
+recallable with its exact address, whatever the extractor kept; notes and record are ranked together
+and a sentence that is a brick comes back once, as the brick; answers cite passages verbatim."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nexus_assets.recall.passages.index import index_dir
+from nexus_assets.store import Vault
+from nexus_assets_tests.cli_helpers import run_cli, run_json
+from nexus_assets_tests.project import Project, nexus_run
+
+TOPIC = "garden"
+
+
+def _project(tmp_path: Path) -> Project:
+    p = Project(tmp_path / "p")
+    p.write_topic(TOPIC, keywords=["tomato"], min_relevance=None)
+    p.write_run("a.json", nexus_run("run-a", [
+        ("user", "How should I grow tomatoes on the balcony?"),
+        ("assistant", "Tomato plants need six hours of sun. Water them at the base every second morning. "
+                      "The variety Sungold ripens in about 57 days."),
+        ("user", "My neighbour Priya gave me a bag of worm castings last spring."),
+    ]))
+    p.write_run("b.json", nexus_run("run-b", [("user", "Plan a trip to Lisbon."), ("assistant", "Stay in Alfama for three nights.")]))
+    return p
+
+
+@pytest.fixture
+def synced(tmp_path, capsys) -> Project:
+    p = _project(tmp_path)
+    run_json(capsys, *p.sync_args())
+    return p
+
+
+def _passages(db) -> dict[str, tuple]:
+    with Vault.open(db, read_only=True) as v:
+        return {r.passage_id: (r.run_id, r.json_path, r.start, r.end, r.text) for r in v.passages.latest()}
+
+
+def test_every_sentence_of_every_run_is_a_passage_at_its_exact_address(synced: Project):
+    rows = _passages(synced.db)
+    documents = {"run-a": json.loads((synced.runs / "a.json").read_text()), "run-b": json.loads((synced.runs / "b.json").read_text())}
+    assert len(rows) == 7, "5 sentences in the first run's three messages, 2 in the second run's"
+    for run_id, path, start, end, text in rows.values():
+        message = int(path.split("[")[2].rstrip("]"))
+        assert documents[run_id]["messages"][message]["content"][start:end] == text
+
+
+def test_a_sentence_no_brick_holds_is_recalled_with_its_address_and_the_topic_whose_record_holds_it(synced: Project, capsys):
+    out = run_json(capsys, *synced.cli_args(), "recall", "who gave me worm castings", "--topic", TOPIC, "--k", "3")
+    top = out["results"][0]
+    assert top["kind"] == "passage" and top["content"] == "My neighbour Priya gave me a bag of worm castings last spring."
+    assert top["topic_ids"] == [TOPIC] and top["id"] == top["passage_id"] and len(top["sources"]) == 1
+    source = top["sources"][0]
+    assert (source["run_id"], source["json_path"], source["start"]) == ("run-a", "$['messages'][2]['content']", 0)
+    assert source["speaker"] == "user" and source["time"]
+    # The topic is about run-a only: the trip is not in its record, but it is in every run's.
+    trip = run_json(capsys, *synced.cli_args(), "recall", "where to stay in Lisbon", "--topic", TOPIC)
+    assert all(r["sources"][0]["run_id"] == "run-a" for r in trip["results"])
+    anywhere = {r["content"]: r for r in run_json(capsys, *synced.cli_args(), "recall", "where to stay in Lisbon")["results"]}
+    assert anywhere["Stay in Alfama for three nights."]["topic_ids"] == [], "in every run's record, in no topic's"
+
+
+def test_a_sentence_that_is_a_brick_comes_back_once_as_the_brick(synced: Project, capsys):
+    bricks = {b["content"]: b["brick_id"] for b in run_json(capsys, *synced.cli_args(), "bricks", TOPIC)}
+    out = run_json(capsys, *synced.cli_args(), "recall", "how much sun do tomato plants need", "--k", "10")
+    said = [r["content"] for r in out["results"]]
+    assert len(said) == len(set(said)), "no text twice"
+    for r in out["results"]:
+        if r["content"] in bricks:
+            assert r["kind"] == "brick" and r["brick_id"] == bricks[r["content"]]
+
+
+def test_an_answer_cites_passages_verbatim_and_refuses_what_nothing_answers(synced: Project, capsys):
+    out = run_json(capsys, *synced.cli_args(), "ask", "how many days does Sungold take to ripen", "--topic", TOPIC)
+    assert out["outcome"] == "answered" and out["ccc"] == 1.0
+    cited = {s["id"]: s for s in out["sources"]}
+    for sentence in out["sentences"]:
+        ids = sentence["brick_ids"] + sentence["passage_ids"]
+        assert sentence["text"] == " ".join(cited[i]["content_snippet"] for i in ids), "the cited texts, joined by a space only"
+    assert "The variety Sungold ripens in about 57 days." in out["answer"]
+    refused = run_json(capsys, *synced.cli_args(), "ask", "what is the capital of France", expect=1)
+    assert refused["refused"] and "relevant enough" in refused["reason"]
+
+
+def test_a_topic_whose_keywords_are_only_in_tool_output_reads_that_output(tmp_path, capsys):
+    p = Project(tmp_path / "p")
+    p.write_topic("plots", keywords=["matplotlib"], min_relevance=None)
+    run = nexus_run("run-code", [("user", "Draw the chart."), ("assistant", "Here it is.")])
+    run["messages"].insert(1, {"role": "tool", "content": "Warning: matplotlib fell back to the Agg backend\n", "timestamp": "2026-01-01T00:00:30Z"})
+    p.write_run("code.json", run)
+    run_json(capsys, *p.sync_args())
+    out = run_json(capsys, *p.cli_args(), "recall", "which backend did matplotlib use", "--topic", "plots")
+    assert out["results"][0]["content"] == "Warning: matplotlib fell back to the Agg backend"
+    everywhere = run_json(capsys, *p.cli_args(), "recall", "which backend did matplotlib use")
+    assert all(r["sources"][0]["node_type"] != "tool_message" for r in everywhere["results"]), "tool output is no one's words"
+
+
+def test_speaker_and_date_filters_apply_to_passages(synced: Project, capsys):
+    out = run_json(capsys, *synced.cli_args(), "recall", "worm castings", "--speaker", "assistant", "--k", "5")
+    assert all(r["sources"][0]["speaker"] == "assistant" for r in out["results"])
+    later = run_json(capsys, *synced.cli_args(), "recall", "worm castings", "--since", "2030-01-01", "--k", "5")
+    assert later["results"] == []
+
+
+def test_a_grown_run_splits_only_its_new_nodes_and_equals_a_fresh_build(tmp_path, capsys):
+    p = _project(tmp_path)
+    run_json(capsys, *p.sync_args())
+    grown = json.loads((p.runs / "a.json").read_text())
+    grown["messages"].append({"role": "assistant", "content": "Castings feed the soil slowly.", "timestamp": "2026-01-01T00:09:00Z"})
+    (p.runs / "a.json").write_text(json.dumps(grown))
+    run_json(capsys, *p.sync_args())
+    fresh = Project(tmp_path / "fresh")
+    shutil.copytree(p.runs, fresh.runs)
+    shutil.copytree(p.topics, fresh.topics)
+    run_json(capsys, *fresh.sync_args())
+    assert _passages(p.db) == _passages(fresh.db), "incremental equals full"
+    with Vault.open(p.db, read_only=True) as v:
+        builds = v.conn.execute("SELECT count(*) FROM passage_builds WHERE run_id = 'run-a'").fetchone()[0]
+    assert builds == 2, "one build per version; the unchanged nodes kept their passages"
+
+
+def test_a_missing_or_corrupt_passage_model_is_one_clear_error_and_changes_nothing(tmp_path, capsys, monkeypatch):
+    from nexus_assets.recall import static_embedder
+
+    p = _project(tmp_path)
+    broken = tmp_path / "static"
+    shutil.copytree(static_embedder.MODEL_DIR, broken)
+    (broken / "embeddings.npy").write_bytes(b"not numpy")
+    monkeypatch.setattr(static_embedder, "MODEL_DIR", broken)
+    static_embedder._model.cache_clear()
+    try:
+        code, _, err = run_cli(capsys, *p.sync_args())
+    finally:
+        static_embedder._model.cache_clear()
+    assert code == 2 and "embeddings.npy" in err and "corrupt" in err
+    assert not Path(p.db).exists() and not index_dir(p.db).exists(), "nothing was written"
