@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-HEURISTIC_CENTER = 0.62
-HEURISTIC_WIDTH = 0.04
+HEURISTIC_CENTER = 0.55
+HEURISTIC_WIDTH = 0.03
 
 
 def _logistic(x: float) -> float:
