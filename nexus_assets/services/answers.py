@@ -137,6 +137,7 @@ def ask(
     allowed = [r["id"] for r in items]
     by_id = {r["id"]: r for r in items}
     parts, model, revisions, tokens_in, tokens_out, generation, notes = [], "none", 0, 0, 0, "none", []
+    reply = ""  # what an endpoint answered, as it wrote it: a refused answer is audited by its hash
     reason = None
     if not recalled["results"]:
         reason = "nothing was recalled for this question"
@@ -147,8 +148,8 @@ def ask(
     else:
         for ep in endpoints(env):
             try:
-                answer, revisions, tokens_in, tokens_out = _generate(ep, question, items, allowed)
-                parts = split_answer(answer, allowed)
+                reply, revisions, tokens_in, tokens_out = _generate(ep, question, items, allowed)
+                parts = split_answer(reply, allowed)
                 model, generation = ep.model, f"llm:{ep.base_url}; shown as the cited texts verbatim"
                 break
             except Exception as exc:  # noqa: BLE001 (the next endpoint, else the offline answer)
@@ -178,7 +179,7 @@ def ask(
                 "cost_usd": cost, "ccc": score if parts else None, "revisions": revisions,
                 "outcome": "refused" if reason else "answered", "reason": reason,
                 # The answer given or refused is kept as its hash only: the trail holds no text.
-                "answer_sha256": hashlib.sha256(answer.encode("utf-8")).hexdigest() if answer else None,
+                "answer_sha256": _sha256(answer if reason is None or not reply else reply),
             }
         )
     return {
@@ -198,6 +199,10 @@ def ask(
         "sources": [_grounding(i, by_id[i], env.get("NEXUS_VIEWER_URL")) for i in cited],
         "fell_through": recalled["fell_through"] + notes,
     }
+
+
+def _sha256(text: str) -> str | None:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text else None
 
 
 def verbatim_sentences(parts, texts: dict[str, str]) -> list[dict]:

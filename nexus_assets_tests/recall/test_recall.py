@@ -245,7 +245,8 @@ def test_authority_breaks_ties_and_leads_an_answer_that_draws_on_several_levels(
     # The service behind `nexus ask`, with every brick of the topic recalled (the command asks for 8).
     out = ask(project.db, question, [topic], user="ana", agent="test", k=40, env={})
     assert out["refused"] is False and {s["authority"] for s in out["sources"]} == {1, 3}
-    assert out["answer"].startswith("From authority level 1 sources first (this answer draws on levels 1, 3): ")
+    # Said beside the answer, never inside it: the answer is its cited texts verbatim (invariant 16).
+    assert out["authority_levels"] == [1, 3] and not out["answer"].startswith("From authority")
     # Every level-1 sentence comes before every level-3 one.
     level = {s["brick_id"]: s["authority"] for s in out["sources"]}
     order = [level[s["brick_ids"][0]] for s in out["sentences"] if s["brick_ids"]]
