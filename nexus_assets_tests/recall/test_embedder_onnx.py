@@ -130,7 +130,9 @@ def test_a_vault_embedded_with_the_torch_model_is_re_embedded_once_by_the_next_s
         old = v.recall.embedding_count("all-MiniLM-L6-v2")
         assert old > 0 and v.recall.embedding_count(MODEL) == 0
     code, _, err = run_cli(capsys, *project.cli_args(), "recall", QUESTION, "--topic", TOPIC)
-    assert code == 2 and "another embedding model" in err, "before the re-embedding sync: no vectors of this model yet, nothing wrong recalled"
+    # Before the re-embedding sync no brick has a vector of this model, so none is compared with the
+    # query in another model's space; the record still answers (issue 58) and the note says why.
+    assert code == 0 and "not embedded yet" in err, "before the re-embedding sync: no vectors of this model yet, nothing wrong recalled"
 
     first = run_json(capsys, *project.sync_args())
     assert not any(r.get("unchanged") for r in first), "a new embedding model is a change"

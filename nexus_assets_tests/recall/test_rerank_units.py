@@ -73,3 +73,10 @@ def test_an_llm_tier_without_a_model_is_not_asked():
         ranked, notes = rerank("q", [candidate("a", "One.")], {"NEXUS_RERANK_BASE_URL": server.base_url})
         assert server.requests == []
     assert notes == [] and ranked[0].reranker_used == "heuristic"
+
+
+def test_a_question_counts_half_of_what_a_statement_does():
+    asked, said = candidate("a", "How often should I feed it?", fused=1.0, evidence=1.0), candidate("b", "Feed it weekly.", fused=1.0, evidence=1.0)
+    q, s = heuristic("feed", [asked, said])
+    # both say the phrase "feed" (0.01) and are FINAL (0.02)
+    assert q.score == pytest.approx(0.96 * 0.5 + 0.03) and s.score == pytest.approx(0.96 + 0.03)
