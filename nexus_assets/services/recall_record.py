@@ -22,8 +22,8 @@ from nexus_assets.store import Vault
 class RecordRankings:
     """The record's rankings for one query: BM25 (passage and message) and dense (static model)."""
 
-    bm25: list[tuple[str, float]]
-    dense: list[tuple[str, float]]
+    bm25: list[tuple[str, float, str]]  # (passage id, score, run id)
+    dense: list[tuple[str, float, str]]
     filt: RecordFilter
     records: list[TopicRecord]
     speakers: list[str]

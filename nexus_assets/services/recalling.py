@@ -172,16 +172,16 @@ class _Pool:
 
     def __init__(self, vault: Vault, notes: dict, record, wanted: list[str]) -> None:
         self.notes, self.record = notes, record
-        ids = {p for p, _ in record.bm25} | {p for p, _ in record.dense}
-        self.rows = vault.passages.by_ids(ids)
+        ids = {p for p, _, _ in record.bm25} | {p for p, _, _ in record.dense}
+        self.rows = vault.passages.by_ids(ids, runs={r for _, _, r in record.bm25} | {r for _, _, r in record.dense})
         at = vault.recall.visible_bricks_at(((r.run_id, r.json_path, r.start, r.end) for r in self.rows.values()), wanted)
         # A passage at a brick's address is that brick (the first by id when two topics hold it).
         self.item = {p: (at.get((r.run_id, r.json_path, r.start, r.end)) or [p])[0] for p, r in self.rows.items()}
         self.passage_of = {item: p for p, item in self.item.items() if item != p}
-        self.passage_cos = dict(record.dense)
+        self.passage_cos = {p: c for p, c, _ in record.dense}
         self.item_cos = dict(notes["dense"])
-        self.record_bm25 = self._items([p for p, _ in record.bm25])
-        self.record_dense = self._items([p for p, _ in record.dense])
+        self.record_bm25 = self._items([p for p, _, _ in record.bm25])
+        self.record_dense = self._items([p for p, _, _ in record.dense])
         self.bm25_rank = {b: i for i, (b, _) in enumerate(notes["bm25"], 1)}
         for i, p in enumerate(self.record_bm25, 1):
             self.bm25_rank.setdefault(p, i)

@@ -293,9 +293,9 @@ def ensure(vault: PassageStores, db_path: str | Path, *, writable: bool = True) 
 
 
 def dense_ranking(index: PassageIndex, query_vector, filt: RecordFilter, depth: int, *,
-                  speaker: str | None = None, days: tuple[int, int] | None = None) -> list[tuple[str, float]]:
-    """(passage id, cosine) of the `depth` nearest admitted passages, best first, ties by id."""
-    found: list[tuple[str, float]] = []
+                  speaker: str | None = None, days: tuple[int, int] | None = None) -> list[tuple[str, float, str]]:
+    """(passage id, cosine, run id) of the `depth` nearest admitted passages, best first, ties by id."""
+    found: list[tuple[str, float, str]] = []
     for s in index.segments:
         key = (s.name, int(s.deleted.sum()), filt, speaker, days)
         mask = index.masks.get(key)
@@ -304,9 +304,10 @@ def dense_ranking(index: PassageIndex, query_vector, filt: RecordFilter, depth: 
                 index.masks.clear()
             mask = index.masks[key] = s.mask(filt, speaker, days)
         found += s.search(query_vector, depth, mask)
-    return sorted(((p, round(c, 6)) for p, c in found), key=lambda h: (-h[1], h[0]))[:depth]
+    return sorted(((p, round(c, 6), r) for p, c, r in found), key=lambda h: (-h[1], h[0]))[:depth]
 
 
 def bm25_ranking(index: PassageIndex, question: str, filt: RecordFilter, depth: int, *,
-                 speaker: str | None = None, days: tuple[int, int] | None = None) -> list[tuple[str, float]]:
+                 speaker: str | None = None, days: tuple[int, int] | None = None) -> list[tuple[str, float, str]]:
+    """(passage id, score, run id) best first (`text_index.ranked`)."""
     return text_index.ranked(index.texts, index.messages, question, filt, depth=depth, speaker=speaker, days=days)

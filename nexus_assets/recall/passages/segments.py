@@ -88,8 +88,8 @@ class Segment:
             ok &= (self.day >= days[0]) & (self.day <= days[1])
         return ok
 
-    def search(self, query, k: int, mask) -> list[tuple[str, float]]:
-        """(passage id, cosine) of the k nearest admitted rows."""
+    def search(self, query, k: int, mask) -> list[tuple[str, float, str]]:
+        """(passage id, cosine, run id) of the k nearest admitted rows."""
         import numpy as np
 
         n = int(mask.sum())
@@ -101,7 +101,7 @@ class Segment:
         if n < self.rows:
             params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(self.rows, faiss.swig_ptr(bitmap)))
         scores, rows = self.index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), min(k, n), params=params)
-        return [(self.ids[r].decode(), float(s)) for r, s in zip(rows[0], scores[0]) if r >= 0]
+        return [(self.ids[r].decode(), float(s), self.runs[self.run[r]]) for r, s in zip(rows[0], scores[0]) if r >= 0]
 
 
 def write_segment(folder: Path, name: str, rows: Sequence, vectors) -> Segment:

@@ -131,15 +131,21 @@ def _filter_query(schema, filt: RecordFilter, speaker: str | None, days: tuple[i
     return clauses
 
 
-def _hits(searcher, query, limit: int, field: str) -> list[tuple[str, float]]:
-    found = searcher.search(query, limit).hits
-    return [(searcher.doc(address)[field][0], round(float(score), 6)) for score, address in found]
+def _hits(searcher, query, limit: int, field: str, runs: dict | None = None) -> list[tuple[str, float]]:
+    """(stored id, score) of the hits; `runs` gathers each passage's run (from its message key)."""
+    out = []
+    for score, address in searcher.search(query, limit).hits:
+        doc = searcher.doc(address)
+        out.append((doc[field][0], round(float(score), 6)))
+        if runs is not None:
+            runs[doc[field][0]] = doc["msg"][0].split("\x1f", 1)[0]
+    return out
 
 
 def ranked(passages_index, messages_index, question: str, filt: RecordFilter, *, depth: int,
-           speaker: str | None = None, days: tuple[int, int] | None = None, messages: int = 50) -> list[tuple[str, float]]:
-    """(passage id, score) best first: the passage's own BM25 plus its message's (text, context and
-    date, weighted), over the passages the filter admits; ties by id."""
+           speaker: str | None = None, days: tuple[int, int] | None = None, messages: int = 50) -> list[tuple[str, float, str]]:
+    """(passage id, score, run id) best first: the passage's own BM25 plus its message's (text,
+    context and date, weighted), over the passages the filter admits; ties by id."""
     import tantivy
 
     words = _WORDS.findall(question)
@@ -157,16 +163,18 @@ def ranked(passages_index, messages_index, question: str, filt: RecordFilter, *,
     p_query, _ = p_index.parse_query_lenient(plain, list(PASSAGE_BOOSTS), field_boosts=PASSAGE_BOOSTS)
     p_filter = _filter_query(p_schema, filt, speaker, days)
     searcher = p_index.searcher()
-    scores = dict(_hits(searcher, Q.boolean_query([(Occur.Must, p_query), *p_filter]), depth, "pid"))
+    run_of: dict[str, str] = {}
+    scores = dict(_hits(searcher, Q.boolean_query([(Occur.Must, p_query), *p_filter]), depth, "pid", run_of))
     if top_messages:
         in_top = Q.term_set_query(p_schema, "msg", sorted(message_score))
-        scores.update(_hits(searcher, Q.boolean_query([(Occur.Must, p_query), (Occur.Must, in_top), *p_filter]), 20 * messages, "pid"))
+        scores.update(_hits(searcher, Q.boolean_query([(Occur.Must, p_query), (Occur.Must, in_top), *p_filter]), 20 * messages, "pid", run_of))
         # Every passage of a top message gets its message's score, its own words or not.
         found = searcher.search(Q.boolean_query([(Occur.Must, in_top), *p_filter]), 40 * messages).hits
         msg_of = _messages_of(searcher, found)
         for pid, key in msg_of.items():
             scores[pid] = scores.get(pid, 0.0) + message_score.get(key, 0.0)
-    return sorted(((p, round(s, 6)) for p, s in scores.items()), key=lambda h: (-h[1], h[0]))[:depth]
+            run_of[pid] = key.split("\x1f", 1)[0]
+    return sorted(((p, round(s, 6), run_of[p]) for p, s in scores.items()), key=lambda h: (-h[1], h[0]))[:depth]
 
 
 def _messages_of(searcher, found) -> dict[str, str]:
