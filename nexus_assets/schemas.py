@@ -106,6 +106,41 @@ class RecallOut(_Open):
     not_embedded: int
 
 
+class AroundPassage(BaseModel):
+    """A passage of the same message, in order (`PassageOut.around`): the text around a passage."""
+
+    passage_id: str
+    content: str
+    start: int
+    end: int
+
+
+class PassageOut(_Open):
+    """One passage of the record where it was said (`GET /v1/passages/{id}`, MCP `get_brick`,
+    `nexus trace ID --json`, which adds the whole message as `node_text`): its text, its one source
+    (address, speaker, time, the conversation's title and date), the passages around it in its
+    message (itself among them), and whether the run file still holds it as recorded (`current`;
+    `problem` says why not, and the source is then `stale`)."""
+
+    kind: Literal["passage"] = "passage"
+    passage_id: str
+    content: str
+    speaker: str | None
+    time: str | None
+    run_title: str | None
+    run_date: str | None
+    conversation: str
+    sources: list[RecallSource]
+    around: list[AroundPassage]
+    current: bool
+    problem: str | None
+    run_status: RunStatus | None
+    version_id: str
+    source_file: str | None
+    line: int | None = None  # a session's node: the line of its file
+    viewer_url: str
+
+
 class Sentence(BaseModel):
     """An answer sentence and what it cites: its text is their texts verbatim (invariant 16)."""
 

@@ -13,7 +13,7 @@ from nexus_assets.api import problems
 from nexus_assets.api.config import ApiConfig
 from nexus_assets.api.guard import Guard
 from nexus_assets.services.jobs import SyncJobs
-from nexus_assets.api.routes import answers, bricks, health, runs, sync, topics
+from nexus_assets.api.routes import answers, bricks, health, passages, runs, sync, topics
 
 from nexus_assets.services.warming import refresh, warm
 
@@ -63,7 +63,7 @@ def create_app(config: ApiConfig) -> FastAPI:
     )
     app.state.config = config
     app.state.jobs = jobs
-    for module in (health, sync, runs, topics, bricks, answers):
+    for module in (health, sync, runs, topics, bricks, answers, passages):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
     # The trace viewer's pages on the same app (same routes, CSP and Host check as `nexus serve`).

@@ -14,11 +14,10 @@ from nexus_assets.cli.common import (
     emit,
     one_line,
     open_vault,
-    require_brick,
     require_topic,
     shown_path,
 )
-from nexus_assets.services.queries import trace_of
+from nexus_assets.services.queries import find_brick_or_passage, passage_trace_of, trace_of
 from nexus_assets.cli.parsing import Commands
 
 
@@ -104,7 +103,12 @@ TRACE_WIDTH = 96  # a fixed width, so what the README shows is what the command 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with open_vault(args) as vault:
-        traced = trace_of(vault, require_brick(vault, args.brick_id))
+        kind, found = find_brick_or_passage(vault, args.brick_id)
+        if kind == "passage":
+            traced = passage_trace_of(vault, found, viewer_url=args.basics.viewer_url)
+            emit(args, traced, render_passage_trace(traced, full=args.full))
+            return 0
+        traced = trace_of(vault, found)
     emit(args, traced, render_trace(traced, full=args.full))
     return 0
 
@@ -124,15 +128,7 @@ def render_trace(traced: dict, *, full: bool = False) -> str:
     shown = traces if full else traces[:TRACE_SOURCES]
     for n, t in enumerate(shown, 1):
         lines.append("")
-        lines.append(f"{n}. {shown_path(t['source_file']) if t['source_file'] else '(run file not recorded)'}")
-        conversation = t["run_label"] + (f" · {t['run_id']}" if t["run_title"] else "")
-        lines.append(f"   └─ conversation {conversation}")
-        node = (t["node_type"] or "node").replace("_", " ")
-        where = f"  (line {t['line']} of the session file)" if t.get("line") else ""
-        lines.append(f"      └─ {node}{', ' + t['branch'] + ' branch' if t['branch'] != 'current' else ''}  {t['json_path']}{where}")
-        lines += [f"         │ {line}" if line else "         │" for line in _marked(t, full)]
-        state = "matches the run file now" if t["current"] else f"DRIFTED: {t['problem'] or 'the run file changed'}"
-        lines.append(f"         └─ characters [{t['start']}:{t['end']}] of the message; sha256 {t['node_checksum'][:12]}… {state}")
+        lines += _source_lines(t, f"{n}. ", full)
     if len(shown) < count:
         rest = count - len(shown)
         lines.append("")
@@ -141,6 +137,36 @@ def render_trace(traced: dict, *, full: bool = False) -> str:
             f"`nexus trace {traced['brick_id'][:12]} --full` shows every source, each message whole"
         )
     return "\n".join(lines)
+
+
+def _source_lines(t: dict, number: str, full: bool) -> list[str]:
+    """One source where it was said: the run file, the conversation, the message and its path, the
+    text marked in it, its characters and whether the run file still holds it (as recorded)."""
+    lines = [f"{number}{shown_path(t['source_file']) if t['source_file'] else '(run file not recorded)'}"]
+    conversation = t["run_label"] + (f" · {t['run_id']}" if t["run_title"] else "")
+    lines.append(f"   └─ conversation {conversation}")
+    node = (t["node_type"] or "node").replace("_", " ")
+    where = f"  (line {t['line']} of the session file)" if t.get("line") else ""
+    lines.append(f"      └─ {node}{', ' + t['branch'] + ' branch' if t['branch'] != 'current' else ''}  {t['json_path']}{where}")
+    lines += [f"         │ {line}" if line else "         │" for line in _marked(t, full)]
+    state = "matches the run file now" if t["current"] else f"DRIFTED: {t['problem'] or 'the run file changed'}"
+    lines.append(f"         └─ characters [{t['start']}:{t['end']}] of the message; sha256 {t['node_checksum'][:12]}… {state}")
+    return lines
+
+
+def render_passage_trace(traced: dict, *, full: bool = False) -> str:
+    """A passage of the record and where it was said, as a brick's source is shown (`_source_lines`),
+    with who said it and when. A passage has one source; `--full` shows its message whole."""
+    (source,) = traced["sources"]
+    said = " at ".join(x for x in (traced["speaker"], traced["time"]) if x)
+    header = f"passage {traced['passage_id'][:12]}{'  STALE' if not traced['current'] else ''}{'  said by ' + said if said else ''}"
+    t = {**traced, **source, "run_label": traced["conversation"]}
+    return "\n".join([
+        header,
+        *textwrap.wrap(f"\u201c{' '.join(traced['content'].split())}\u201d", TRACE_WIDTH, subsequent_indent=" "),
+        "",
+        *_source_lines(t, "", full),
+    ])
 
 
 def _marked(t: dict, full: bool) -> list[str]:
@@ -209,8 +235,8 @@ def register_bricks(commands: Commands) -> None:
 def register_manifest(commands: Commands) -> None:
     p = commands.add("manifest", cmd_manifest, help="the topic's manifest and its hash")
     p.add_argument("topic")
-    p = commands.add("trace", cmd_trace, help="where a brick was said: file, conversation, message, its text marked")
-    p.add_argument("brick_id")
+    p = commands.add("trace", cmd_trace, help="where a brick or a passage was said: file, conversation, message, its text marked")
+    p.add_argument("brick_id", metavar="ID", help="a brick id or a passage id, or a unique prefix of either")
     p.add_argument("--full", action="store_true", help="every source (not the first 3), each message whole (not a window around the text)")
 
 

@@ -5,10 +5,13 @@ of its node's text, which the `nodes` table already holds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records, RunVersion
+
+if TYPE_CHECKING:
+    from nexus_assets.ingest.names import RunName
 
 # Latest passages read per query when an index is built: a slice at a time, never all at once.
 PASSAGE_SLICE = 50_000
@@ -35,11 +38,25 @@ class PassageRow:
     text: str
 
 
-_LATEST = """
+def passage_source(row: PassageRow, name: RunName | None, *, stale: bool = False) -> dict:
+    """A passage's one source, with its conversation's title, its speaker and time (DESIGN §7), as
+    recall results and a passage's own object (trace, the API, MCP) show it."""
+    return {
+        "run_id": row.run_id, "json_path": row.json_path, "start": row.start, "end": row.end,
+        "node_checksum": row.node_checksum, "node_type": row.node_type, "branch": row.branch, "stale": stale,
+        "speaker": row.speaker, "time": row.timestamp,
+        "run_title": name.title if name else None, "run_date": name.date if name else None,
+    }
+
+
+# Every run version that holds a passage's node, latest or not (what trace reads: a passage a
+# later version of its run no longer holds is still shown, as drifted).
+_ANY_VERSION = """
     FROM passages p
     JOIN nodes n ON n.run_id = p.run_id AND n.json_path = p.json_path AND n.checksum = p.node_checksum
-    JOIN runs r ON r.run_id = n.run_id AND r.version_id = n.version_id AND r.is_latest
+    JOIN runs r ON r.run_id = n.run_id AND r.version_id = n.version_id
 """
+_LATEST = _ANY_VERSION + "    AND r.is_latest\n"
 # In PassageRow's field order. substr counts characters (code points) from 1 in both engines.
 _COLUMNS = """p.passage_id, p.run_id, n.version_id, p.json_path, p.start_offset, p.end_offset, p.kind, p.node_checksum,
     n.node_type, n.hidden, n.branch, n.speaker, coalesce(n.timestamp, r.started_at), n.position,
@@ -150,11 +167,24 @@ class PassageRecords(Records):
         ).fetchall()
         return [r[0] for r in rows]
 
+    def last_seen(self, passage_id: str) -> PassageRow | None:
+        """The passage as the newest run version that holds it reads it: its run's latest version, or
+        (when the run was read again and changed there) the last version it was in."""
+        found = self.conn.execute(
+            f"""SELECT {_COLUMNS} {_ANY_VERSION} WHERE p.passage_id = ?
+                ORDER BY r.is_latest DESC, r.ingest_seq DESC, n.checksum LIMIT 1""",
+            [passage_id],
+        ).fetchone()
+        return PassageRow(*found) if found else None
+
     def around(self, row: PassageRow, before: int = 2, after: int = 2) -> list[PassageRow]:
-        """The passage with the passages next to it in its node (the text around it)."""
+        """The passage with the passages next to it in its node, as its run version reads it (the
+        text around it)."""
         rows = self.conn.execute(
-            f"""SELECT {_COLUMNS} {_LATEST} WHERE p.run_id = ? AND p.json_path = ? ORDER BY p.start_offset""",
-            [row.run_id, row.json_path],
+            f"""SELECT {_COLUMNS} {_ANY_VERSION}
+                WHERE p.run_id = ? AND p.json_path = ? AND p.node_checksum = ? AND n.version_id = ?
+                ORDER BY p.start_offset""",
+            [row.run_id, row.json_path, row.node_checksum, row.version_id],
         ).fetchall()
         found = [PassageRow(*r) for r in rows]
         at = next((i for i, p in enumerate(found) if p.passage_id == row.passage_id), None)

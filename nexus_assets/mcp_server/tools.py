@@ -192,10 +192,12 @@ def _topic_tools(server: MCPServer, config) -> None:
     @server.tool(description=(
         "Check one brick in context: its text, each source with the verbatim conversation text before and after the "
         "quote, its lineage (file, run, extraction, manifests) and a link to the trace viewer. Takes a brick_id or a "
-        "unique prefix of at least 6 characters. " + VERBATIM
+        "unique prefix of at least 6 characters. A passage_id (a sentence of the record, as recall and ask give them) "
+        "or its prefix answers the passage instead: its verbatim text, its one source (address, speaker, time, the "
+        "conversation's title), the passages around it in its message, and a viewer link. " + VERBATIM
     ))
     async def get_brick(
-        brick_id: Annotated[BrickId, Field(description="a brick id or a unique prefix")],
+        brick_id: Annotated[BrickId, Field(description="a brick id or a passage id, or a unique prefix of either")],
     ) -> dict[str, Any]:
         lookup = BrickLookup(brick_id=brick_id)
         return await _call("brick_id", queries.brick_detail, db, lookup, viewer_url=config.env.get("NEXUS_VIEWER_URL"))

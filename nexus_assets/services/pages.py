@@ -65,6 +65,45 @@ def brick_prefix(vault: Vault, prefix: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PassagePage:
+    """A passage in its message (`/passages/<id>`): its trace (trace/step.py: text, source, speaker,
+    time, the conversation, whether the run file still holds it, the passages around it) and the
+    message cut to those passages, the passage's span marked in it."""
+
+    passage: dict
+    window: str  # the message from the first passage around it to the last, verbatim
+    marked: tuple[int, int]  # the passage's characters in `window`
+    cut_before: bool  # the message goes on before the window
+    cut_after: bool
+    previous_id: str | None  # the passages next to it in its message
+    next_id: str | None
+
+    @property
+    def source(self) -> dict:
+        return self.passage["sources"][0]
+
+
+def passage_page(vault: Vault, given: str) -> PassagePage:
+    """The passage a passage id, or a unique prefix of one, names; NotFound (queries) says why not."""
+    from nexus_assets.services.queries import find_passage, passage_trace_of
+
+    traced = passage_trace_of(vault, find_passage(vault, given))
+    source, around, node = traced["sources"][0], traced["around"], traced["node_text"]
+    first, last = (around[0]["start"], around[-1]["end"]) if around else (source["start"], source["end"])
+    ids = [p["passage_id"] for p in around]
+    at = ids.index(traced["passage_id"]) if traced["passage_id"] in ids else None
+    return PassagePage(
+        passage=traced,
+        window=node[first:last] if node else traced["content"],
+        marked=(source["start"] - first, source["end"] - first) if node else (0, len(traced["content"])),
+        cut_before=bool(node) and first > 0 and bool(node[:first].strip()),
+        cut_after=bool(node) and bool(node[last:].strip()),
+        previous_id=ids[at - 1] if at else None,
+        next_id=ids[at + 1] if at is not None and at + 1 < len(ids) else None,
+    )
+
+
+@dataclass(frozen=True)
 class LastSync:
     status: str
     finished_at: datetime

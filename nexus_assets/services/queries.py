@@ -3,11 +3,17 @@ lineage, search, conflicts, recall and ask. The CLI's `--json`, the HTTP API and
 call these and render the same models (nexus_assets/schemas.py). No argparse, no printing.
 
 A use case with bounded arguments takes its typed request (services/requests.py: `RecallRequest`,
-`AskRequest`, `SearchRequest`, `BricksPage`, `BrickLookup`), so its bounds were checked when the
-shell built it; what is left here is what a schema cannot say (blank text, an unknown topic).
+`AskRequest`, `SearchRequest`, `BricksPage`, `BrickLookup`, `PassageLookup`), so its bounds were
+checked when the shell built it; what is left here is what a schema cannot say (blank text, an
+unknown topic).
 
-Errors: `NotFound` (no vault, an unknown topic or brick) and `BadQuery` (an argument that cannot
-be answered); each message names the argument and the fix.
+Ids: a brick id or a unique prefix of one (`find_brick`); a passage id or a unique prefix of one,
+of at least a brick prefix's length (`find_passage`); and, where either opens (`nexus trace`,
+MCP `get_brick`), `find_brick_or_passage`, the one rule every shell applies.
+
+Errors: `NotFound` (no vault, an unknown topic, brick or passage, a passage prefix that names no
+one passage) and `BadQuery` (an argument that cannot be answered); each message names the
+argument and the fix.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from nexus_assets.vault.address import vault_exists
+from nexus_assets.core.bounds import BRICK_ID_CHARS
 from nexus_assets.core.utf8 import utf8_problem
 
 if TYPE_CHECKING:
-    from nexus_assets.services.requests import AskRequest, BrickLookup, BricksPage, RecallRequest, SearchRequest
+    from nexus_assets.services.requests import AskRequest, BrickLookup, BricksPage, PassageLookup, RecallRequest, SearchRequest
 
 
 class NotFound(LookupError):
@@ -64,6 +71,48 @@ def find_brick(vault, brick_id: str) -> str:
     if len(matches) > 1:
         raise BadQuery(f"brick id prefix {brick_id!r} is ambiguous; give more characters")
     return matches[0]
+
+
+# A passage is named by at least as many characters of its id as the API and the MCP tools take for a brick's.
+PASSAGE_PREFIX_CHARS = BRICK_ID_CHARS[0]
+
+
+def _passage_prefixed(vault, given: str) -> list[str]:
+    """Passage ids (at most two) that start with `given`; none for a prefix shorter than PASSAGE_PREFIX_CHARS."""
+    return vault.passages.ids_with_prefix(given, limit=2) if len(given) >= PASSAGE_PREFIX_CHARS else []
+
+
+def _one_passage(given: str, matches: list[str]) -> str:
+    """The passage `given` names; an unknown id and a prefix of several are both no one passage (404)."""
+    if not matches:
+        short = f" (a passage id takes at least {PASSAGE_PREFIX_CHARS} characters)" if len(given) < PASSAGE_PREFIX_CHARS else ""
+        raise NotFound(f"no passage {given!r}{short}; `nexus recall QUERY` finds passages and gives their ids")
+    if len(matches) > 1:
+        raise NotFound(f"passage id prefix {given!r} names more than one passage; give more characters")
+    return matches[0]
+
+
+def find_passage(vault, passage_id: str) -> str:
+    """A passage id (of any version of its run), or a unique prefix of one."""
+    return _one_passage(passage_id, _passage_prefixed(vault, passage_id))
+
+
+def find_brick_or_passage(vault, given: str) -> tuple[str, str]:
+    """("brick", id) or ("passage", id): what a brick id or a passage id, or a unique prefix of
+    either, names (`nexus trace`, MCP `get_brick`). A brick is found as `find_brick` finds it, and
+    an id shorter than PASSAGE_PREFIX_CHARS names a brick or nothing, as before passages existed; a
+    prefix of both a brick's id and a passage's names neither."""
+    bricks = vault.history.brick_ids_with_prefix(given)
+    passages = _passage_prefixed(vault, given)
+    if bricks and passages:
+        raise BadQuery(f"id prefix {given!r} starts a brick's id and a passage's; give more characters")
+    if passages:
+        return "passage", _one_passage(given, passages)
+    if not bricks and len(given) >= PASSAGE_PREFIX_CHARS:
+        raise NotFound(f"no brick or passage {given!r}; list bricks with `nexus bricks TOPIC`, find passages with `nexus recall QUERY`")
+    if not bricks:
+        raise NotFound(f"no brick {given!r}; list them with `nexus bricks TOPIC` (a passage id takes at least {PASSAGE_PREFIX_CHARS} characters)")
+    return "brick", find_brick(vault, given)
 
 
 # Topics
@@ -181,14 +230,43 @@ def trace_of(vault, brick_id: str) -> dict:
     return trace_brick(vault, brick_id)
 
 
+def passage_trace_of(vault, passage_id: str, *, viewer_url: str | None = None) -> dict:
+    """`nexus trace` of a passage (trace/step.py): where it was said, the whole message as
+    `node_text`, and a link to its viewer page under `viewer_url` (NEXUS_VIEWER_URL, as the shell
+    read it). Without `node_text` it is the passage object (`PassageOut`)."""
+    from nexus_assets.core.links import passage_url
+    from nexus_assets.trace.step import trace_passage
+
+    traced = trace_passage(vault, passage_id)
+    if traced is None:
+        raise NotFound(f"no passage {passage_id!r}; `nexus recall QUERY` finds passages and gives their ids")
+    return {**traced, "viewer_url": passage_url(traced["passage_id"], viewer_url)}
+
+
+def passage_out(traced: dict):
+    """The passage object the API and the MCP tools answer: a passage's trace without the whole message."""
+    from nexus_assets.schemas import PassageOut
+
+    return PassageOut.model_validate({k: v for k, v in traced.items() if k != "node_text"})
+
+
+def passage(db: str | Path, lookup: PassageLookup, *, viewer_url: str | None = None):
+    """`GET /v1/passages/{id}`: one passage, its source, the text around it and its viewer link."""
+    with open_read(db) as vault:
+        return passage_out(passage_trace_of(vault, find_passage(vault, lookup.passage_id), viewer_url=viewer_url))
+
+
 def brick_detail(db: str | Path, lookup: BrickLookup, *, viewer_url: str | None = None) -> dict:
-    """A brick for an agent: the brick, each source with the verbatim text around the quote, its
-    lineage and a link to the viewer at `viewer_url` (NEXUS_VIEWER_URL, as the shell read it)."""
+    """A brick for an agent (MCP `get_brick`): the brick, each source with the verbatim text around
+    the quote, its lineage and a link to the viewer at `viewer_url` (NEXUS_VIEWER_URL, as the shell
+    read it). A passage id (or prefix) answers the passage object instead (`passage_out`)."""
     from nexus_assets.trace.step import trace_brick
     from nexus_assets.core.links import topic_url
 
     with open_read(db) as vault:
-        found = find_brick(vault, lookup.brick_id)
+        kind, found = find_brick_or_passage(vault, lookup.brick_id)
+        if kind == "passage":
+            return passage_out(passage_trace_of(vault, found, viewer_url=viewer_url)).model_dump(mode="json")
         (b,) = named_bricks(vault, vault.bricks.select(brick_ids=[found]))
         traced = trace_brick(vault, found)
         history = lineage_of(vault, found)

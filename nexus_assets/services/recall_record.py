@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nexus_assets.extract.about import definition_digest
+from nexus_assets.ingest.passage_records import passage_source
 from nexus_assets.recall.passages import index as passage_index
 from nexus_assets.recall.passages.filters import RecordFilter, TopicRecord, admits, record_filter, HIDDEN, OFF_CURRENT
 from nexus_assets.recall.passages.segments import day_number
@@ -72,16 +73,6 @@ def holding_topics(records: list[TopicRecord], row) -> list[str]:
     """The asked topics whose record holds this passage."""
     flags = (HIDDEN if row.hidden else 0) | (OFF_CURRENT if row.branch != "current" else 0)
     return [r.topic_id for r in records if any(admits(p, row.run_id, row.node_type, flags) for p in r.parts())]
-
-
-def passage_source(row, name) -> dict:
-    """A passage's one source, with its conversation's title, its speaker and time (DESIGN §7)."""
-    return {
-        "run_id": row.run_id, "json_path": row.json_path, "start": row.start, "end": row.end,
-        "node_checksum": row.node_checksum, "node_type": row.node_type, "branch": row.branch, "stale": False,
-        "speaker": row.speaker, "time": row.timestamp,
-        "run_title": name.title if name else None, "run_date": name.date if name else None,
-    }
 
 
 __all__ = ["PASSAGE_MODEL", "RecordRankings", "holding_topics", "passage_source", "record_rankings", "topic_records"]

@@ -86,6 +86,13 @@ class BrickLookup(BaseModel):
     brick_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1])]
 
 
+class PassageLookup(BaseModel):
+    """One passage by its id or a unique prefix of it, bounded as a brick id is (`queries.passage`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    passage_id: Annotated[str, Field(min_length=bounds.BRICK_ID_CHARS[0], max_length=bounds.BRICK_ID_CHARS[1])]
+
+
 class StartSync(BaseModel):
     """Which topics a sync compiles (the MCP `sync` tool; the API's `SyncInitiate` takes the same number)."""
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from nexus_assets.core.display import visible
 
@@ -30,6 +30,7 @@ from nexus_assets.vault.address import parse_address
 from nexus_assets.core.models import TOPIC_ID_PATTERN
 from nexus_assets.services import pages as views
 from nexus_assets.services.pages import NoVault
+from nexus_assets.services.queries import NotFound
 from nexus_assets.vault.connection import VaultBusy
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ TOPIC_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")")
 CONFLICTS_ROUTE = re.compile(r"/topics/(" + TOPIC_ID_PATTERN.strip("^$") + r")/conflicts")
 # A whole brick id or a unique prefix of one, as `nexus trace` accepts.
 TRACE_ROUTE = re.compile(r"/api/bricks/([0-9a-f]{1,64})/trace")
+# A passage id or a unique prefix of one (core/links.py `passage_url` links here); too short a one is refused as the CLI's.
+PASSAGE_ROUTE = re.compile(r"/passages/([0-9a-f]{1,64})")
 STATIC_ROUTE = re.compile(r"/static/([A-Za-z0-9_.-]+)")
 
 def _shown(value: object) -> object:
@@ -82,6 +85,21 @@ templates = Environment(
     finalize=_shown,
 )
 templates.filters["short"] = lambda h, n=12: (h or "")[:n]
+
+
+def plain_text(text: str, hits=()) -> Markup:
+    """A passage's text as a page shows it: every character escaped, the spans in `hits` marked
+    (`<mark class="hit">`). The one place pages render a passage's text; an inline-Markdown
+    renderer with this signature drops in here."""
+    out, at = [], 0
+    for start, end in sorted(hits):
+        out += [escape(text[at:start]), Markup('<mark class="hit">'), escape(text[start:end]), Markup("</mark>")]
+        at = end
+    out.append(escape(text[at:]))
+    return Markup("").join(out)
+
+
+templates.filters["passage_text"] = plain_text
 
 
 def _groupby_adjacent(items, key: str) -> list[tuple[object, list]]:
@@ -204,6 +222,13 @@ class Viewer:
             if traced is None:
                 return api(HTTPStatus.NOT_FOUND, {"error": f"no brick {m.group(1)}"})
             return api(HTTPStatus.OK, _for_display(traced))  # for viewer.js to draw; `nexus trace --json` keeps the exact text
+        if m := PASSAGE_ROUTE.fullmatch(path):
+            with self.vault() as v:
+                try:
+                    page = views.passage_page(v, m.group(1))
+                except NotFound as exc:
+                    return self._not_found(str(exc))
+            return html(HTTPStatus.OK, "passage.html", page=page)
         if path.startswith("/api/"):
             return api(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {path}"})
         if (m := STATIC_ROUTE.fullmatch(path)) and m.group(1) in STATIC:
@@ -237,7 +262,8 @@ class Viewer:
 
 
 # The viewer's pages, as paths: `nexus api` routes these to the viewer beside its own.
-PAGE_PATHS = ("/", "/topics/{topic_id}", "/topics/{topic_id}/conflicts", "/api/bricks/{brick_id}/trace", "/static/{name}")
+PAGE_PATHS = ("/", "/topics/{topic_id}", "/topics/{topic_id}/conflicts", "/api/bricks/{brick_id}/trace", "/passages/{passage_id}",
+              "/static/{name}")
 
 
 def add_pages(app, viewer: Viewer) -> None:

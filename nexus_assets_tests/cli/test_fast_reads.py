@@ -3,6 +3,7 @@
 Measured by what a fresh interpreter has imported after the command ran, not by a clock.
 """
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -40,10 +41,13 @@ def synced(tmp_path_factory) -> Project:
 def test_read_commands_import_no_dagster_llm_client_or_pandas(synced: Project, capsys):
     db = ["--db", str(synced.db)]
     brick = run_json(capsys, *db, "bricks", "nexus-server-sync")[0]["brick_id"]
+    # A passage of the sample (DESIGN §1: sha256 of run id, path and offsets): "Where should the vault live?"
+    passage = hashlib.sha256(b"run-2026-10-09-vault-design:$['messages'][0]['content']:0:28").hexdigest()
     for argv in (
         ["topics"],
         ["bricks", "nexus-server-sync", "--json"],
         ["trace", brick[:12]],
+        ["trace", passage[:12]],
         ["manifest", "storage-decisions"],
         ["errors"],
         ["rejections", "nexus-server-sync"],

@@ -24,6 +24,7 @@ from nexus_assets.services.requests import (
     BrickLookup,
     BricksPage,
     ForgetRequest,
+    PassageLookup,
     RecallRequest,
     RememberRequest,
     SearchRequest,
@@ -52,6 +53,7 @@ BOUNDED = {
     (BricksPage, "limit"): (("/v1/topics/{topic_id}/bricks", "get", "limit"), ("get_bricks", "limit")),
     (BricksPage, "offset"): (("/v1/topics/{topic_id}/bricks", "get", "offset"), ("get_bricks", "offset")),
     (BrickLookup, "brick_id"): (None, ("get_brick", "brick_id")),
+    (PassageLookup, "passage_id"): (("/v1/passages/{passage_id}", "get", "passage_id"), None),
 }
 
 

@@ -6,6 +6,7 @@ sample data; the rest talk plain HTTP. Tests that change a vault or a run file b
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -308,6 +309,46 @@ def test_a_message_with_a_script_tag_is_shown_as_text_and_never_runs(viewer, bri
     assert page.locator("script").evaluate_all("s => s.map(e => e.getAttribute('src'))") == ["/static/viewer.js"]
 
 
+def test_a_recalled_passage_opens_on_its_own_page_marked_in_its_message(viewer, project, page):
+    """A sentence of the record among the recall results links to `/passages/<id>` (where answers'
+    viewer_url points): the sentence marked among the ones around it, its address, speaker, time
+    and conversation; the sentence next to it in the message is one click on."""
+    page.goto(f"{viewer.url}?recall=" + urllib.request.quote("Where should the vault live?"))
+    card = page.locator("li.recalled.passage").first
+    passage_id = card.get_attribute("data-passage-id")
+    traced = cli_json(project, "trace", passage_id)
+    card.locator(f"a[href='/passages/{passage_id}']").click()
+    expect(page).to_have_url(f"{viewer.url}passages/{passage_id}")
+    expect(page.locator("#passage-window mark.hit")).to_have_text(traced["content"])
+    window = traced["node_text"][traced["around"][0]["start"] : traced["around"][-1]["end"]]
+    # The text around it, verbatim (an ellipsis says the message goes on beyond it).
+    assert page.locator("#passage-window").text_content().strip("… ") == window
+    source = traced["sources"][0]
+    address = page.locator("#passage-address")
+    for shown in (traced["speaker"], traced["time"], traced["conversation"], source["run_id"], source["json_path"],
+                  f"[{source['start']}, {source['end']})", "matches the run file"):
+        expect(address).to_contain_text(shown)
+
+    at = [a["passage_id"] for a in traced["around"]].index(passage_id)
+    assert len(traced["around"]) > 1, "the sample's messages hold more than one sentence"
+    neighbour, link = (traced["around"][at + 1], "next sentence →") if at + 1 < len(traced["around"]) else (
+        traced["around"][at - 1], "← previous sentence")
+    page.get_by_role("link", name=link).click()
+    expect(page).to_have_url(f"{viewer.url}passages/{neighbour['passage_id']}")
+    expect(page.locator("#passage-window mark.hit")).to_have_text(neighbour["content"])
+
+
+def test_a_passage_page_shows_a_script_tag_as_text(viewer, bricks):
+    brick = next(b for b in bricks if HOSTILE in b["content"])
+    s = brick["sources"][0]
+    # The brick is a whole sentence: the passage at its address (DESIGN §1's id) holds the same text.
+    passage_id = hashlib.sha256(f"{s['run_id']}:{s['json_path']}:{s['start']}:{s['end']}".encode()).hexdigest()
+    status, headers, body = fetch(f"{viewer.url}passages/{passage_id[:12]}")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert "&lt;script&gt;alert(&#39;brick&#39;)&lt;/script&gt;" in body and "<script>alert" not in body
+    assert body.count("<script") == 1
+
+
 def test_search_ranks_the_bricks_that_match_with_the_words_marked(viewer, bricks, page):
     """The viewer's search box is `nexus search` (BM25, stemmed words) for this topic."""
     from nexus_assets.search.step import search
@@ -409,7 +450,7 @@ def test_conversation_text_is_escaped_in_the_html(viewer):
 
 
 def test_every_response_forbids_inline_script(viewer):
-    for path in ("", f"topics/{TOPIC}", "topics/nope", f"api/bricks/{MISSING_BRICK}/trace", "static/viewer.js"):
+    for path in ("", f"topics/{TOPIC}", "topics/nope", f"api/bricks/{MISSING_BRICK}/trace", f"passages/{MISSING_BRICK}", "static/viewer.js"):
         _, headers, _ = fetch(viewer.url + path)
         csp = headers["Content-Security-Policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
@@ -440,7 +481,8 @@ def test_the_trace_api_accepts_a_unique_prefix_like_the_cli(viewer, bricks):
 
 
 def test_unknown_topics_bricks_and_files_are_404(viewer):
-    for path in ("topics/no-such-topic", "topics/Not_A_Slug", "topics/", "nope", "static/../vault.duckdb", "static/secret.txt"):
+    for path in ("topics/no-such-topic", "topics/Not_A_Slug", "topics/", "nope", "static/../vault.duckdb", "static/secret.txt",
+                 f"passages/{MISSING_BRICK}", "passages/abc", "passages/NOT-HEX"):
         status, headers, body = fetch(viewer.url + path)
         assert status == 404, path
         assert headers["Content-Type"].startswith("text/html")
