@@ -125,17 +125,40 @@ class PassageRecords(Records):
 
     def latest(self, run_ids: Iterable[str] | None = None) -> Iterator[PassageRow]:
         """The passages of each run's latest version (of these runs), in run and document order,
-        streamed a slice at a time."""
+        streamed: each query reads about PASSAGE_SLICE passages at most (runs gathered until
+        they hold that many; a run holding more read in windows of its node positions), so what
+        the engine joins and sorts at once stays one slice, whatever the size of a run."""
         where, params = "", []
         if run_ids is not None:
             where, params = "WHERE p.run_id IN (SELECT unnest(?))", [sorted(set(run_ids))]
-        cursor = self.conn.execute(
-            f"SELECT {_COLUMNS} {_LATEST} {where} ORDER BY p.run_id, n.position, p.json_path, p.start_offset", params
-        )
-        while rows := cursor.fetchmany(PASSAGE_SLICE):
-            for row in rows:
-                yield PassageRow(*row)
-            del rows
+        sizes = self.conn.execute(
+            f"SELECT p.run_id, count(*), min(n.position), max(n.position) {_LATEST} {where} GROUP BY 1 ORDER BY 1", params
+        ).fetchall()
+        batch: list[str] = []
+        held = 0
+        for run, count, low, high in sizes:
+            if batch and (held + count > PASSAGE_SLICE or count > PASSAGE_SLICE):
+                yield from self._read_latest("p.run_id IN (SELECT unnest(?))", [batch])
+                batch, held = [], 0
+            if count <= PASSAGE_SLICE:
+                batch.append(run)
+                held += count
+                continue
+            windows = -(-count // PASSAGE_SLICE)
+            width = -(-(high - low + 1) // windows)
+            for w in range(windows):
+                yield from self._read_latest(
+                    "p.run_id = ? AND n.position BETWEEN ? AND ?", [run, low + w * width, low + (w + 1) * width - 1]
+                )
+        if batch:
+            yield from self._read_latest("p.run_id IN (SELECT unnest(?))", [batch])
+
+    def _read_latest(self, where: str, params: list) -> Iterator[PassageRow]:
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} {_LATEST} WHERE {where} ORDER BY p.run_id, n.position, p.json_path, p.start_offset", params
+        ).fetchall()
+        for row in rows:
+            yield PassageRow(*row)
 
     def by_ids(self, passage_ids: Iterable[str], runs: Iterable[str] | None = None) -> dict[str, PassageRow]:
         """The latest passages with these ids; `runs`, the runs they are in when the caller knows

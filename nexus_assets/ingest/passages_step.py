@@ -26,6 +26,8 @@ class PassageStores(Protocol):
 
 # Run versions read per chunk: their nodes, then their passages, are held at once.
 RUNS_PER_CHUNK = 200
+# New passages written at a time within a chunk's transaction.
+FLUSH_ROWS = 50_000
 
 
 @dataclass
@@ -55,28 +57,38 @@ def build_passages(vault: PassageStores, *, only: list[str] | None = None, progr
         done = vault.passages.split_nodes(rv.run_id for rv in chunk)
         rows: list[dict] = []
         built: list[tuple[RunVersion, int]] = []
-        for rv in chunk:
-            run = runs.get(rv)
-            count = 0
-            for node in run.nodes if run is not None else ():
-                key = (rv.run_id, node.path, node.checksum)
-                if key in done:
-                    report.nodes_kept += 1
-                    continue
-                done.add(key)
-                report.nodes_split += 1
-                for span in passage_spans(node.text or "", node.node_type, run.format):
-                    rows.append({
-                        "run_id": rv.run_id, "json_path": node.path, "node_checksum": node.checksum,
-                        "start_offset": span.start, "end_offset": span.end, "kind": span.kind,
-                        "passage_id": passage_id(rv.run_id, node.path, span.start, span.end),
-                    })
-                    count += 1
-            built.append((rv, count))
-            report.passages += count
-        vault.passages.store(rows, built, SPLITTER_VERSION)
+        with vault.transaction():
+            for rv in chunk:
+                count = _split_run(vault, rv, runs.get(rv), done, rows, report)
+                built.append((rv, count))
+                report.passages += count
+            vault.passages.store(rows, built, SPLITTER_VERSION)
         report.run_ids.extend(rv.run_id for rv in chunk)
         del runs, rows
         if progress and len(todo) > RUNS_PER_CHUNK and (start // RUNS_PER_CHUNK) % max(1, step // RUNS_PER_CHUNK) == 0:
             progress(f"passages: {min(start + RUNS_PER_CHUNK, len(todo))} of {len(todo)} run versions split")
     return report
+
+
+def _split_run(vault: PassageStores, rv: RunVersion, run, done: set, rows: list[dict], report: PassageReport) -> int:
+    """This run version's new passages appended to `rows`; every FLUSH_ROWS of them are written
+    (inside the caller's transaction), so a run of a million messages never holds them all."""
+    count = 0
+    for node in run.nodes if run is not None else ():
+        key = (rv.run_id, node.path, node.checksum)
+        if key in done:
+            report.nodes_kept += 1
+            continue
+        done.add(key)
+        report.nodes_split += 1
+        for span in passage_spans(node.text or "", node.node_type, run.format):
+            rows.append({
+                "run_id": rv.run_id, "json_path": node.path, "node_checksum": node.checksum,
+                "start_offset": span.start, "end_offset": span.end, "kind": span.kind,
+                "passage_id": passage_id(rv.run_id, node.path, span.start, span.end),
+            })
+            count += 1
+        if len(rows) >= FLUSH_ROWS:
+            vault.passages.store(rows, [], SPLITTER_VERSION)
+            rows.clear()
+    return count

@@ -251,8 +251,15 @@ class _Pool:
                 row = self.rows[item]
                 shown[item] = row
                 sim, ev = self.evidence(query, item, row.text)
+                # A passage carries the authority its run file has in the topics whose record holds it
+                # (the highest of them), as a brick carries its topic's.
+                for t in holding_topics(self.record.records, row):
+                    if t not in topic_defs:
+                        topic_defs[t] = vault.topics.topic(t)
+                holders = [topic_defs[t] for t in holding_topics(self.record.records, row) if topic_defs[t]]
+                authority = min((t.authority_of(files.get(row.run_id)) for t in holders), default=3)
                 out.append(Candidate(brick_id=item, topic_id="", content=row.text, state=PASSAGE, similarity=sim, evidence=ev,
-                                     kind="passage", authority=3, recency=place.get(seq.get(row.run_id, 0), 0.0),
+                                     kind="passage", authority=authority, recency=place.get(seq.get(row.run_id, 0), 0.0),
                                      fused=round(fused.get(item, 0.0), 6)))
                 continue
             b = bricks.get(item)

@@ -128,6 +128,7 @@ def test_a_locked_topic_reports_new_runs_and_compiles_none_of_them(empty_project
     assert check_results(result) == {
         "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
         "vector_index_in_step": True, "open_conflicts": True,
+        "passages_verbatim": True, "passage_index_in_step": True,
     }
     raw = result.asset_materializations_for_node("raw_runs")[0].metadata
     assert raw["topic_state"].value == "LOCKED"

@@ -68,6 +68,7 @@ def test_a_sealed_topic_passes_every_check_and_verify(sealed: Project, capsys):
     assert check_results(result) == {
         "hallucination_rejection": True, "checksum_drift": True, "final_immutability": True, "extraction_quality": True,
         "vector_index_in_step": True, "open_conflicts": True,
+        "passages_verbatim": True, "passage_index_in_step": True,
     }
     code, data = verify(capsys, sealed)
     assert code == 0 and data["immutability_problems"] == [] and data["chain_problems"] == []

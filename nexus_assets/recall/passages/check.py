@@ -3,9 +3,11 @@ indexes out of step with the passages. Only reads."""
 
 from __future__ import annotations
 
+from itertools import islice
 from pathlib import Path
 from typing import Protocol, TYPE_CHECKING
 
+from nexus_assets.ingest.passage_records import PASSAGE_SLICE
 from nexus_assets.ingest.passages import passage_id
 from nexus_assets.recall.passages.index import load
 
@@ -25,25 +27,29 @@ def slice_problems(vault: CheckStores, run_ids: list[str] | None = None) -> tupl
     runs = vault.passages.newest_build_runs() if run_ids is None else run_ids
     problems: list[tuple[str, str]] = []
     checked = 0
-    rows = list(vault.passages.latest(runs)) if runs else []
-    texts = vault.runs.latest_node_texts((r.run_id, r.json_path) for r in rows)
-    last_end: dict[tuple[str, str], int] = {}
-    for r in sorted(rows, key=lambda r: (r.run_id, r.json_path, r.start)):
-        checked += 1
-        node = texts.get((r.run_id, r.json_path))
-        if node is None:
-            problems.append((r.passage_id, "its node is not in the run's latest version"))
-            continue
-        if not (0 <= r.start < r.end <= len(node)) or node[r.start : r.end] != r.text:
-            problems.append((r.passage_id, f"[{r.start}:{r.end}] is not a slice of its node that equals its text"))
-        elif r.text != r.text.strip():
-            problems.append((r.passage_id, "its slice begins or ends with whitespace"))
-        if r.passage_id != passage_id(r.run_id, r.json_path, r.start, r.end):
-            problems.append((r.passage_id, "its id is not sha256(run_id:json_path:start:end)"))
-        key = (r.run_id, r.json_path)
-        if last_end.get(key, 0) > r.start:
-            problems.append((r.passage_id, "it overlaps the passage before it"))
-        last_end[key] = r.end
+    # Rows come in document order, a node's passages one after another: only the last is kept.
+    last: tuple[tuple[str, str], int] = (("", ""), 0)
+    # A slice of rows at a time, with the texts of their nodes: never a run's passages all at once.
+    rows = iter(vault.passages.latest(runs)) if runs else iter(())
+    while part := list(islice(rows, PASSAGE_SLICE)):
+        texts = vault.runs.latest_node_texts({(r.run_id, r.json_path) for r in part})
+        for r in part:
+            checked += 1
+            node = texts.get((r.run_id, r.json_path))
+            if node is None:
+                problems.append((r.passage_id, "its node is not in the run's latest version"))
+                continue
+            if not (0 <= r.start < r.end <= len(node)) or node[r.start : r.end] != r.text:
+                problems.append((r.passage_id, f"[{r.start}:{r.end}] is not a slice of its node that equals its text"))
+            elif r.text != r.text.strip():
+                problems.append((r.passage_id, "its slice begins or ends with whitespace"))
+            if r.passage_id != passage_id(r.run_id, r.json_path, r.start, r.end):
+                problems.append((r.passage_id, "its id is not sha256(run_id:json_path:start:end)"))
+            key = (r.run_id, r.json_path)
+            if last[0] == key and last[1] > r.start:
+                problems.append((r.passage_id, "it overlaps the passage before it"))
+            last = (key, r.end)
+        del part, texts
     return checked, problems
 
 

@@ -22,7 +22,7 @@ from nexus_assets.ingest.passages import SPLITTER_VERSION
 from nexus_assets.recall.passages import segments as seg_mod
 from nexus_assets.recall.passages import text_index
 from nexus_assets.recall.passages.filters import RecordFilter
-from nexus_assets.recall.passages.vectors import blended, said
+from nexus_assets.recall.passages.vectors import blended
 from nexus_assets.recall.static_embedder import MODEL
 from nexus_assets.vault.connection import derived_path
 
@@ -33,6 +33,13 @@ FORMAT = 2  # 2: each passage also indexed with its neighbours (`near`)
 STATE_FILE = "state.json"
 # Runs read and embedded per new segment when a sync adds many (memory stays one slice of rows).
 RUNS_PER_SEGMENT = 2_000
+# Passages per segment at most (a run longer than that is indexed in pieces): what is held at
+# once while indexing is one segment's rows and vectors.
+ROWS_PER_SEGMENT = 40_000
+# The characters of a message its neighbours' full-text context holds.
+CONTEXT_CHARS = 4_000
+# Rows of the pieces beside a piece read for its context (a run cut into pieces).
+EDGE_ROWS = 2_000
 # More segments than this and the smallest are merged (a push adds one small segment each time).
 MAX_SEGMENTS = 12
 # A segment with more of its rows deleted than this share is rewritten without them.
@@ -134,13 +141,16 @@ def refresh(vault: PassageStores, db_path: str | Path, progress: Callable[[str],
         stale = {r for r in changed if r in held} | set(gone)
         if not changed and not gone:
             return report
-        segments = [seg_mod.load_segment(path / "segments" / n) for n in state["segments"]]
+        folder = path / "segments"
+        segments: list[seg_mod.Stored] = []
+        for n in state["segments"]:
+            if stale:  # read one segment at a time: only its deleted mask changes
+                seg_mod.mark_deleted(seg_mod.load_segment(folder / n), stale)
+            segments.append(seg_mod.stored(folder / n))
         texts, messages = text_index.open_index(path / "text", "passages"), text_index.open_index(path / "messages", "messages")
         t_writer, m_writer = text_index.writer_of(texts[0]), text_index.writer_of(messages[0])
         try:
             if stale:
-                for s in segments:
-                    seg_mod.mark_deleted(s, stale)
                 text_index.delete_runs(t_writer, sorted(stale))
                 text_index.delete_runs(m_writer, sorted(stale))
                 for r in gone:
@@ -148,11 +158,13 @@ def refresh(vault: PassageStores, db_path: str | Path, progress: Callable[[str],
             report.runs_removed = len(stale)
             for start in range(0, len(changed), RUNS_PER_SEGMENT):
                 chunk = changed[start : start + RUNS_PER_SEGMENT]
-                rows = list(vault.passages.latest(chunk))
-                name = f"seg-{state['next']:06d}"
-                state["next"] += 1
-                segments.append(_add_rows(path, name, rows, t_writer, m_writer))
-                report.passages_added += len(rows)
+                for batch in _batches(_pieces(vault.passages.latest(chunk))):
+                    name = f"seg-{state['next']:06d}"
+                    state["next"] += 1
+                    segments.append(_add_rows(path, name, batch, t_writer, m_writer))
+                    report.passages_added += sum(len(rows) for rows, _, _ in batch)
+                    if progress and report.passages_added > ROWS_PER_SEGMENT:
+                        progress(f"passages indexed: {report.passages_added}")
                 report.runs_added += len(chunk)
                 held.update({r: latest[r] for r in chunk})
                 if progress and len(changed) > RUNS_PER_SEGMENT:
@@ -171,24 +183,97 @@ def refresh(vault: PassageStores, db_path: str | Path, progress: Callable[[str],
     return report
 
 
-def _add_rows(path: Path, name: str, rows: list[PassageRow], t_writer, m_writer) -> seg_mod.Segment:
-    """One new segment and the full-text documents of these rows (runs in document order)."""
-    messages = _messages(rows)
+def _pieces(rows: Iterator[PassageRow]) -> Iterator[tuple[list[PassageRow], list[PassageRow], list[PassageRow]]]:
+    """(piece, the piece before it, the piece after it): a run's passages in pieces of at most
+    ROWS_PER_SEGMENT rows cut between messages, counted from the run's start (so a run's pieces,
+    and the context each passage is embedded with, never depend on the runs indexed with it); the
+    pieces beside it are of the same run, or empty. Two pieces and a look-ahead are held at once,
+    whatever the size of a run."""
+    def cut() -> Iterator[list[PassageRow]]:
+        piece: list[PassageRow] = []
+        for r in rows:
+            # Cut between messages, or inside one that alone is longer than two segments.
+            full = len(piece) >= ROWS_PER_SEGMENT and (_key(r) != _key(piece[-1]) or len(piece) >= 2 * ROWS_PER_SEGMENT)
+            if piece and (r.run_id != piece[-1].run_id or full):
+                yield piece
+                piece = []
+            piece.append(r)
+        if piece:
+            yield piece
+
+    before: list[PassageRow] = []
+    current: list[PassageRow] | None = None
+    for piece in cut():
+        if current is not None:
+            same = piece[0].run_id == current[0].run_id
+            yield current, before, piece if same else []
+            before = current if same else []
+        current = piece
+    if current is not None:
+        yield current, before, []
+
+
+def _batches(pieces) -> Iterator[list]:
+    """Pieces gathered into segments of about ROWS_PER_SEGMENT rows (many small runs share one)."""
+    batch, size = [], 0
+    for item in pieces:
+        if batch and size + len(item[0]) > ROWS_PER_SEGMENT:
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += len(item[0])
+    if batch:
+        yield batch
+
+
+def _add_rows(path: Path, name: str, batch: list, t_writer, m_writer) -> seg_mod.Stored:
+    """One new segment and the full-text documents of these pieces' rows (runs in document order)."""
+    import numpy as np
+
+    rows = [r for piece, _, _ in batch for r in piece]
+    vectors = np.concatenate([_piece_vectors(piece, before, after) for piece, before, after in batch]) if rows else None
     keys = [_key(r) for r in rows]
-    prev = [messages[k][1] for k in keys]
     near = _neighbours(rows, keys)
-    sentences = [said(r.speaker, r.text) for r in rows]
-    whole = [said(r.speaker, messages[k][0]) for r, k in zip(rows, keys)]
-    vectors = blended(sentences, whole, prev, near) if rows else None
     written: set[str] = set()
+    for piece, before, after in batch:
+        messages = _messages([*before[-EDGE_ROWS:], *piece, *after[:EDGE_ROWS]])
+        for r in piece:
+            k = _key(r)
+            if k not in written:
+                written.add(k)
+                text, previous, following = messages[k]
+                text_index.add_message(m_writer, r, k, f"{r.speaker or ''} {text}", f"{_context(previous)} {_context(following)}",
+                                       seg_mod.day_number(r.timestamp))
     for r, k, n in zip(rows, keys, near):
-        day = seg_mod.day_number(r.timestamp)
-        text_index.add_passage(t_writer, r, k, f"{r.speaker or ''} {r.text}", n, day)
-        if k not in written:
-            written.add(k)
-            text, before, after = messages[k]
-            text_index.add_message(m_writer, r, k, f"{r.speaker or ''} {text}", f"{before} {after}", day)
+        text_index.add_passage(t_writer, r, k, f"{r.speaker or ''} {r.text}", n, seg_mod.day_number(r.timestamp))
     return seg_mod.write_segment(path / "segments", name, rows, vectors)
+
+
+def _piece_vectors(piece: list[PassageRow], before: list[PassageRow], after: list[PassageRow]):
+    """The piece's passage vectors, their context read from the pieces beside it (EDGE_ROWS each)."""
+    from nexus_assets.ingest.passages import is_conversational
+
+    head = before[-EDGE_ROWS:]
+    window = [*head, *piece, *after[:EDGE_ROWS]]
+    number: dict[str, int] = {}
+    last_of_kind: dict[tuple[str, bool], int] = {}
+    previous: list[int] = []
+    message: list[int] = []
+    for r in window:
+        k = _key(r)
+        if k not in number:
+            number[k] = len(number)
+            kind = (r.run_id, is_conversational(r.node_type, r.hidden))
+            previous.append(last_of_kind.get(kind, -1))
+            last_of_kind[kind] = number[k]
+        message.append(number[k])
+    vectors = blended([r.text for r in window], [r.speaker for r in window], message, previous)
+    return vectors[len(head) : len(head) + len(piece)]
+
+
+def _context(text: str) -> str:
+    """A message as another message's context: its first CONTEXT_CHARS characters."""
+    return text if len(text) <= CONTEXT_CHARS else text[:CONTEXT_CHARS]
 
 
 def _messages(rows: list[PassageRow]) -> dict[str, tuple[str, str, str]]:
@@ -226,23 +311,24 @@ def _key(row) -> str:
     return f"{row.run_id}\x1f{row.json_path}"
 
 
-def _tidy(path: Path, segments: list[seg_mod.Segment], state: dict) -> tuple[list[seg_mod.Segment], int]:
+def _tidy(path: Path, segments: list[seg_mod.Stored], state: dict) -> tuple[list[seg_mod.Stored], int]:
     """Rewrite segments mostly deleted, and merge the smallest when there are too many."""
+    folder = path / "segments"
     kept, merged = [], 0
     for s in segments:
-        if s.rows and s.live() < (1 - COMPACT_SHARE) * s.rows:
+        if s.rows and s.live < (1 - COMPACT_SHARE) * s.rows:
             name = f"seg-{state['next']:06d}"
             state["next"] += 1
-            s = seg_mod.merge_segments(path / "segments", name, [s])
+            s = seg_mod.merge_segments(folder, name, [s.name])
             merged += 1
         kept.append(s)
-    kept = [s for s in kept if s.live()]
+    kept = [s for s in kept if s.live]
     if len(kept) > MAX_SEGMENTS:
-        kept.sort(key=lambda s: s.live())
+        kept.sort(key=lambda s: (s.live, s.name))
         small, big = kept[: len(kept) - MAX_SEGMENTS + 2], kept[len(kept) - MAX_SEGMENTS + 2 :]
         name = f"seg-{state['next']:06d}"
         state["next"] += 1
-        kept = big + [seg_mod.merge_segments(path / "segments", name, small)]
+        kept = big + [seg_mod.merge_segments(folder, name, sorted(s.name for s in small))]
         merged += len(small)
         kept.sort(key=lambda s: s.name)
     return kept, merged

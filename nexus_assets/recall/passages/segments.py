@@ -134,7 +134,26 @@ def write_segment(folder: Path, name: str, rows: Sequence, vectors) -> Segment:
     target = folder / name
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
-    return load_segment(target)
+    return Stored(name, len(rows), len(rows))
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A segment on disk as a refresh counts it (its vectors are not held while others are written)."""
+
+    name: str
+    rows: int
+    live: int
+
+
+def stored(path: Path) -> Stored:
+    """A segment's counts, read without its vectors."""
+    import numpy as np
+
+    with np.load(path / "rows.npz") as arrays:
+        rows = len(arrays["ids"])
+        deleted = np.load(path / "deleted.npy") if (path / "deleted.npy").exists() else arrays["deleted"]
+    return Stored(path.name, rows, int(rows - deleted.sum()))
 
 
 def load_segment(path: Path) -> Segment:
@@ -194,9 +213,9 @@ def segment_admits(seg: Segment, row: int, part) -> bool:
     return admits(part, seg.runs[seg.run[row]], NODE_TYPES[seg.node_type[row]], int(seg.flags[row])) and not seg.deleted[row]
 
 
-def merge_segments(folder: Path, name: str, segments: Sequence[Segment]) -> Segment:
-    """One segment holding the live rows of these, codes copied as stored (no vector is computed
-    again, none of a deleted row is kept)."""
+def merge_segments(folder: Path, name: str, segments: Sequence[str]) -> Stored:
+    """One segment holding the live rows of these (named, read one at a time), codes copied as
+    stored (no vector is computed again, none of a deleted row is kept)."""
     import numpy as np
 
     from nexus_assets.recall.passages.vectors import quantizer_index
@@ -210,7 +229,8 @@ def merge_segments(folder: Path, name: str, segments: Sequence[Segment]) -> Segm
     messages: dict[str, int] = {}
     cols: dict[str, list] = {k: [] for k in ("ids", "run", "node_type", "flags", "speaker", "day", "message")}
     index = quantizer_index(DIMENSIONS)
-    for seg in segments:
+    for seg_name in segments:
+        seg = load_segment(folder / seg_name)
         live = np.flatnonzero(~seg.deleted)
         if not len(live):
             continue
@@ -221,6 +241,7 @@ def merge_segments(folder: Path, name: str, segments: Sequence[Segment]) -> Segm
         for col in ("ids", "node_type", "flags", "day"):
             cols[col].append(getattr(seg, col)[live])
         index.add(np.ascontiguousarray(codes_of(seg, live), dtype=np.float32))
+        del seg
     dtypes = {"ids": "S64", "run": np.int32, "node_type": np.uint8, "flags": np.uint8, "speaker": np.int32, "day": np.int32, "message": np.int32}
     arrays = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])).astype(dtypes[k]) for k, v in cols.items()}
     arrays["deleted"] = np.zeros(len(arrays["ids"]), bool)
@@ -230,4 +251,4 @@ def merge_segments(folder: Path, name: str, segments: Sequence[Segment]) -> Segm
     target = folder / name
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
-    return load_segment(target)
+    return Stored(name, len(arrays["ids"]), len(arrays["ids"]))

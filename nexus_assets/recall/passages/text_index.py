@@ -65,11 +65,16 @@ def open_index(path: Path, kind: str):
     return tantivy.Index(schema, path=str(path)), schema
 
 
+WRITER_HEAP = 48_000_000
+
+
 def writer_of(index):
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
-            return index.writer()
+            # One indexing thread with a bounded heap: a sync's memory is what it holds, and the
+            # embedding, not the postings, is what a refresh waits on.
+            return index.writer(heap_size=WRITER_HEAP, num_threads=1)
         except ValueError:  # LockBusy: another process is writing this index
             if time.monotonic() > deadline:
                 raise
@@ -159,7 +164,9 @@ def ranked(passages_index, messages_index, question: str, filt: RecordFilter, *,
     m_query, _ = m_index.parse_query_lenient(plain, list(MESSAGE_BOOSTS), field_boosts=MESSAGE_BOOSTS)
     m_search = m_index.searcher()
     top_messages = _hits(m_search, Q.boolean_query([(Occur.Must, m_query), *_filter_query(m_schema, filt, speaker, days)]), messages, "key")
-    message_score = dict(top_messages)
+    message_score: dict[str, float] = {}
+    for key, score in top_messages:  # a message cut into pieces has a document each: its best counts
+        message_score[key] = max(score, message_score.get(key, 0.0))
     p_query, _ = p_index.parse_query_lenient(plain, list(PASSAGE_BOOSTS), field_boosts=PASSAGE_BOOSTS)
     p_filter = _filter_query(p_schema, filt, speaker, days)
     searcher = p_index.searcher()

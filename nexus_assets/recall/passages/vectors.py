@@ -16,28 +16,43 @@ PREVIOUS_WEIGHT = 0.3
 NEIGHBOUR_WEIGHT = 0.3  # the passages just before and after it in its message
 
 
-def said(speaker: str | None, text: str) -> str:
-    """What the vector is taken of: who said it, then what they said."""
-    return f"{speaker}: {text}" if speaker else text
+def blended(texts: Sequence[str], speakers: Sequence[str | None], message, previous):
+    """Unit vectors (n x 256) of each passage (with its speaker) blended with its message's (with
+    its speaker), the previous message's and its neighbours' in its message. `message[i]` numbers
+    passage i's message (a message's passages are consecutive); `previous[m]` is the message
+    before message m, or -1.
 
-
-def blended(sentences: Sequence[str], messages: Sequence[str], previous: Sequence[str], neighbours: Sequence[str] | None = None):
-    """Unit vectors (n x 256) of each sentence blended with its message's, the previous one's and
-    its neighbours' in its message."""
+    Each passage is tokenised once: a message's vector is the sum of its passages' word-piece sums
+    (`static_embedder.token_sums`: the same as embedding the passages joined), so a 30 MB message
+    costs its sentences, not its sentences times its length."""
     import numpy as np
+    from scipy.sparse import csr_matrix
 
-    from nexus_assets.recall.static_embedder import embed_static
+    from nexus_assets.recall.static_embedder import token_sums, unit
 
-    distinct = list(dict.fromkeys([*messages, *previous]))
-    where = {t: i for i, t in enumerate(distinct)}
-    context = embed_static(distinct)
-    v = embed_static(list(sentences))
-    v += MESSAGE_WEIGHT * context[[where[m] for m in messages]]
-    v += PREVIOUS_WEIGHT * context[[where[p] for p in previous]]
-    if neighbours is not None:
-        v += NEIGHBOUR_WEIGHT * embed_static(list(neighbours))
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    n = len(texts)
+    message = np.asarray(message, dtype=np.int64)
+    previous = np.asarray(previous, dtype=np.int64)
+    sums = token_sums(list(texts))
+    names = sorted({s for s in speakers if s})
+    who = {s: i + 1 for i, s in enumerate(names)}
+    prefix = np.zeros((len(names) + 1, sums.shape[1]), np.float32)
+    prefix[1:] = token_sums([f"{s}:" for s in names])  # said(speaker, text) = "speaker: text"
+    spoken = prefix[np.fromiter((who.get(s, 0) for s in speakers), np.int64, n)]
+    whole = csr_matrix((np.ones(n, np.float32), (message, np.arange(n))), shape=(int(message.max()) + 1 if n else 0, n)) @ sums
+    same_before = np.r_[False, message[1:] == message[:-1]]
+    same_after = np.r_[message[:-1] == message[1:], False]
+    near = np.zeros_like(sums)
+    near[same_before] += sums[:-1][same_before[1:]]
+    near[same_after] += sums[1:][same_after[:-1]]
+    before = np.zeros_like(sums)
+    has = previous[message] >= 0
+    before[has] = whole[previous[message][has]]
+    v = unit(sums + spoken)
+    v += MESSAGE_WEIGHT * unit(whole[message] + spoken)
+    v += PREVIOUS_WEIGHT * unit(before)
+    v += NEIGHBOUR_WEIGHT * unit(near)
+    return unit(v)
 
 
 # Stored as faiss's 8-bit scalar codes with one fixed range for every component (QT_8bit_uniform,
