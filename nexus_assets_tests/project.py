@@ -58,7 +58,7 @@ class Project:
         return path
 
     def write_topic(self, topic_id: str, *, keywords: list[str], state: str = "ACTIVE", ordering_rule: str = "chronological",
-                    node_types: list[str] | None = None, min_relevance: float | None = 0.0) -> Path:
+                    node_types: list[str] | None = None, min_relevance: float | None = 0.0, include_hidden: bool = False) -> Path:
         """A topic file. `min_relevance` 0 keeps every keyword statement: the tests that use this
         helper are about other things, on generated text; relevance has its own (test_worth_keeping)."""
         self.topics.mkdir(parents=True, exist_ok=True)
@@ -75,6 +75,7 @@ class Project:
                     "ordering_rule": ordering_rule,
                     "state": state,
                     **({"min_relevance": min_relevance} if min_relevance is not None else {}),
+                    **({"include_hidden": True} if include_hidden else {}),
                 }
             ),
             encoding="utf-8",

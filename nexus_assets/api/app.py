@@ -29,7 +29,11 @@ def create_app(config: ApiConfig) -> FastAPI:
 
         from nexus_assets.mcp_server.tools import build_server
 
-        mcp_server = build_server(config, allow_writes=False)
+        # /mcp only reads (the HTTP routes write, behind the same token); an agent is told where writes are.
+        mcp_server = build_server(config, allow_writes=False, writes_off=(
+            "the tools at /mcp on `nexus api` only read: start `nexus mcp --allow-writes` to use it, "
+            "or call this API's HTTP routes that write (docs/agents.md)"
+        ))
         # With a token the guard checks every request; the SDK's own Host check is for a loopback
         # server without one (it would refuse the names a remote client uses).
         security = None if not config.token else TransportSecuritySettings(enable_dns_rebinding_protection=False)

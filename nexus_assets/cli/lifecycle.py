@@ -51,6 +51,8 @@ def cmd_discover(args: argparse.Namespace) -> int:
         print(f"nexus: discover: {exc}", file=sys.stderr)
         return 1
     lines = [f"looked at {report.runs_considered} recent runs ({report.extractor})"]
+    if report.runs_covered:
+        lines.append(f"{report.runs_covered} of them mention an existing topic's keywords (already covered: those are never proposed again)")
     for w in report.written:
         lines.append(
             f"wrote DRAFT {w['path']}: {w['display_name']} [{', '.join(w['required_keywords'])}]; "
@@ -61,7 +63,13 @@ def cmd_discover(args: argparse.Namespace) -> int:
     if report.written:
         lines.append("review each file, then `nexus activate TOPIC` to compile it")
     else:
-        lines.append("no new topics to propose")
+        # What it read and what a proposal needs: a bare "nothing" leaves a new user guessing.
+        lines.append(f"no new topics to propose; {report.needs['rule']}")
+        if report.strongest:
+            lines.append(
+                f"the new term most conversations are about is {report.strongest['term']!r} "
+                f"({report.strongest['conversations']} of {report.runs_considered})"
+            )
     emit(args, report.as_dict(), "\n".join(lines))
     return 0
 

@@ -134,6 +134,7 @@ def _report(args: argparse.Namespace, outcome: SyncOutcome) -> int:
         missing = outcome.not_extracted.get(r["topic_id"])
         unasked = f"; {missing} runs not extracted (failed LLM calls, asked again next sync)" if missing else ""
         lines.append(f"{r['topic_id']}: {status}; {_by_state(r)}; manifest {(r['manifest_hash'] or '-')[:16]}{unasked}")
+        lines += _notes(r)
     if not outcome.ingest_ok:
         lines.append("nothing was compiled: ingesting the run files failed")
         for err in outcome.ingest_errors:
@@ -149,11 +150,17 @@ def _report(args: argparse.Namespace, outcome: SyncOutcome) -> int:
     return 1 if outcome.failed else 0
 
 
+def _notes(r: dict) -> list[str]:
+    """What a topic's result says beside its counts, under its line (the service words it)."""
+    hidden = r.get("keywords_only_hidden")
+    return [f"  {hidden['note']}"] if hidden else []
+
+
 def _report_unchanged(args: argparse.Namespace, outcome: SyncOutcome) -> int:
-    lines = [
-        f"{r['topic_id']}: ok (unchanged since the last sync); {_by_state(r)}; manifest {(r['manifest_hash'] or '-')[:16]}"
-        for r in outcome.results
-    ]
+    lines = []
+    for r in outcome.results:
+        lines.append(f"{r['topic_id']}: ok (unchanged since the last sync); {_by_state(r)}; manifest {(r['manifest_hash'] or '-')[:16]}")
+        lines += _notes(r)
     emit(args, outcome.results, "\n".join(lines))
     return 0
 

@@ -20,6 +20,7 @@ from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.drift.step import current_drift, full_drift, record_drift
+from nexus_assets.extract.about import HiddenOnly
 from nexus_assets.extract.about_step import judge_record
 from nexus_assets.extract.backends import OpenAIExtractor
 from nexus_assets.extract.step import extract_phase
@@ -149,16 +150,17 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
         ignored = runs_ignored_since_lock(v, topic_id) if topic.state == "LOCKED" else None
         record = judge_record(v, topic) if topic.state != "LOCKED" else None
     if record is not None and record.hidden_only:
-        # Said always: the topic's words are in messages it does not read (docs/inputs.md include_hidden).
-        settings.say(context, f"{topic_id}: {record.hidden_only} run(s) mention this topic's keywords only in hidden "
-                     "messages; `include_hidden: true` reads them")
+        # In the run's log: the topic's words are in messages it does not read (docs/inputs.md include_hidden).
+        # The sync's result says it to every shell (services/sync.py), so it is not echoed here a second time.
+        context.log.info(HiddenOnly(record.hidden_only, record.hidden_messages).note(topic_id))
     return dg.MaterializeResult(
         metadata={
             "topic_state": topic.state,
             "runs_latest": runs_latest,
             **({"runs_admitted": record.runs_admitted, "runs_about": record.runs_about,
                 "runs_reading_tool_output": record.runs_reading_tools, "runs_judged_now": record.judged_now,
-                "runs_keywords_only_hidden": record.hidden_only} if record is not None else {}),
+                "runs_keywords_only_hidden": record.hidden_only,
+                "hidden_messages_with_keywords": record.hidden_messages} if record is not None else {}),
             **(
                 {"runs_ignored_locked": len(ignored), **non_empty(ignored_runs=table([{"run_id": r} for r in ignored], [("run_id", "string")]))}
                 if ignored is not None

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nexus_assets.core.models import ExtractionPolicy, Run, Topic
-from nexus_assets.extract.scope import node_text
+from nexus_assets.extract.scope import keyword_pattern, node_text
 
 TEXT_NODE_TYPES = ("user_message", "assistant_message")
 
@@ -152,9 +152,54 @@ def _focal_terms(messages: list[tuple[bool, str]]) -> tuple[set[str], dict[str, 
     return {s for s in said_by_person if in_messages[s] >= 2}, form
 
 
+@dataclass(frozen=True)
+class Survey:
+    """What discovery read and what a proposal needs, for a person told that nothing was proposed
+    (a bare "no new topics" leaves them guessing whether it read anything at all)."""
+
+    runs: int
+    # Runs an existing topic's keywords occur in (those keywords are never proposed again).
+    runs_covered: int
+    # The new term the most conversations are about (not an existing topic's, not an everyday
+    # word), and how many: how far the runs are from a proposal.
+    strongest: tuple[str, int] | None
+
+    def needs(self) -> dict:
+        need = min_evidence(self.runs)
+        return {
+            "min_conversations": need,
+            "min_terms": 2,
+            "max_term_share": MAX_RUN_SHARE,
+            "rule": (
+                f"a topic needs at least {need} of the {self.runs} conversations about one subject: a new term the "
+                "person says that comes up in two of a conversation's messages, with another new term in the same "
+                f"conversations (neither in more than {MAX_RUN_SHARE:.0%} of all of them)"
+            ),
+        }
+
+    def strongest_dict(self) -> dict | None:
+        return None if self.strongest is None else {"term": self.strongest[0], "conversations": self.strongest[1]}
+
+
+def covered_runs(runs: Sequence[Run], topics: Sequence[Topic]) -> int:
+    """How many runs an existing topic's keywords occur in (whole words, any case, as a sync reads them)."""
+    pattern = keyword_pattern(tuple(sorted({k for t in topics for k in t.extraction_policy.required_keywords or ()})))
+    if pattern is None:
+        return 0
+    return sum(any(pattern.search(text) for _, text in _run_messages(run)) for run in runs)
+
+
 def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_proposals: int | None = None) -> list[Proposal]:
     """At most `max_proposals` (default MAX_PROPOSALS) DRAFT topics: subjects that several
     conversations are about and that no existing topic covers, best supported first."""
+    return survey(runs, existing, max_proposals=max_proposals)[0]
+
+
+def survey(
+    runs: Sequence[Run], existing: Sequence[Topic], *, max_proposals: int | None = None, covering: Sequence[Topic] | None = None
+) -> tuple[list[Proposal], Survey]:
+    """`propose_topics`, and what was read and needed (`covering`: the topics whose runs count as
+    covered; default `existing`)."""
     limit = MAX_PROPOSALS if max_proposals is None else max_proposals
     runs = sorted(runs, key=lambda r: r.run_id)
     claimed = set()
@@ -166,8 +211,13 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
     n = len(runs)
     need = min_evidence(n)
     max_runs = max(need, int(n * MAX_RUN_SHARE))
-    candidates = [s for s, rs in about.items() if len(rs) >= need and len(in_runs[s]) <= max_runs and s not in claimed]
-    candidates.sort(key=lambda s: (-len(about[s]), -len(in_runs[s]), s))
+    # Terms no topic has, not everyday words: best supported first; those enough conversations are about are candidates.
+    new_terms = sorted(
+        (s for s in about if len(in_runs[s]) <= max_runs and s not in claimed), key=lambda s: (-len(about[s]), -len(in_runs[s]), s)
+    )
+    candidates = [s for s in new_terms if len(about[s]) >= need]
+    strongest = (forms[new_terms[0]].most_common(1)[0][0], len(about[new_terms[0]])) if new_terms else None
+    read = Survey(n, covered_runs(runs, existing if covering is None else covering), strongest)
 
     proposals: list[tuple[tuple, Proposal]] = []
     for cluster, evidence in _clusters(candidates, in_runs, about, n, need):
@@ -181,7 +231,7 @@ def propose_topics(runs: Sequence[Run], existing: Sequence[Topic], *, max_propos
         rank = (-len(evidence), topic_id)
         proposals.append((rank, Proposal(topic, tuple(runs[i].run_id for i in sorted(evidence)), n)))
     proposals.sort(key=lambda p: p[0])
-    return [p for _, p in proposals][:limit]
+    return [p for _, p in proposals][:limit], read
 
 
 def _term_runs(runs: Sequence[Run]) -> tuple[dict[str, Counter], dict[str, set[int]], dict[str, set[int]]]:

@@ -30,10 +30,11 @@ from nexus_assets.discovery.rules import (
     MAX_PROPOSALS,
     TEXT_NODE_TYPES,
     Proposal,
+    covered_runs,
     duplicate_of,
     min_evidence,
-    propose_topics,
     slug,
+    survey,
 )
 from nexus_assets.extract.scope import keyword_pattern, node_text
 from nexus_assets.llm.client import (
@@ -75,11 +76,18 @@ def recent_runs(runs_dir: Path, recent: int = DEFAULT_RECENT) -> list[Run]:
 
 @dataclass
 class DiscoveryReport:
+    """What discover wrote and skipped, and what it read and needs (`runs_covered`: runs an existing
+    topic's keywords occur in; `needs`: the bar a proposal clears, its `rule` in words; `strongest`:
+    the new term most conversations are about, offline only), so "nothing to propose" says why."""
+
     extractor: str
     runs_considered: int
     written: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     llm_call: dict | None = None
+    runs_covered: int = 0
+    needs: dict = field(default_factory=dict)
+    strongest: dict | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -88,6 +96,9 @@ class DiscoveryReport:
             "written": self.written,
             "skipped": self.skipped,
             "llm_call": self.llm_call,
+            "runs_covered": self.runs_covered,
+            "needs": self.needs,
+            "strongest": self.strongest,
         }
 
 
@@ -139,6 +150,12 @@ def existing_topics(topics_dir: Path, recorded: Sequence[Topic] = ()) -> tuple[l
     return [topics[k] for k in sorted(topics)], {tf.path.stem for tf in files}
 
 
+def _covering(existing: Sequence[Topic], rejected: Sequence[Topic]) -> list[Topic]:
+    """The topics a person has: a rejected proposal is not proposed again, but covers no run."""
+    gone = {t.topic_id for t in rejected}
+    return [t for t in existing if t.topic_id not in gone]
+
+
 def _write(report: DiscoveryReport, topics_dir: Path, taken_files: set[str], proposal: Proposal, how: str) -> Topic | None:
     topic = proposal.topic
     if topic.topic_id in taken_files:
@@ -164,12 +181,15 @@ def _write(report: DiscoveryReport, topics_dir: Path, taken_files: set[str], pro
 
 
 def discover_embedded(
-    runs: Sequence[Run], topics_dir: Path, *, recorded: Sequence[Topic] = (), max_proposals: int | None = None
+    runs: Sequence[Run], topics_dir: Path, *, recorded: Sequence[Topic] = (), rejected: Sequence[Topic] = (),
+    max_proposals: int | None = None,
 ) -> tuple[DiscoveryReport, list[Topic]]:
-    existing, taken_files = existing_topics(topics_dir, recorded)
-    report = DiscoveryReport("embedded", len(runs))
+    """`recorded`: the vault's topics; `rejected`: proposals a person deleted (never proposed again)."""
+    existing, taken_files = existing_topics(topics_dir, [*recorded, *rejected])
+    proposals, read = survey(runs, existing, max_proposals=max_proposals, covering=_covering(existing, rejected))
+    report = DiscoveryReport("embedded", len(runs), runs_covered=read.runs_covered, needs=read.needs(), strongest=read.strongest_dict())
     written = []
-    for proposal in propose_topics(runs, existing, max_proposals=max_proposals):
+    for proposal in proposals:
         topic = _write(report, topics_dir, taken_files, proposal, "keyword clusters")
         if topic is not None:
             written.append(topic)
@@ -234,10 +254,16 @@ def discover_llm(
     config: LLMConfig,
     store: CallStore,
     recorded: Sequence[Topic] = (),
+    rejected: Sequence[Topic] = (),
     max_proposals: int | None = None,
 ) -> tuple[DiscoveryReport, list[Topic]]:
-    existing, taken_files = existing_topics(topics_dir, recorded)
-    report = DiscoveryReport("openai", len(runs))
+    existing, taken_files = existing_topics(topics_dir, [*recorded, *rejected])
+    need = min_evidence(len(runs))
+    report = DiscoveryReport(
+        "openai", len(runs), runs_covered=covered_runs(runs, _covering(existing, rejected)),
+        needs={"min_conversations": need,
+               "rule": f"a topic the model suggests needs its keywords in at least {need} of the {len(runs)} conversations"},
+    )
     text = _topics_reply(report, render_messages(runs, existing), config, store)
     try:
         suggestions = parse_topics_reply(text)
@@ -249,7 +275,6 @@ def discover_llm(
     accepted: list[Topic] = []
     written = []
     limit = MAX_PROPOSALS if max_proposals is None else max_proposals
-    need = min_evidence(len(runs))
     for item in suggestions:
         if len(written) >= limit:
             break

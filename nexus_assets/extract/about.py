@@ -11,6 +11,7 @@ A run whose keywords occur only in hidden messages is not, and says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
@@ -19,6 +20,11 @@ from nexus_assets.extract.scope import TOOL_TYPES, keyword_pattern
 from nexus_assets.ingest.passages import CONVERSATIONAL, passage_spans
 
 ABOUT_VERSION = "about-v1"
+# The verdict of a run the topic's keywords are in only through hidden messages (stored as its
+# `why`; `hidden_messages` reads the count back, so the sync can say how many without reading a run).
+HIDDEN_ONLY = "a required keyword occurs only in {n} hidden message(s); include_hidden: true reads them"
+HIDDEN_ONLY_LIKE = "a required keyword occurs only in % hidden message(s)%"  # the same, as SQL LIKE
+_HIDDEN_ONLY = re.compile(r"a required keyword occurs only in (\d+) hidden message\(s\)")
 
 
 @dataclass(frozen=True)
@@ -67,5 +73,32 @@ def about_run(topic: Topic, run: Run) -> About:
     if tool_hit:
         return About(True, True, "a required keyword occurs only in tool calls or tool output: those nodes are read too")
     if hidden_hits:
-        return About(False, False, f"a required keyword occurs only in {hidden_hits} hidden message(s); include_hidden: true reads them")
+        return About(False, False, HIDDEN_ONLY.format(n=hidden_hits))
     return About(False, False, "no required keyword occurs in the conversation")
+
+
+def hidden_messages(why: str) -> int:
+    """The hidden messages a verdict's `why` counts (0 for a run left out for another reason)."""
+    found = _HIDDEN_ONLY.match(why)
+    return int(found.group(1)) if found else 0
+
+
+@dataclass(frozen=True)
+class HiddenOnly:
+    """A topic whose keywords occur in some runs only in hidden messages (a Claude Code hook's text,
+    thinking, what an export hides) gets nothing from those runs until its file sets
+    `include_hidden: true`; a new user cannot guess that, so the sync says it for the topic."""
+
+    runs: int
+    messages: int
+
+    def note(self, topic_id: str) -> str:
+        messages = f"{self.messages} hidden message{'s mention' if self.messages != 1 else ' mentions'}"
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        return (
+            f"{topic_id}: {messages} this topic's keywords, in {runs} it otherwise gets nothing from; "
+            "`include_hidden: true` in its topic file reads them"
+        )
+
+    def as_dict(self, topic_id: str) -> dict:
+        return {"runs": self.runs, "messages": self.messages, "note": self.note(topic_id)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from nexus_assets.extract.about import HIDDEN_ONLY_LIKE, HiddenOnly, hidden_messages
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records, RunVersion
 
@@ -51,6 +52,17 @@ class AboutRecords(Records):
                WHERE t.topic_id = ? AND t.definition_sha256 = ? ORDER BY t.run_id""",
             [topic_id, digest],
         ).fetchall()
+
+    def keywords_only_hidden(self, topic_id: str, digest: str) -> HiddenOnly | None:
+        """The runs (latest versions) left out under this definition because its keywords occur
+        there only in hidden messages, and those messages; None when there are none."""
+        rows = self.conn.execute(
+            """SELECT t.why FROM topic_record_runs t
+               JOIN runs r ON r.run_id = t.run_id AND r.version_id = t.version_id AND r.is_latest
+               WHERE t.topic_id = ? AND t.definition_sha256 = ? AND NOT t.about AND t.why LIKE ?""",
+            [topic_id, digest, HIDDEN_ONLY_LIKE],
+        ).fetchall()
+        return HiddenOnly(len(rows), sum(hidden_messages(why) for (why,) in rows)) if rows else None
 
     def forget_runs(self, run_ids: Iterable[str]) -> None:
         run_ids = sorted(set(run_ids))

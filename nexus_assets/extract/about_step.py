@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.models import Topic
-from nexus_assets.extract.about import about_run, definition_digest
+from nexus_assets.extract.about import about_run, definition_digest, hidden_messages
 from nexus_assets.extract.step import admitted
 from nexus_assets.vault.records import RunVersion
 
@@ -34,7 +34,8 @@ class RecordReport:
     runs_reading_tools: int = 0
     # Why runs were left out, counted ("a required keyword occurs only in 3 hidden message(s)…").
     left_out: Counter = field(default_factory=Counter)
-    hidden_only: int = 0
+    hidden_only: int = 0  # runs left out because the keywords are only in hidden messages
+    hidden_messages: int = 0  # and those hidden messages
 
 
 def judge_record(vault: AboutStores, topic: Topic) -> RecordReport:
@@ -62,5 +63,6 @@ def judge_record(vault: AboutStores, topic: Topic) -> RecordReport:
             report.runs_reading_tools += tools
         else:
             report.left_out[why.split(";")[0]] += 1
-            report.hidden_only += "hidden message" in why
+            report.hidden_only += (hidden := hidden_messages(why)) > 0
+            report.hidden_messages += hidden
     return report

@@ -40,16 +40,27 @@ INSTRUCTIONS = (
 )
 # Names an agent may use for an argument (the HTTP API's and earlier releases' names), by the name the tools take.
 ALIASES = {"query": ("q",), "topics": ("topic",)}
+# The tools `_write_tools` adds (`nexus mcp --allow-writes`). A read-only server does not list them,
+# but an agent that read the docs calls them anyway: it is told why, not "Unknown tool".
+WRITE_TOOLS = ("remember", "sync", "forget", "keep", "drop")
+# How a read-only server's caller gets a write tool: the stdio server is started again with the flag.
+WRITES_OFF = "this server was started read-only: start it with `nexus mcp --allow-writes` to use it"
 
 
 class NexusServer(MCPServer):
     """The SDK's server, with arguments an agent can get right the first time: the old names
     (`q`, `topic`) are taken for `query` and `topics`, one topic may be given as a string, an
     argument a tool does not have is named, and a bad value is one sentence saying what is
-    wanted (not pydantic's report and its URL)."""
+    wanted (not pydantic's report and its URL). On a read-only server, a write tool is a tool error
+    saying how to get it (`writes_off`)."""
+
+    # Set by build_server on a read-only server: how its caller gets the write tools.
+    writes_off: str | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
         tool = self._tool_manager.get_tool(name)
+        if tool is None and self.writes_off and name in WRITE_TOOLS:
+            raise ToolError(f"{name} is a write tool; {self.writes_off}")
         if tool is not None:
             arguments = _agreed(name, tool.parameters, dict(arguments or {}))
         try:
@@ -149,8 +160,9 @@ Since = Annotated[str | None, Field(pattern=DAY, description="said on or after Y
 Until = Annotated[str | None, Field(pattern=DAY, description="said on or before YYYY-MM-DD")]
 
 
-def build_server(config, *, allow_writes: bool = False, jobs=None) -> MCPServer:
-    """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the sync and forget tools.
+def build_server(config, *, allow_writes: bool = False, jobs=None, writes_off: str = WRITES_OFF) -> MCPServer:
+    """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the WRITE_TOOLS; without
+    it a call to one answers that it writes and `writes_off` (how this server's caller gets it).
     `jobs`: the server's sync worker (services/jobs.py, started by the caller): `remember` then
     compiles what it wrote, as a push to the API does, and `sync` runs in turn with those compiles."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
@@ -160,6 +172,8 @@ def build_server(config, *, allow_writes: bool = False, jobs=None) -> MCPServer:
     _question_tools(server, config)
     if allow_writes:
         _write_tools(server, config, jobs)
+    else:
+        server.writes_off = writes_off
     return server
 
 

@@ -69,7 +69,7 @@ def discover(
     asked only when the extractor calls an endpoint (the LLM's settings)."""
     # Topics the vault knows, and rejected proposals (a DRAFT whose file was deleted, dropped by
     # a sync or not yet), are never proposed again.
-    recorded = [*vault.topics.all(), *dropped_topics(vault)]
+    recorded, rejected = vault.topics.all(), dropped_topics(vault)
     if extractor_kind(extractor).calls_endpoint:
         try:
             config = LLMConfig.from_env(env())
@@ -77,14 +77,15 @@ def discover(
             raise LifecycleRefused(str(exc)) from None
         try:
             report, written = discover_llm(
-                runs, topics_dir, config=config, store=vault.llm_calls, recorded=recorded, max_proposals=max_proposals
+                runs, topics_dir, config=config, store=vault.llm_calls, recorded=recorded, rejected=rejected,
+                max_proposals=max_proposals,
             )
         except LLMFatalError as exc:
             raise LifecycleRefused(str(exc)) from None
         except DiscoveryError as exc:
             raise DiscoveryFailed(str(exc)) from None
     else:
-        report, written = discover_embedded(runs, topics_dir, recorded=recorded, max_proposals=max_proposals)
+        report, written = discover_embedded(runs, topics_dir, recorded=recorded, rejected=rejected, max_proposals=max_proposals)
     by_id = {t.topic_id: t for t in written}
     for row in report.written:
         vault.topics.record_topic(by_id[row["topic_id"]], str(Path(row["path"]).resolve()), actor=actor)

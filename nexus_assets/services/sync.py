@@ -189,12 +189,29 @@ def _unchanged(checked: CheckedSync) -> SyncOutcome:
     with _open(checked) as vault:
         counts = vault.brick_counts()
         hashes = vault.latest_manifest_hashes()
-    results = [
-        {"topic_id": t, "success": True, "unchanged": True, "dagster_run_id": None, "checks": {}, "errors": [],
-         "manifest_hash": hashes.get(t), "bricks": counts.get(t, {})}
-        for t in checked.selected
-    ]
+        results = [
+            {"topic_id": t, "success": True, "unchanged": True, "dagster_run_id": None, "checks": {}, "errors": [],
+             "manifest_hash": hashes.get(t), "bricks": counts.get(t, {})}
+            for t in checked.selected
+        ]
+        _hidden_only_notes(vault, checked, results)
     return SyncOutcome(results=results, unchanged=True)
+
+
+def _hidden_only_notes(vault, checked: CheckedSync, results: list[dict]) -> None:
+    """`keywords_only_hidden` on each result whose topic's keywords some runs hold only in hidden
+    messages: that topic gets nothing from them until its file sets `include_hidden: true`, which a
+    new user cannot guess. Read from the verdicts its `raw_runs` step stored, so a sync that had
+    nothing to compile says it too; never for a topic that reads hidden messages or is sealed."""
+    from nexus_assets.extract.about import definition_digest
+
+    for r in results:
+        topic = checked.selection.defined.get(r["topic_id"])
+        if topic is None or topic.include_hidden or vault.topic_state(topic.topic_id) == "LOCKED":
+            continue
+        found = vault.about.keywords_only_hidden(topic.topic_id, definition_digest(topic))
+        if found is not None:
+            r["keywords_only_hidden"] = found.as_dict(topic.topic_id)
 
 
 def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
@@ -207,6 +224,7 @@ def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
         for r in outcome.results:
             r["manifest_hash"] = hashes.get(r["topic_id"])
             r["bricks"] = counts.get(r["topic_id"], {})
+        _hidden_only_notes(vault, checked, outcome.results)
         outcome.ingestion_errors_total = vault.runs.ingestion_error_count()
         if not outcome.failed and not outcome.not_extracted:
             # The inputs as read before this sync (a file changed meanwhile makes the next one run), the

@@ -16,10 +16,12 @@ import pytest
 from nexus_assets.core.models import ExtractionPolicy, Topic
 from nexus_assets.discovery.rules import (
     MAX_PROPOSALS,
+    MAX_RUN_SHARE,
     duplicate_of,
     min_evidence,
     propose_topics,
     stem,
+    survey,
 )
 from nexus_assets.lifecycle.step import topic_history
 from nexus_assets.llm.planning import current_runs
@@ -34,7 +36,7 @@ from nexus_assets_tests.generated_export import (
     GeneratedExport,
     generate_export,
 )
-from nexus_assets_tests.project import Project, sample_project
+from nexus_assets_tests.project import Project, nexus_run, sample_project
 
 
 def discover(capsys, p: Project, *extra: str, expect: int = 0) -> dict:
@@ -110,7 +112,51 @@ def test_the_sample_data_gets_no_keyword_noise(project: Project, capsys):
     report = discover(capsys, project)
     assert report["runs_considered"] == 8 and report["written"] == []
     code, out, _ = run_cli(capsys, *project.cli_args(), "discover", "--runs-dir", str(project.runs), "--topics-dir", str(project.topics))
-    assert code == 0 and out.splitlines() == ["looked at 8 recent runs (embedded)", "no new topics to propose"]
+    assert code == 0 and out.splitlines()[0] == "looked at 8 recent runs (embedded)"
+    assert "no new topics to propose; a topic needs at least 3 of the 8 conversations about one subject" in out
+
+
+def test_nothing_to_propose_says_what_it_read_and_what_a_topic_needs(empty_project: Project, capsys):
+    """Issue 59 item 4: not a bare "no new topics to propose". It says how many conversations it
+    read, how many an existing topic already covers, the bar a proposal clears (the real
+    thresholds of discovery/rules.py) and how near the runs came to it, in --json too."""
+    p = empty_project
+    garden = [("user", "The garden needs water."), ("assistant", "Water the garden at dawn.")]
+    tomato = [("user", "My tomato plants wilt in the sun."), ("assistant", "Shade the tomato at noon.")]
+    for i, turns in enumerate([garden, garden, tomato, tomato, [("user", "Hello there."), ("assistant", "Hi.")]]):
+        p.write_run(f"r{i}.json", nexus_run(f"run-{i}", turns, start=f"2026-01-0{i + 1}T00:00:00Z"))
+    p.write_topic("garden", keywords=["garden"])
+
+    report = discover(capsys, p)
+    assert report["written"] == [] and report["runs_considered"] == 5
+    assert report["runs_covered"] == 2, "the two garden conversations are the garden topic's"
+    assert report["needs"]["min_conversations"] == min_evidence(5) == 3
+    assert report["needs"]["min_terms"] == 2 and report["needs"]["max_term_share"] == MAX_RUN_SHARE
+    assert report["strongest"] == {"term": "tomato", "conversations": 2}, "two conversations are about tomatoes; a topic needs three"
+    assert {"extractor", "written", "skipped", "llm_call"} <= set(report), "fields are added, never removed"
+
+    code, out, _ = run_cli(capsys, *p.cli_args(), "discover", "--runs-dir", str(p.runs), "--topics-dir", str(p.topics))
+    assert code == 0 and out.splitlines() == [
+        "looked at 5 recent runs (embedded)",
+        "2 of them mention an existing topic's keywords (already covered: those are never proposed again)",
+        "no new topics to propose; a topic needs at least 3 of the 5 conversations about one subject: a new term the "
+        "person says that comes up in two of a conversation's messages, with another new term in the same "
+        "conversations (neither in more than 50% of all of them)",
+        "the new term most conversations are about is 'tomato' (2 of 5)",
+    ]
+
+
+def test_a_rejected_proposal_covers_no_conversation(tmp_path: Path):
+    """A deleted DRAFT is never proposed again, but the runs it was about are not covered by a
+    topic the person has."""
+    export = generate_export(tmp_path / "runs")
+    runs = current_runs(tmp_path / "runs")
+    (first, *_), read = survey(runs, [])
+    assert read.runs_covered == 0 and export.subject_of
+    _, with_topic = survey(runs, [first.topic])
+    assert with_topic.runs_covered >= len(first.evidence)
+    _, rejected = survey(runs, [first.topic], covering=[])
+    assert rejected.runs_covered == 0
 
 
 def test_running_discover_twice_writes_nothing_the_second_time(themed: Project, capsys):

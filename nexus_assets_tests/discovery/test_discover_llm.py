@@ -96,6 +96,9 @@ def test_a_second_run_writes_nothing_and_a_repeat_is_replayed(project: Project, 
     files = {p.name: p.read_bytes() for p in project.topics.glob("*.yaml")}
     again = discover(capsys, project)
     assert again["written"] == []
+    # What it read and what a suggestion needs (issue 59 item 4): the same bar as the offline proposer's.
+    assert again["runs_covered"] == 8 and again["strongest"] is None
+    assert again["needs"]["min_conversations"] == 3 and "at least 3 of the 8 conversations" in again["needs"]["rule"]
     assert {s["topic_id"]: s["reason"] for s in again["skipped"]}["drift-detection"] == "topic 'drift-detection' already exists"
     assert {p.name: p.read_bytes() for p in project.topics.glob("*.yaml")} == files
     sent = server.request_count

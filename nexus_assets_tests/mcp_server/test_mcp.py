@@ -15,11 +15,17 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from nexus_assets.mcp_server.tools import WRITE_TOOLS, WRITES_OFF
 from nexus_assets_tests.api_helpers import api_server
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import REPO, Project, sample_project
 
 READ_TOOLS = {"list_topics", "get_bricks", "get_brick", "recall", "ask", "search", "conflicts"}
+# What a write tool called at /mcp on `nexus api` (always read-only) answers after "is a write tool; ".
+API_WRITES_OFF = (
+    "the tools at /mcp on `nexus api` only read: start `nexus mcp --allow-writes` to use it, "
+    "or call this API's HTTP routes that write (docs/agents.md)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +75,16 @@ async def exercise(client: Client, p: Project, expected: dict) -> dict:
         seen["bad_since"] = await client.call_tool("recall", {"query": "vault", "since": "yesterday"})
         seen["unknown_topic"] = await client.call_tool("get_bricks", {"topic_id": "no-such-topic"})
         seen["bad_k"] = await client.call_tool("recall", {"query": "vault", "k": 0})
+        # Issue 59 item 3: a write tool on a read-only server says why it is not there.
+        seen["write_sync"] = await client.call_tool("sync", {"topics": ["storage-decisions"]})
+        seen["write_keep"] = await client.call_tool("keep", {"brick_id": expected["brick_id"]})
+        seen["no_such_tool"] = await client.call_tool("summarise", {})
         seen["after"] = structured(await client.call_tool("list_topics", {}))
     return seen
 
 
-def check(seen: dict, p: Project, capsys) -> None:
-    assert READ_TOOLS <= set(seen["tools"]) and not {"sync", "forget"} & set(seen["tools"])
+def check(seen: dict, p: Project, capsys, *, writes_off: str = WRITES_OFF) -> None:
+    assert set(seen["tools"]) == READ_TOOLS, "tools/list of a read-only server: the read tools only"
     for tool in seen["tools"].values():
         assert "verbatim" in (tool.description or "")
     assert_descriptions_for_agents(seen["tools"])
@@ -100,6 +110,18 @@ def check(seen: dict, p: Project, capsys) -> None:
     assert audit[seen["refused"]["audit_id"]]["outcome"] == "refused"
     assert seen["unknown_topic"].is_error and "topic_id" in seen["unknown_topic"].content[0].text
     assert seen["bad_k"].is_error and seen["bad_k"].content[0].text == "k: must be a whole number from 1 to 100, got 0"
+    assert_writes_refused_by_name(seen, writes_off)
+
+
+def assert_writes_refused_by_name(seen: dict, writes_off: str) -> None:
+    """A write tool called on a read-only server is a tool error naming the tool and how to get it
+    (not the SDK's bare "Unknown tool"); a tool that does not exist at all is still unknown, and
+    nothing was written (the read that follows answers as before)."""
+    for name in ("sync", "keep"):
+        result = seen[f"write_{name}"]
+        assert result.is_error and result.content[0].text == f"{name} is a write tool; {writes_off}"
+        assert "--allow-writes" in result.content[0].text
+    assert seen["no_such_tool"].is_error and seen["no_such_tool"].content[0].text == "Unknown tool: summarise"
 
 
 def test_tools_over_stdio_answer_the_cli_json(synced: Project, capsys):
@@ -119,7 +141,7 @@ def test_tools_over_http_behind_the_token(synced: Project, capsys):
                 return await exercise(Client(streamable_http_client(api.base + "/mcp", http_client=http)), synced, brick)
 
         seen = anyio.run(run)
-        check(seen, synced, capsys)
+        check(seen, synced, capsys, writes_off=API_WRITES_OFF)
 
         async def without_token():
             async with httpx2.AsyncClient(timeout=30) as http:
@@ -139,7 +161,7 @@ def test_writes_only_with_allow_writes(synced: Project):
             return names, results, unknown
 
     names, results, unknown = anyio.run(run)
-    assert {"sync", "forget"} <= names
+    assert names == READ_TOOLS | set(WRITE_TOOLS), "--allow-writes adds exactly the write tools a read-only server names"
     assert [r["topic_id"] for r in results] == ["storage-decisions"] and results[0]["success"]
     assert unknown.is_error and "run_id" in unknown.content[0].text
 

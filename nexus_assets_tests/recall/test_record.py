@@ -14,6 +14,7 @@ from nexus_assets.recall.passages.index import index_dir
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, nexus_run
+from nexus_assets_tests.sessions import claude_event, write_lines
 
 TOPIC = "garden"
 
@@ -100,6 +101,51 @@ def test_a_topic_whose_keywords_are_only_in_tool_output_reads_that_output(tmp_pa
     assert out["results"][0]["content"] == "Warning: matplotlib fell back to the Agg backend"
     everywhere = run_json(capsys, *p.cli_args(), "recall", "which backend did matplotlib use")
     assert all(r["sources"][0]["node_type"] != "tool_message" for r in everywhere["results"]), "tool output is no one's words"
+
+
+def _thinking_session(path: Path, n: int, thoughts: list[str]) -> None:
+    """A Claude Code session whose assistant thinks `thoughts` (hidden messages) and says something else."""
+    lines, parent = [claude_event("user", 1, "Plan the tomato beds for spring.")], 1
+    for i, thought in enumerate(thoughts, 2):
+        content = [{"type": "thinking", "thinking": thought, "signature": "c2ln"}, {"type": "text", "text": "Raised beds drain best."}]
+        lines.append(claude_event("assistant", i, content, parent=parent))
+        parent = i
+    write_lines(path, [{**line, "sessionId": f"session-{n}"} for line in lines])
+
+
+def test_a_topic_whose_keywords_are_only_in_hidden_messages_is_told_so_by_the_sync(tmp_path, capsys):
+    """Issue 59 item 6: a topic whose keywords occur in some runs only in hidden messages (thinking, a
+    hook's text, what an export hides) gets nothing from them until `include_hidden: true`; the sync
+    says so for that topic, in its lines and its --json result (`keywords_only_hidden`), also when
+    nothing changed since; never for a topic that reads hidden messages or finds its words said."""
+    p = Project(tmp_path / "p")
+    p.write_topic("vault-notes", keywords=["obsidian"], min_relevance=None)
+    p.write_topic("vault-hidden", keywords=["obsidian"], min_relevance=None, include_hidden=True)
+    p.write_topic("garden", keywords=["tomato"], min_relevance=None)
+    _thinking_session(p.runs / "claude" / "a.jsonl", 1, ["The person keeps obsidian notes.", "Their obsidian vault has a garden page."])
+    _thinking_session(p.runs / "claude" / "b.jsonl", 2, ["Obsidian again: link the beds page."])
+
+    results = {r["topic_id"]: r for r in run_json(capsys, *p.sync_args(), "--no-recall")}
+    note = ("vault-notes: 3 hidden messages mention this topic's keywords, in 2 runs it otherwise gets nothing from; "
+            "`include_hidden: true` in its topic file reads them")
+    assert results["vault-notes"]["keywords_only_hidden"] == {"runs": 2, "messages": 3, "note": note}
+    assert "keywords_only_hidden" not in results["vault-hidden"], "it reads them already"
+    assert "keywords_only_hidden" not in results["garden"], "its keyword is said"
+
+    code, out, _ = run_cli(capsys, *p.sync_args(), "--no-recall")
+    assert code == 0 and "unchanged since the last sync" in out
+    lines = out.splitlines()
+    assert lines[lines.index(next(line for line in lines if line.startswith("vault-notes: ok"))) + 1] == f"  {note}"
+    assert sum(note in line for line in lines) == 1
+
+
+def test_a_hidden_only_verdict_keeps_its_count_of_hidden_messages():
+    """The count the sync reports is read back from the stored verdict, and worded for one or many."""
+    from nexus_assets.extract.about import HIDDEN_ONLY, HiddenOnly, hidden_messages
+
+    assert hidden_messages(HIDDEN_ONLY.format(n=12)) == 12
+    assert hidden_messages("no required keyword occurs in the conversation") == 0
+    assert HiddenOnly(1, 1).note("t").startswith("t: 1 hidden message mentions this topic's keywords, in 1 run it")
 
 
 def test_speaker_and_date_filters_apply_to_passages(synced: Project, capsys):
