@@ -38,21 +38,34 @@ def blended(texts: Sequence[str], speakers: Sequence[str | None], message, previ
     who = {s: i + 1 for i, s in enumerate(names)}
     prefix = np.zeros((len(names) + 1, sums.shape[1]), np.float32)
     prefix[1:] = token_sums([f"{s}:" for s in names])  # said(speaker, text) = "speaker: text"
-    spoken = prefix[np.fromiter((who.get(s, 0) for s in speakers), np.int64, n)]
+    speaker = np.fromiter((who.get(s, 0) for s in speakers), np.int64, n)
     whole = csr_matrix((np.ones(n, np.float32), (message, np.arange(n))), shape=(int(message.max()) + 1 if n else 0, n)) @ sums
-    same_before = np.r_[False, message[1:] == message[:-1]]
-    same_after = np.r_[message[:-1] == message[1:], False]
-    near = np.zeros_like(sums)
-    near[same_before] += sums[:-1][same_before[1:]]
-    near[same_after] += sums[1:][same_after[:-1]]
-    before = np.zeros_like(sums)
-    has = previous[message] >= 0
-    before[has] = whole[previous[message][has]]
-    v = unit(sums + spoken)
-    v += MESSAGE_WEIGHT * unit(whole[message] + spoken)
-    v += PREVIOUS_WEIGHT * unit(before)
-    v += NEIGHBOUR_WEIGHT * unit(near)
-    return unit(v)
+    out = np.empty_like(sums)
+    # Blended a block of rows at a time: what is held beside the sums is one block's parts.
+    for a in range(0, n, BLOCK):
+        b = min(n, a + BLOCK)
+        rows = np.arange(a, b)
+        spoken = prefix[speaker[a:b]]
+        m = message[a:b]
+        near = np.zeros((b - a, sums.shape[1]), np.float32)
+        left = rows > 0
+        left[left] = message[rows[left] - 1] == m[left]
+        near[left] += sums[rows[left] - 1]
+        right = rows < n - 1
+        right[right] = message[rows[right] + 1] == m[right]
+        near[right] += sums[rows[right] + 1]
+        before = np.zeros_like(near)
+        has = previous[m] >= 0
+        before[has] = whole[previous[m][has]]
+        v = unit(sums[a:b] + spoken)
+        v += MESSAGE_WEIGHT * unit(whole[m] + spoken)
+        v += PREVIOUS_WEIGHT * unit(before)
+        v += NEIGHBOUR_WEIGHT * unit(near)
+        out[a:b] = unit(v)
+    return out
+
+
+BLOCK = 8_192
 
 
 # Stored as faiss's 8-bit scalar codes with one fixed range for every component (QT_8bit_uniform,
