@@ -193,7 +193,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument(
         "--reselect", action="store_true",
-        help="move the topics to this release's selector: bricks it no longer selects leave the manifest (history kept; FINAL bricks stay)",
+        help="move the topics to this release's selector and keyword rule (plurals and possessives match): bricks they no longer select leave the manifest (history kept; FINAL bricks stay)",
     )
     p.add_argument(
         "--open-after",

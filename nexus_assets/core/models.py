@@ -20,6 +20,7 @@ from pydantic import (
     model_serializer,
 )
 
+from nexus_assets.core.keywords import DEFAULT_KEYWORD_FORMS, KeywordForms, KeywordPattern, keyword_pattern
 from nexus_assets.core.paths import Steps, format_path, string_leaves
 
 TopicState = Literal["DRAFT", "ACTIVE", "SEALING", "LOCKED"]
@@ -170,6 +171,9 @@ class Topic(BaseModel):
     sources: SourceFilter | None = None
     # A person's keep/drop judgement (None: none given); part of the definition, so a change selects again.
     examples: Examples | None = None
+    # How `required_keywords` match (core/keywords.py): with their plurals and possessives, or exactly
+    # as written (what a topic compiled before the inflections keeps until `--reselect`).
+    keyword_forms: KeywordForms = DEFAULT_KEYWORD_FORMS
 
     @model_serializer(mode="wrap")
     def _without_unset_options(self, handler):
@@ -181,7 +185,7 @@ class Topic(BaseModel):
                 if data.get(key, 0) is None:
                     del data[key]
             for key, default in (("related_threshold", DEFAULT_RELATED_THRESHOLD), ("semantic_veto", False),
-                                 ("min_relevance", DEFAULT_MIN_RELEVANCE)):
+                                 ("min_relevance", DEFAULT_MIN_RELEVANCE), ("keyword_forms", DEFAULT_KEYWORD_FORMS)):
                 if key in data and data[key] == default:
                     del data[key]
         return data
@@ -192,6 +196,10 @@ class Topic(BaseModel):
             return 3
         matched = [level for pattern, level in self.authority.items() if fnmatch.fnmatch(source_file, pattern)]
         return min(matched, default=3)
+
+    def keyword_pattern(self) -> KeywordPattern | None:
+        """The matcher of the topic's `required_keywords` (None: no keyword pre-filter)."""
+        return keyword_pattern(self.extraction_policy.required_keywords or (), self.keyword_forms)
 
     @property
     def compiled(self) -> bool:

@@ -7,9 +7,8 @@ again. Its state history stays in `topic_transitions`, ending in DROPPED.
 
 from __future__ import annotations
 
-import json
-
 from nexus_assets.core.models import Topic
+from nexus_assets.topics.records import topic_of_stored
 from nexus_assets.vault.connection import now
 
 DROPPED = "DROPPED"  # the last `to_state` of a dropped topic; never a state a topic file may name
@@ -42,5 +41,5 @@ def dropped_topics(vault) -> list[Topic]:
         """SELECT arg_max(definition_json, dropped_at) FROM dropped_topics
            WHERE topic_id NOT IN (SELECT topic_id FROM topics) GROUP BY topic_id ORDER BY topic_id"""
     ).fetchall()
-    return [Topic.model_validate({**json.loads(d), "state": "DRAFT"}) for (d,) in rows]
+    return [topic_of_stored(d, "DRAFT") for (d,) in rows]
 

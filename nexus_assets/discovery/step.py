@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from nexus_assets.core.fingerprint import canonical_json
+from nexus_assets.core.keywords import keyword_pattern
 from nexus_assets.core.models import ExtractionPolicy, Run, Topic
 from nexus_assets.core.validation import explain
 from nexus_assets.discovery.prompt import (
@@ -36,7 +37,7 @@ from nexus_assets.discovery.rules import (
     slug,
     survey,
 )
-from nexus_assets.extract.scope import keyword_pattern, node_text
+from nexus_assets.extract.scope import node_text
 from nexus_assets.llm.client import (
     CallFailed,
     CallRecord,
@@ -348,7 +349,7 @@ def _topics_reply(report: DiscoveryReport, messages: list, config: LLMConfig, st
 
 
 def _evidence(runs: Sequence[Run], topic: Topic) -> tuple[str, ...]:
-    pattern = keyword_pattern(topic.extraction_policy.required_keywords or ())
+    pattern = topic.keyword_pattern()
     return tuple(
         sorted(
             run.run_id

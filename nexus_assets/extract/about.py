@@ -1,8 +1,9 @@
 """Which runs a topic is about (DESIGN §3.1): the runs whose every passage is the topic's record.
 
 Pure. A topic is about a run its `sources` admit when the run as a whole is on the topic: one of
-its `required_keywords` occurs anywhere in the run's conversational text (the person's and the
-assistant's words, in the node types and branches the topic reads; hidden messages only with
+its `required_keywords` (or, as the topic's `keyword_forms` says, one of their plurals and
+possessives: core/keywords.py) occurs anywhere in the run's conversational text (the person's and
+the assistant's words, in the node types and branches the topic reads; hidden messages only with
 `include_hidden: true`). A topic with no keywords is a catch-all: it is about every run its sources
 admit. A run whose keywords occur only in tool calls or tool output (the code a person ran, what
 it printed, what was browsed) is about the topic too, and the topic reads those nodes of that run.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.extract.scope import TOOL_TYPES, keyword_pattern
+from nexus_assets.extract.scope import TOOL_TYPES
 from nexus_assets.ingest.passages import CONVERSATIONAL, passage_spans
 
 ABOUT_VERSION = "about-v1"
@@ -37,19 +38,22 @@ class About:
 def definition_digest(topic: Topic) -> str:
     """What a verdict depends on besides the run: a changed keyword list asks every run again."""
     policy = topic.extraction_policy
+    keywords = sorted(k.strip() for k in policy.required_keywords or () if k.strip())
     return sha256_hex(canonical_json({
         "version": ABOUT_VERSION,
-        "keywords": sorted(k.strip() for k in policy.required_keywords or () if k.strip()),
+        "keywords": keywords,
         "node_types": sorted(policy.target_node_types) if policy.target_node_types else None,
         "include_hidden": topic.include_hidden,
         "branches": topic.branches,
+        # Only the inflected rule enters: verdicts recorded before it existed matched exact words.
+        **({"keyword_forms": topic.keyword_forms} if keywords and topic.keyword_forms != "exact" else {}),
     }))
 
 
 def about_run(topic: Topic, run: Run) -> About:
     """Whether the topic is about the run (its `sources` already admitted it), and why."""
     policy = topic.extraction_policy
-    pattern = keyword_pattern(policy.required_keywords or ())
+    pattern = topic.keyword_pattern()
     if pattern is None:
         return About(True, False, "the topic has no required_keywords: it is about every run its sources admit")
     asked = set(policy.target_node_types or ()) - TOOL_TYPES or set(CONVERSATIONAL)

@@ -277,6 +277,9 @@ def extraction_scope(topic: Topic) -> dict:
         scope["branches"] = topic.branches
     if topic.min_relevance != DEFAULT_MIN_RELEVANCE:
         scope["min_relevance"] = topic.min_relevance
+    # Keys recorded before keywords were inflected matched them exactly: only the inflected rule enters.
+    if topic.keyword_forms != "exact" and topic.extraction_policy.required_keywords:
+        scope["keyword_forms"] = topic.keyword_forms
     # A person's examples are part of the definition: a new one selects again (docs/quality.md).
     if topic.examples is not None and (topic.examples.keep or topic.examples.drop):
         scope["examples"] = topic.examples.model_dump(mode="json")

@@ -22,7 +22,7 @@ from nexus_assets.core.wording import is_title_case
 from nexus_assets.extract.examples import example_verdicts, has_examples
 from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.core.sentences import tool_line_units
-from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line, keyword_pattern
+from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line
 from nexus_assets.core.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 from nexus_assets.ingest.formats.harness import person_spans
@@ -63,7 +63,7 @@ MIN_UNSPACED_CHARS = 6
 def candidate_pointers(topic: Topic, run: Run) -> list[dict]:
     """Every keyword statement of the run's in-scope nodes, before relevance is judged."""
     policy = topic.extraction_policy
-    pattern = keyword_pattern(policy.required_keywords or ())
+    pattern = topic.keyword_pattern()
     artifacts = "artifact" in (policy.target_node_types or ())
     pointers = []
     for node, text in in_scope_nodes(policy, run, topic):

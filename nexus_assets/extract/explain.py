@@ -159,10 +159,10 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
 
 def _explain_v3(topic: Topic, run, wanted, kept, vectors) -> list[dict]:
     from nexus_assets.extract.embedded import is_statement
-    from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
+    from nexus_assets.extract.scope import in_scope_nodes
     from nexus_assets.core.sentences import sentence_units
 
-    pattern = keyword_pattern(topic.extraction_policy.required_keywords or ())
+    pattern = topic.keyword_pattern()
     rows = []
     for n, text in in_scope_nodes(topic.extraction_policy, run, topic):
         if wanted is not None and n.path != wanted:

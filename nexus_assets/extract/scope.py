@@ -8,41 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import get_args
 
+from nexus_assets.core.keywords import DEFAULT_KEYWORD_FORMS, KeywordPattern, keyword_pattern
 from nexus_assets.core.models import ExtractionPolicy, Node, NodeType, Run, Topic
 from nexus_assets.core.paths import value_at
 from nexus_assets.ingest.formats.limits import max_node_chars
-
-
-class KeywordPattern:
-    """Whole words, any case, as a regex: lookarounds instead of \\b so keywords like 'c++' still work.
-
-    The regex tries its lookbehind at every character (7% of a sync's time). For ASCII
-    text and ASCII keywords, a case-insensitive match can only start where a keyword occurs in the
-    lowered text, so substring search (C speed) finds where the regex has to start, or that it
-    need not run at all. Its lookbehind still sees the character before that start. Non-ASCII text
-    ('ſ' matches 's' and 'K' matches 'k' under IGNORECASE) is searched by the regex alone.
-    """
-
-    def __init__(self, words: list[str]) -> None:
-        alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-        self.regex = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
-        self._lowered = tuple(sorted({w.lower() for w in words})) if all(w.isascii() for w in words) else None
-
-    def search(self, text: str) -> re.Match[str] | None:
-        if self._lowered is None or not text.isascii():
-            return self.regex.search(text)
-        lowered = text.lower()
-        first = min((at for w in self._lowered if (at := lowered.find(w)) >= 0), default=-1)
-        return None if first < 0 else self.regex.search(text, first)
-
-
-@lru_cache(maxsize=1024)
-def keyword_pattern(keywords: tuple[str, ...]) -> KeywordPattern | None:
-    words = [k.strip() for k in keywords if k.strip()]
-    return KeywordPattern(words) if words else None
 
 
 def node_text(run: Run, node: Node) -> str | None:
@@ -92,7 +63,9 @@ class Scope:
             node_types=frozenset(policy.target_node_types) if policy.target_node_types else DEFAULT_NODE_TYPES,
             include_hidden=topic.include_hidden if topic is not None else False,
             current_only=topic is not None and topic.branches == "current",
-            pattern=keyword_pattern(policy.required_keywords or ()),
+            pattern=keyword_pattern(
+                policy.required_keywords or (), topic.keyword_forms if topic is not None else DEFAULT_KEYWORD_FORMS
+            ),
             # Ingestion recorded the skip; an over-long node is never handed to an extractor.
             longest=max_node_chars(),
         )

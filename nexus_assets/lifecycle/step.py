@@ -38,6 +38,7 @@ from nexus_assets.publish.manifest import chain_problems, hash_problems, link_pr
 from nexus_assets.publish.step import PublishStores, publish_phase
 from nexus_assets.resolve.step import ResolveStores, resolve_phase, stage_resolution
 from nexus_assets.topics.files import TopicFile, find_topic, read_topic_files
+from nexus_assets.topics.records import as_recorded
 from nexus_assets.vault.connection import now
 
 if TYPE_CHECKING:
@@ -150,14 +151,21 @@ def topic_file_problems(vault: LifecycleStores, files: Sequence[TopicFile]) -> l
     return problems
 
 
-def record_topic_files(vault: LifecycleStores, files: Sequence[TopicFile], *, actor: str = "topic file") -> list[Topic]:
+def record_topic_files(
+    vault: LifecycleStores, files: Sequence[TopicFile], *, actor: str = "topic file", reselect: Sequence[str] = ()
+) -> list[Topic]:
     """Record valid topic files in the vault, all or none: any identity problem raises TopicFileError.
+    `reselect`: the topics `nexus sync --reselect` moves to this release's keyword rule.
 
     A DRAFT topic whose file was deleted is dropped from the vault here (see `drafts_to_drop`)."""
     problems = topic_file_problems(vault, files)
     if problems:
         raise TopicFileError("\n".join(problems))
-    stored = [vault.topics.record_topic(tf.topic, _file_key(tf.path), actor=actor) for tf in files if tf.topic is not None]
+    stored = [
+        vault.topics.record_topic(tf.topic, _file_key(tf.path), actor=actor, reselect=tf.topic.topic_id in reselect)
+        for tf in files
+        if tf.topic is not None
+    ]
     drop_deleted_drafts(vault, {tf.topic.topic_id for tf in files if tf.topic is not None}, actor=actor)
     return stored
 
@@ -309,7 +317,10 @@ def sync_lag(vault: LifecycleStores, topic: Topic, *, topics_dir: Path | None = 
             offending += unseen
     if topics_dir is not None:
         tf = find_topic(topics_dir, tid)
-        if tf is not None and tf.topic is not None and _definition(tf.topic) != _definition(topic):
+        # The file as the vault would record it: a topic pinned to exact keywords stays so.
+        if tf is not None and tf.topic is not None and (
+            _definition(as_recorded(tf.topic, vault.topics.keywords_pinned(tid))) != _definition(topic)
+        ):
             reasons.append(f"its topic file {tf.path} changed")
             offending.append(str(tf.path))
     return reasons, offending

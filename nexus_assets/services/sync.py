@@ -13,6 +13,7 @@ from typing import Callable
 
 from nexus_assets import settings
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
+from nexus_assets.core.models import COMPILED_STATES
 from nexus_assets.ingest.runfiles import file_stat, scan_run_files
 from nexus_assets.recall import embedder
 from nexus_assets.resolve.order import normalize_timestamp
@@ -139,21 +140,27 @@ def run(checked: CheckedSync, *, on_event: Callable[[SyncEvent], None] | None = 
 
 
 def selector_notes(checked: CheckedSync) -> list[str]:
-    """A new release's selector never moves a topic by itself: say which topics an older one selects
-    and what `nexus sync --reselect` would do (nothing to say with the openai extractor)."""
-    if extractor_kind(checked.request.extractor).calls_endpoint:
-        return []  # the trained selectors' notes are about the offline extractor
+    """A new release's selector or keyword rule never moves a topic by itself: say which topics an
+    older one selects and what `nexus sync --reselect` would do (the selectors' notes only with the
+    offline extractor, which they are part of)."""
     from nexus_assets.extract.backends import newest_selector
     from nexus_assets.extract.selection import outdated_selectors
 
     with _open(checked) as vault:
-        older = outdated_selectors(vault, checked.selected)
+        offline = not extractor_kind(checked.request.extractor).calls_endpoint
+        older = outdated_selectors(vault, checked.selected) if offline else {}
+        exact = [t for t in checked.selected if vault.topic_state(t) in COMPILED_STATES and vault.topics.keywords_pinned(t)]
     newest = newest_selector()
     return [
         f"{topic_id}: selected by {version}, an older selector than this release's {newest}; "
         f"`nexus sync --reselect --topic {topic_id}` selects it again with {newest}: bricks {newest} does not "
         "select leave the manifest (kept in history with the reason), FINAL bricks stay"
         for topic_id, version in sorted(older.items())
+    ] + [
+        f"{topic_id}: matches its keywords as exact words, as it was first compiled; `nexus sync --reselect "
+        f"--topic {topic_id}` also matches their plurals and possessives (docs/inputs.md#keywords), or set "
+        "`keyword_forms: exact` in its file to keep them exact"
+        for topic_id in sorted(exact)
     ]
 
 
@@ -171,7 +178,8 @@ def _record_inputs(checked: CheckedSync) -> tuple[dict, bool]:
 
     with _open(checked) as vault:
         try:
-            record_topic_files(vault, checked.selection.files)
+            # --reselect moves the synced topics to this release's keyword rule too (docs/teaching.md).
+            record_topic_files(vault, checked.selection.files, reselect=checked.selected if checked.request.reselect else ())
         except TopicFileError as exc:
             raise SyncInputError(f"{exc}. Nothing was compiled.") from None
         vault.topics.record_sources(runs_dir=checked.runs_dir, topics_dir=checked.topics_dir)

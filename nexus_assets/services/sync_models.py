@@ -29,7 +29,7 @@ class SyncRequest:
     max_cost: float | None = None
     parallel: int | None = None  # topics compiled at once (PostgreSQL; a DuckDB vault compiles one at a time)
     force: bool = False  # compile even when nothing changed since the last clean sync
-    reselect: bool = False  # move the topics to this release's selector (docs/quality.md); always compiles
+    reselect: bool = False  # move the topics to this release's selector and keyword rule (docs/teaching.md); always compiles
     progress: bool = False  # Dagster steps' progress lines on stderr (a person at a terminal)
     tags: Mapping[str, str] = field(default_factory=dict)  # on every Dagster run of this sync
     basics: settings.Basics | None = None  # the shell's settings for the engine's resources (None: read there)
@@ -78,6 +78,6 @@ class SyncOutcome:
     cost_stop: bool = False
     ingestion_errors_total: int = 0
     dagster_run_ids: list[str] = field(default_factory=list)
-    # One line per topic an older selector version selects, and what `--reselect` would do (docs/quality.md).
+    # One line per topic an older selector version or keyword rule selects, and what `--reselect` would do (docs/teaching.md).
     selector_notes: list[str] = field(default_factory=list)
 

@@ -15,6 +15,35 @@ from nexus_assets.vault.records import Records
 from nexus_assets.vault.sources import stored_path, vault_folder
 
 
+# How a topic's `keyword_forms` is stored (core/keywords.py). A definition stored before the field
+# existed names none and matched exact words: it reads back as "exact", and while its file does not
+# name the field it is stored that way again, so its stored bytes (what resolution compares) stay as
+# they were. Every other definition is stored with its rule named.
+
+
+def kept_exact(topic: Topic, pinned: bool) -> bool:
+    """Whether the vault keeps a pinned topic's exact keywords for this definition from its file."""
+    return pinned and "keyword_forms" not in topic.model_fields_set
+
+
+def as_recorded(topic: Topic, pinned: bool) -> Topic:
+    """The topic from its file as the vault records it (`pinned`: `TopicRecords.keywords_pinned`)."""
+    return topic.model_copy(update={"keyword_forms": "exact"}) if kept_exact(topic, pinned) else topic
+
+
+def stored_definition(topic: Topic, legacy: bool) -> str:
+    data = topic.model_dump(mode="json")
+    if legacy:
+        data.pop("keyword_forms", None)
+    else:
+        data["keyword_forms"] = topic.keyword_forms
+    return canonical_json(data)
+
+
+def topic_of_stored(definition_json: str, state: str) -> Topic:
+    return Topic.model_validate({"keyword_forms": "exact", **json.loads(definition_json), "state": state})
+
+
 class TopicRecords(Records):
     """The `topics`, `topic_transitions` and `vault_sources` tables."""
 
@@ -33,16 +62,20 @@ class TopicRecords(Records):
 
     # Topics
 
-    def record_topic(self, topic: Topic, source_file: str | None, *, actor: str = "topic file") -> Topic:
+    def record_topic(self, topic: Topic, source_file: str | None, *, actor: str = "topic file", reselect: bool = False) -> Topic:
         """Store a topic definition; returns it with the state the vault holds.
 
-        Sealing is one-way: a LOCKED (or SEALING) topic stays so whatever its file says.
+        Sealing is one-way: a LOCKED (or SEALING) topic stays so whatever its file says. A topic
+        pinned to exact keywords (`keywords_pinned`) stays so while its file does not name
+        `keyword_forms`, unless `reselect` (`nexus sync --reselect`) moves it to this release's rule.
         """
         before = self.vault.topic_state(topic.topic_id)
         state = topic.state
         if before in ("SEALING", "LOCKED"):
             state = before
-        stored = topic.model_copy(update={"state": state})
+        pinned = not reselect and self.keywords_pinned(topic.topic_id)
+        legacy = kept_exact(topic, pinned)
+        stored = as_recorded(topic, pinned).model_copy(update={"state": state})
         self.conn.execute(
             """INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT (topic_id) DO UPDATE SET display_name = excluded.display_name,
@@ -54,7 +87,7 @@ class TopicRecords(Records):
                 topic.display_name,
                 state,
                 topic.ordering_rule,
-                canonical_json(stored.model_dump(mode="json")),
+                stored_definition(stored, legacy),
                 source_file,
                 now(),
             ],
@@ -74,9 +107,19 @@ class TopicRecords(Records):
             self.conn.execute("UPDATE topics SET state = ?, updated_at = ? WHERE topic_id = ?", [to_state, now(), topic_id])
             self.conn.execute("INSERT INTO topic_transitions VALUES (?, ?, ?, ?, ?)", [topic_id, before, to_state, actor, now()])
 
+    def keywords_pinned(self, topic_id: str) -> bool:
+        """Whether the vault holds the topic as compiled with exact keywords before they were
+        inflected: its stored definition has keywords, no `keyword_forms`, and it is not a DRAFT
+        (never compiled, so nothing of it to keep)."""
+        row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
+        if row is None or row[1] == "DRAFT":
+            return False
+        raw = json.loads(row[0])
+        return "keyword_forms" not in raw and bool((raw.get("extraction_policy") or {}).get("required_keywords"))
+
     def all(self) -> list[Topic]:
         rows = self.conn.execute("SELECT definition_json, state FROM topics ORDER BY topic_id").fetchall()
-        return [Topic.model_validate({**json.loads(d), "state": s}) for d, s in rows]
+        return [topic_of_stored(d, s) for d, s in rows]
 
     def visible_texts(self, topic_id: str) -> Iterator[tuple[str, str]]:
         """(brick_id, content) of the topic's visible bricks, streamed; consume it before the next query."""
@@ -104,7 +147,7 @@ class TopicRecords(Records):
 
     def _topic(self, topic_id: str) -> Topic | None:
         row = self.conn.execute("SELECT definition_json, state FROM topics WHERE topic_id = ?", [topic_id]).fetchone()
-        return Topic.model_validate({**json.loads(row[0]), "state": row[1]}) if row else None
+        return topic_of_stored(row[0], row[1]) if row else None
 
     # Extraction quality (docs/quality.md): what `nexus eval` and the `extraction_quality` check read
 

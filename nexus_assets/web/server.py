@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from nexus_assets.core.display import visible
 
@@ -32,6 +32,7 @@ from nexus_assets.services import pages as views
 from nexus_assets.services.pages import NoVault
 from nexus_assets.services.queries import NotFound
 from nexus_assets.vault.connection import VaultBusy
+from nexus_assets.web.markdown import inline_markdown
 
 if TYPE_CHECKING:
     from starlette.responses import Response as StarletteResponse
@@ -87,19 +88,20 @@ templates = Environment(
 templates.filters["short"] = lambda h, n=12: (h or "")[:n]
 
 
-def plain_text(text: str, hits=()) -> Markup:
-    """A passage's text as a page shows it: every character escaped, the spans in `hits` marked
-    (`<mark class="hit">`). The one place pages render a passage's text; an inline-Markdown
-    renderer with this signature drops in here."""
-    out, at = [], 0
-    for start, end in sorted(hits):
-        out += [escape(text[at:start]), Markup('<mark class="hit">'), escape(text[start:end]), Markup("</mark>")]
-        at = end
-    out.append(escape(text[at:]))
-    return Markup("").join(out)
+def hit_spans(segments) -> list[tuple[int, int]]:
+    """The marked pieces of a text cut by `search_segments` (`(piece, hit)` in order), as offsets."""
+    spans, at = [], 0
+    for piece, hit in segments:
+        if hit:
+            spans.append((at, at + len(piece)))
+        at += len(piece)
+    return spans
 
 
-templates.filters["passage_text"] = plain_text
+# The one filter pages draw a brick's or a passage's text with: escaped, its inline Markdown drawn,
+# search hits marked (web/markdown.py). The exact text is in the source panel and the passage page.
+templates.filters["inline_markdown"] = inline_markdown
+templates.filters["hit_spans"] = hit_spans
 
 
 def _groupby_adjacent(items, key: str) -> list[tuple[object, list]]:

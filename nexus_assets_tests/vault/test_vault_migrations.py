@@ -401,3 +401,37 @@ def test_a_vault_of_the_previous_release_gets_the_marks_table_and_keeps_everythi
     assert snapshot(p.db) == before
     again = run_json(capsys, *p.sync_args())
     assert all(r.get("unchanged") for r in again), again
+
+
+def test_a_release_vault_keeps_exact_keywords_until_reselect_moves_a_topic(old_vault, capsys):
+    """Keywords match their plurals from this release on (core/keywords.py), but a topic the vault
+    compiled before keeps exact words on a plain sync: its bricks and manifests stay as they were, its
+    definition is stored without the rule, and the sync says what `--reselect` would do. `--reselect --topic` moves that
+    topic alone: the release's runs say "parallel syncs" and "failed syncs", which it now reads."""
+    from nexus_assets_tests.cli_helpers import run_cli
+
+    before = snapshot(old_vault)
+    base = ["--db", str(old_vault), "sync", "--runs-dir", "runs", "--topics-dir", "topics", "--no-recall"]
+    topics = sum((["--topic", t] for t in SAMPLE_TOPICS), [])
+    code, _, err = run_cli(capsys, *base, *topics)
+    assert code == 0, err
+    after = snapshot(old_vault)
+    assert after["bricks"] == before["bricks"] and after["manifests"] == before["manifests"]
+    with duckdb.connect(str(old_vault), read_only=True) as con:
+        # Stored as a release before the rule stored it (topics/records.py), so it reads back as exact.
+        stored = dict(con.execute("SELECT topic_id, definition_json FROM topics").fetchall())
+    assert all("keyword_forms" not in stored[t] for t in (*SAMPLE_TOPICS, LLM_TOPIC))
+    assert '"keyword_forms":"inflected"' in stored["team-rituals"]  # a DRAFT was never compiled: nothing to keep
+    notes = [line for line in err.splitlines() if "matches its keywords as exact words" in line]
+    assert [n.split(": ")[1] for n in notes] == SAMPLE_TOPICS
+    assert "nexus sync --reselect --topic nexus-server-sync" in notes[0]
+
+    code, _, err = run_cli(capsys, *base, "--reselect", "--topic", "nexus-server-sync")
+    assert code == 0, err
+    with Vault.open(old_vault, read_only=True) as v:
+        assert v.topics.topic("nexus-server-sync").keyword_forms == "inflected"
+        assert v.topics.topic("storage-decisions").keyword_forms == "exact"
+        quotes = {q for (q,) in v.conn.execute("SELECT content FROM occurrences WHERE topic_id = 'nexus-server-sync'").fetchall()}
+    assert {q for q in quotes if "syncs" in q}, "a sentence that says only 'syncs' is read now"
+    code, _, err = run_cli(capsys, *base, *topics)
+    assert [line.split(": ")[1] for line in err.splitlines() if "as exact words" in line] == ["storage-decisions"]

@@ -7,9 +7,11 @@ sample data; the rest talk plain HTTP. Tests that change a vault or a run file b
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from nexus_assets.cli import build_parser, main
 from nexus_assets.vault.migrations import LATEST
 from nexus_assets.core.links import topic_url
+from nexus_assets.web.markdown import inline_markdown
 from nexus_assets.web.server import ViewerServer, make_server
 from nexus_assets_tests import servers
 from nexus_assets_tests.dagster_helpers import materialize_topic
@@ -141,6 +144,11 @@ def page(browser: Browser, dialogs: list[str]) -> Iterator[Page]:
     assert not errors, f"the page logged errors (script failures or CSP violations): {errors}"
 
 
+def drawn_text(content: str) -> str:
+    """The text a page shows for a brick: its inline Markdown drawn, its markers gone (web/markdown.py)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", str(inline_markdown(content))))
+
+
 def brick_item(page: Page, brick_id: str):
     return page.locator(f"li.brick[data-brick-id='{brick_id}']")
 
@@ -193,7 +201,7 @@ def test_topic_page_shows_visible_bricks_in_manifest_order_with_their_states(vie
     plain = brick_item(page, forming["brick_id"]).locator(".brick-text").evaluate("e => getComputedStyle(e).color")
     assert muted != plain, "IMPROVISE bricks are muted"
     for brick_id in shown:
-        expect(brick_item(page, brick_id).locator("a.brick-text")).to_have_text(by_id[brick_id]["content"])
+        expect(brick_item(page, brick_id).locator("a.brick-text")).to_have_text(drawn_text(by_id[brick_id]["content"]))
 
 
 def test_clicking_a_brick_opens_its_source_with_exactly_its_text_marked(viewer, bricks, page):
@@ -206,6 +214,8 @@ def test_clicking_a_brick_opens_its_source_with_exactly_its_text_marked(viewer, 
     mark = panel.locator("mark.quote")
     expect(mark).to_have_count(1)
     assert mark.text_content() == brick["content"]
+    # The page draws the brick's Markdown; the panel holds the text as stored (web/markdown.py).
+    assert panel.locator(".stored-text pre.exact").text_content() == brick["content"]
     expect(brick_item(page, brick["brick_id"])).to_have_class("brick brick-forming is-selected")
 
     node = panel.locator("pre.json .node")

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.extract.relevance import Vectors, topic_texts
-from nexus_assets.extract.scope import in_scope_nodes, keyword_pattern
+from nexus_assets.extract.scope import in_scope_nodes
 from nexus_assets.extract.selector.features import SCORE_DECIMALS, Context, restatement, scalar_features
 from nexus_assets.core.sentences import CODE, HEADING, TABLE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
@@ -164,7 +164,7 @@ def read_runs(
 
     sources = topic.sources
     named = bool(sources is not None and (sources.runs or sources.titles or sources.files))
-    pattern = keyword_pattern(topic.extraction_policy.required_keywords or ())
+    pattern = topic.keyword_pattern()
     readings: list[RunReading] = []
     texts_by_run = {}
     for run in runs:

@@ -146,7 +146,9 @@
       data.stale ? el("span", { class: "badge badge-stale" }, "⚠ stale — source changed") : null,
       el("code", { class: "wrap dim" }, data.brick_id),
     );
-    panel.replaceChildren(head, brick);
+    // The brick's text as the vault stores it, character for character: the page draws its Markdown.
+    const stored = el("section", { class: "stored-text" }, el("h3", {}, "Stored text"), el("pre", { class: "exact" }, data.content));
+    panel.replaceChildren(head, brick, stored);
     if (data.related && data.related.length) panel.append(relatedSection(data.related));
     if (data.history && data.history.length) panel.append(historySection(data.history));
     data.traces.forEach((trace, i) => panel.append(sourceSection(trace, i, data.traces.length)));
