@@ -54,6 +54,7 @@ def quotes(pointers):
 def test_whole_sentences_with_a_whole_word_keyword_in_any_case():
     assert quotes(extract_embedded(topic(), RUN)) == [
         ("$['messages'][0]['content']", "We sync nightly."),
+        ("$['messages'][1]['content']", "Bricks are verbatim."),  # a plural of `brick` (core/keywords.py)
         ("$['messages'][1]['content']", "A brick is a unit."),
         ("$['messages'][1]['content']", "The COMPILER decides."),
         ("$['messages'][5]['content']", "Also SYNC now."),
@@ -145,6 +146,7 @@ def test_deterministic():
     first = extract_embedded(topic(), RUN)
     assert quotes(first) == [
         ("$['messages'][0]['content']", "We sync nightly."),
+        ("$['messages'][1]['content']", "Bricks are verbatim."),  # a plural of `brick` (core/keywords.py)
         ("$['messages'][1]['content']", "A brick is a unit."),
         ("$['messages'][1]['content']", "The COMPILER decides."),
         ("$['messages'][5]['content']", "Also SYNC now."),
