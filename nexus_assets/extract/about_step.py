@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.models import Topic
-from nexus_assets.extract.about import about_run, definition_digest, hidden_messages
+from nexus_assets.extract.about import HiddenOnly, about_run, definition_digest, hidden_messages
 from nexus_assets.extract.step import admitted
 from nexus_assets.vault.records import RunVersion
 
@@ -66,3 +66,12 @@ def judge_record(vault: AboutStores, topic: Topic) -> RecordReport:
             report.hidden_only += (hidden := hidden_messages(why)) > 0
             report.hidden_messages += hidden
     return report
+
+
+def keywords_only_hidden(vault: AboutStores, topic: Topic) -> HiddenOnly | None:
+    """The runs (and their hidden messages) that hold the topic's keywords only in hidden messages,
+    from the verdicts stored for its definition; None when there are none or the topic reads
+    hidden messages. A sync and a push both say it (`keywords_only_hidden`)."""
+    if topic.include_hidden:
+        return None
+    return vault.about.keywords_only_hidden(topic.topic_id, definition_digest(topic))

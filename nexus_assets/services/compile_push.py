@@ -71,9 +71,12 @@ class NeedsSync(Exception):
 def _check_fast_path(vault, job: PushCompile) -> None:
     """NeedsSync when the fast path does not apply: an extractor whose calls a sync makes, or a
     topic whose file changed since a sync recorded it (a sync records it, with its lifecycle)."""
+    from nexus_assets.extract.registry import extractor_kind
     from nexus_assets.topics.files import read_topic_files
 
-    if job.extractor != "embedded":
+    # The registry says what an extractor needs: one that calls an endpoint is paced, budgeted and
+    # batched by a sync's plan, so its calls are never made by a push.
+    if extractor_kind(job.extractor).calls_endpoint:
         raise NeedsSync(f"the {job.extractor} extractor's calls are made by a sync")
     defined = {tf.topic.topic_id: tf.topic for tf in read_topic_files(job.topics_dir) if tf.topic is not None}
     for topic_id in job.topics:
@@ -194,13 +197,15 @@ def _compile_topic(vault, job: PushCompile, topic_id: str, recorder: _Recorder, 
     took = result["step_ms"] = {}
     try:
         with _timed(took, "record"):
-            from nexus_assets.extract.about_step import judge_record
+            from nexus_assets.extract.about_step import judge_record, keywords_only_hidden
 
             judged = judge_record(vault, topic)
+            if (hidden := keywords_only_hidden(vault, topic)) is not None:
+                result["keywords_only_hidden"] = hidden.as_dict(topic_id)
         recorder.add("raw_runs", topic_id, {"topic_id": topic_id, "runs_about": judged.runs_about,
                                             "runs_judged_now": judged.judged_now, "pushed": True})
         with _timed(took, "extract"):
-            extracted, kept = _extract(vault, topic, recorder)
+            extracted, kept = _extract(vault, topic, job.extractor, recorder)
         result["kept"] = kept
         if extracted and not kept:
             result["note"] = _nothing_kept(vault, job, topic)
@@ -242,13 +247,13 @@ def _timed(took: dict, step: str) -> Iterator[None]:
         took[step] = round((time.perf_counter() - started) * 1000)
 
 
-def _extract(vault, topic, recorder: _Recorder) -> tuple[int, int]:
+def _extract(vault, topic, extractor_name: str, recorder: _Recorder) -> tuple[int, int]:
     """(run versions extracted now, pointers that passed the gate now)."""
     from nexus_assets.defs.resources import ExtractorResource
     from nexus_assets.extract.step import extract_phase
     from nexus_assets.gate.step import validate_phase
 
-    extractor = ExtractorResource(backend="embedded")
+    extractor = ExtractorResource(backend=extractor_name)
     backend = extractor.build(vault, topic_id=topic.topic_id)
     report = extract_phase(vault, topic, backend)
     recorder.add("pointer_extractions", topic.topic_id, {

@@ -104,7 +104,10 @@ def _plan_veto(db, topics: list[Topic], runs, config: LLMConfig, extractor: str)
     from nexus_assets.relate.prompt import VETO_PROMPT_VERSION
     from nexus_assets.relate.veto import plan_veto
 
-    embedded = extractor == "embedded"
+    from nexus_assets.extract.registry import extractor_kind
+
+    # An extractor that calls no endpoint decides offline: what it would keep is known now.
+    embedded = not extractor_kind(extractor).calls_endpoint
     out = []
     for topic in topics:
         texts: dict[str, str] | None = None

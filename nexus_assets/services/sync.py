@@ -211,14 +211,13 @@ def _hidden_only_notes(vault, checked: CheckedSync, results: list[dict]) -> None
     messages: that topic gets nothing from them until its file sets `include_hidden: true`, which a
     new user cannot guess. Read from the verdicts its `raw_runs` step stored, so a sync that had
     nothing to compile says it too; never for a topic that reads hidden messages or is sealed."""
-    from nexus_assets.extract.about import definition_digest
+    from nexus_assets.extract.about_step import keywords_only_hidden
 
     for r in results:
         topic = checked.selection.defined.get(r["topic_id"])
-        if topic is None or topic.include_hidden or vault.topic_state(topic.topic_id) == "LOCKED":
+        if topic is None or vault.topic_state(topic.topic_id) == "LOCKED":
             continue
-        found = vault.about.keywords_only_hidden(topic.topic_id, definition_digest(topic))
-        if found is not None:
+        if (found := keywords_only_hidden(vault, topic)) is not None:
             r["keywords_only_hidden"] = found.as_dict(topic.topic_id)
 
 

@@ -145,3 +145,18 @@ def test_a_push_that_a_catch_all_topic_keeps_nothing_of_says_why(tmp_path):
     (p.topics / "everything.yaml").write_text(yaml.safe_dump({**topic, "min_relevance": 0}), encoding="utf-8")
     assert run_nexus(*p.sync_args()).returncode == 0
     assert [b.content for b in queries.bricks(p.db, BricksPage(topic_id="everything"))] == [SAID[0]]
+
+
+def test_a_push_whose_keywords_are_only_in_hidden_messages_says_so_as_a_sync_does(tmp_path):
+    """Issue 59 item 6 through a push: the result carries `keywords_only_hidden`, as `nexus sync --json`'s does."""
+    from nexus_assets_tests.sessions import claude_event, write_lines
+
+    p = project(tmp_path)
+    session = p.runs / "claude" / "s.jsonl"
+    lines = [claude_event("user", 1, "Plan the week."),
+             claude_event("assistant", 2, [{"type": "thinking", "thinking": "The deploy is on Friday.", "signature": "c2ln"},
+                                           {"type": "text", "text": "Monday is planning day."}], parent=1)]
+    write_lines(session, [{**line, "sessionId": "session-1"} for line in lines])
+    result = compile_push(job(p, session)).results[0]
+    assert result["success"] and result["keywords_only_hidden"]["runs"] == 1
+    assert result["keywords_only_hidden"]["messages"] == 1 and "include_hidden: true" in result["keywords_only_hidden"]["note"]
