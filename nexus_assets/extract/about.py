@@ -7,7 +7,9 @@ the assistant's words, in the node types and branches the topic reads; hidden me
 `include_hidden: true`). A topic with no keywords is a catch-all: it is about every run its sources
 admit. A run whose keywords occur only in tool calls or tool output (the code a person ran, what
 it printed, what was browsed) is about the topic too, and the topic reads those nodes of that run.
-A run whose keywords occur only in hidden messages is not, and says so.
+A run whose keywords occur only in hidden messages is not, and says so. The contract's other way in,
+the conversation's relevance to the topic, is not taken: docs/recall.md says why (its cost, no
+calibrated bar for the fast model yet).
 """
 
 from __future__ import annotations
