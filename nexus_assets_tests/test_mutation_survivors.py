@@ -135,7 +135,7 @@ def test_a_group_that_fills_its_capacity_exactly_is_one_group():
 def test_a_statement_exactly_at_min_relevance_is_kept():
     """Mutation: `score >= threshold` → `>`: a statement whose rounded relevance equals the topic's
     `min_relevance` would be dropped."""
-    from nexus_assets.recall.embedder import embed
+    from nexus_assets.embedding.embedder import embed
 
     topic = Topic.model_validate({
         "topic_id": "marathon-training", "display_name": "Marathon training", "state": "ACTIVE",

@@ -26,7 +26,7 @@ PACKAGE = Path(nexus_assets.__file__).parent
 
 # Process switches of the embedding model's one session (its threads), set by an entry point before
 # the model loads; not settings.
-PROCESS_SWITCHES = {"recall/embedder.py": {"_sharing", "_spinning"}}
+PROCESS_SWITCHES = {"embedding/embedder.py": {"_sharing", "_spinning"}}
 
 
 def test_no_module_global_is_written_at_run_time():

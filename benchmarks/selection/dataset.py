@@ -45,7 +45,7 @@ class CachedVectors:
         self.dirty = False
 
     def __call__(self, texts):
-        from nexus_assets.recall.embedder import DIMENSIONS, embed
+        from nexus_assets.embedding.embedder import DIMENSIONS, embed
 
         fps = [fingerprint(t) for t in texts]
         todo = {fp: t for fp, t in zip(fps, texts) if fp not in self.cache}
@@ -246,7 +246,7 @@ def _v3_spans(topic: Topic, runs: list[Run], vectors) -> set[tuple]:
         owner += [run] * len(found)
     kept = {id(p) for p in keep_relevant(topic, pointers, vectors)}
     out = set()
-    from nexus_assets.extract.scope import node_text
+    from nexus_assets.ingest.scope import node_text
 
     for p, run in zip(pointers, owner):
         if id(p) not in kept:

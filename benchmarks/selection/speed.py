@@ -18,7 +18,7 @@ import yaml
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.extract.backends import StoredVectors, embedded_extractor
-from nexus_assets.extract.scope import in_scope_nodes
+from nexus_assets.ingest.scope import in_scope_nodes
 from nexus_assets.core.sentences import sentence_units
 from nexus_assets.ingest.runfiles import iter_run_file
 

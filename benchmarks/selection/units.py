@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 from nexus_assets.core.sentences import sentence_units
 from nexus_assets.core.models import Run
 from nexus_assets.ingest.runfiles import iter_run_file

@@ -33,7 +33,7 @@ from nexus_assets.lifecycle.step import (
 )
 from nexus_assets.llm.client import CacheMiss, LLMFatalError
 from nexus_assets.publish.step import publish_phase
-from nexus_assets.recall.embedder import (
+from nexus_assets.embedding.embedder import (
     MODEL as EMBEDDING_MODEL,  # the name only: no model loads
 )
 from nexus_assets.resolve.step import Resolution, StageMissing, resolve_if_changed

@@ -26,7 +26,7 @@ from nexus_assets.drift.step import verbatim_problems
 from nexus_assets.eval.rules import GoldError
 from nexus_assets.eval.step import evaluate, quality_gold_path
 from nexus_assets.lifecycle.step import immutability_problems, sealed_manifest
-from nexus_assets.recall.embedder import (
+from nexus_assets.embedding.embedder import (
     MODEL as EMBEDDING_MODEL,  # the constant only: no model loads
 )
 from nexus_assets.relate.step import conflict_rows

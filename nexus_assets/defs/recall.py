@@ -10,7 +10,7 @@ from nexus_assets.defs.outcome import StepOutcome
 from nexus_assets.defs.assets import WRITER_POOL, topic_asset, topic_manifest
 from nexus_assets.defs.partitions import topics_partitions
 from nexus_assets.defs.resources import VaultResource
-from nexus_assets.recall.embedder import (  # torch loads on the first embed, not here
+from nexus_assets.embedding.embedder import (  # torch loads on the first embed, not here
     MODEL,
     embed,
 )

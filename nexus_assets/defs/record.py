@@ -11,7 +11,7 @@ from nexus_assets.defs.resources import NexusSettings, VaultResource
 from nexus_assets.ingest.passages_step import build_passages
 from nexus_assets.recall.passages.check import index_problems, slice_problems
 from nexus_assets.recall.passages.index import index_dir, refresh
-from nexus_assets.recall.static_embedder import MODEL as PASSAGE_MODEL
+from nexus_assets.embedding.static_embedder import MODEL as PASSAGE_MODEL
 
 
 @dg.asset(

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 from nexus_assets.llm.client import parse_json_reply
 from nexus_assets.llm.schema import reply_schema
 

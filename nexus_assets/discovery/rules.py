@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nexus_assets.core.models import ExtractionPolicy, Run, Topic
-from nexus_assets.extract.scope import keyword_pattern, node_text
+from nexus_assets.ingest.scope import keyword_pattern, node_text
 
 TEXT_NODE_TYPES = ("user_message", "assistant_message")
 

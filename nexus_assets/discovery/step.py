@@ -37,7 +37,7 @@ from nexus_assets.discovery.rules import (
     slug,
     survey,
 )
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 from nexus_assets.llm.client import (
     CallFailed,
     CallRecord,

@@ -26,7 +26,7 @@ from nexus_assets.eval.rules import (
     resolve_gold_line,
     score,
 )
-from nexus_assets.extract.scope import Scope
+from nexus_assets.ingest.scope import Scope
 from nexus_assets.gate.rules import NeedsDocument, validate_pointers
 
 if TYPE_CHECKING:

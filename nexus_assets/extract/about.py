@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Run, Topic
-from nexus_assets.extract.scope import TOOL_TYPES
+from nexus_assets.ingest.scope import TOOL_TYPES
 from nexus_assets.ingest.passages import CONVERSATIONAL, passage_spans
 
 ABOUT_VERSION = "about-v1"

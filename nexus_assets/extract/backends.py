@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
@@ -22,7 +22,9 @@ from nexus_assets.llm.client import (
     SendProgress,
 )
 from nexus_assets.llm.prompt import LEGACY_PROMPT_VERSIONS, PROMPT_VERSION
-from nexus_assets.recall.records import RecallRecords
+
+if TYPE_CHECKING:  # type-only: a phase names a store above it only as an annotation
+    from nexus_assets.recall.records import RecallRecords
 
 
 @dataclass
@@ -62,7 +64,7 @@ class StoredVectors:
     def __call__(self, texts: Sequence[str]):
         import numpy as np
 
-        from nexus_assets.recall.embedder import DIMENSIONS, MODEL, embed
+        from nexus_assets.embedding.embedder import DIMENSIONS, MODEL, embed
 
         fps = [fingerprint(t) for t in texts]
         known = self.records.vectors_of(MODEL, fps) if self.records is not None else {}
@@ -77,7 +79,7 @@ class StoredVectors:
         return out
 
     def keep(self, texts: Iterable[str]) -> None:
-        from nexus_assets.recall.embedder import MODEL
+        from nexus_assets.embedding.embedder import MODEL
 
         fresh = {fp: self._fresh[fp] for t in texts if (fp := fingerprint(t)) in self._fresh}
         if fresh and self.records is not None:

@@ -22,7 +22,7 @@ from nexus_assets.core.wording import is_title_case
 from nexus_assets.extract.examples import example_verdicts, has_examples
 from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.core.sentences import tool_line_units
-from nexus_assets.extract.scope import TOOL_TYPES, in_scope_nodes, is_tool_line
+from nexus_assets.ingest.scope import TOOL_TYPES, in_scope_nodes, is_tool_line
 from nexus_assets.core.sentences import ITEM, PROSE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
 from nexus_assets.ingest.formats.harness import person_spans

@@ -14,7 +14,7 @@ from nexus_assets.core.models import Topic
 from nexus_assets.core.paths import format_path, parse_normalized
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION
 from nexus_assets.extract.relevance import relevance_scores
-from nexus_assets.extract.scope import Scope, node_text
+from nexus_assets.ingest.scope import Scope, node_text
 from nexus_assets.extract.selector import SELECTOR_VERSION, V5_VERSION
 
 
@@ -159,7 +159,7 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
 
 def _explain_v3(topic: Topic, run, wanted, kept, vectors) -> list[dict]:
     from nexus_assets.extract.embedded import is_statement
-    from nexus_assets.extract.scope import in_scope_nodes
+    from nexus_assets.ingest.scope import in_scope_nodes
     from nexus_assets.core.sentences import sentence_units
 
     pattern = topic.keyword_pattern()

@@ -11,13 +11,15 @@ definition selects it again. FINAL bricks never leave (resolution keeps them who
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import Topic
 from nexus_assets.extract.backends import extraction_scope, newest_selector, selector_versions
 from nexus_assets.extract.records import ExtractionRecords
-from nexus_assets.gate.records import OccurrenceRecords
+
+if TYPE_CHECKING:  # type-only: a phase names a store above it only as an annotation
+    from nexus_assets.gate.records import OccurrenceRecords
 
 
 class SelectionStores(Protocol):

@@ -24,7 +24,7 @@ from nexus_assets.core.paths import (
     resolve_string,
 )
 from nexus_assets.core.validation import explain
-from nexus_assets.extract.scope import Scope
+from nexus_assets.ingest.scope import Scope
 from nexus_assets.gate.quotes import first_offsets
 from nexus_assets.ingest.formats.claude import THINKING, region_of, tagged_regions
 

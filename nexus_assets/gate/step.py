@@ -11,7 +11,7 @@ from typing import Protocol
 from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.models import Topic
 from nexus_assets.extract.records import ExtractionRecords
-from nexus_assets.extract.scope import Scope
+from nexus_assets.ingest.scope import Scope
 from nexus_assets.gate.records import OccurrenceRecords
 from nexus_assets.gate.rules import NeedsDocument, named_paths, validate_pointers
 from nexus_assets.ingest.records import RunRecords

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Sequence
 
 from nexus_assets.core.models import Brick, Manifest, ManifestEntry, SourceAddress
-from nexus_assets.publish.manifest import entries_sha256
+from nexus_assets.core.listing import entries_sha256
 from nexus_assets.vault.records import Records
 
 # Where a pointer prompt's user message turns from the topic to the run's text (llm/prompt.py).

@@ -9,7 +9,7 @@ from typing import Iterator
 from nexus_assets.core.fingerprint import node_checksum
 from nexus_assets.core.models import Node, Run
 from nexus_assets.core.paths import Steps, parse_normalized
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 
 
 @dataclass(frozen=True)

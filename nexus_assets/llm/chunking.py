@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 
 # The context window assumed when NEXUS_LLM_CONTEXT_TOKENS is not set: today's hosted models
 # (GPT-4o/4.1, Claude, Gemini, Llama 3.1 and its kin) read at least 128k tokens.

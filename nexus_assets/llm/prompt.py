@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_assets.core.fingerprint import canonical_json
 from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.extract.scope import node_text
+from nexus_assets.ingest.scope import node_text
 from nexus_assets.llm.handles import handle
 from nexus_assets.llm.schema import reply_schema
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import Node, Run, Topic
-from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.ingest.scope import Scope, in_scope_nodes, node_text
 from nexus_assets.ingest.formats.limits import max_node_chars
 from nexus_assets.llm.chunking import QUOTED_SHARE, chunk_nodes, estimate_tokens, pack_windows, window_bytes
 from nexus_assets.llm.prompt import (

@@ -41,17 +41,6 @@ def hash_of_listing(topic_id: str, previous_hash: str | None, canonical_entries:
     return h.hexdigest()
 
 
-def canonical_entries(entries: Iterable[ManifestEntry]) -> str:
-    """The entries as `hash_of_listing` reads them: each in canonical JSON, joined by commas."""
-    return ",".join(canonical_json(e.model_dump()) for e in entries)
-
-
-def entries_sha256(entries: Iterable[ManifestEntry]) -> str:
-    """A digest of a brick list alone (no link, no topic): the vault finds a manifest listing the
-    same bricks by it without reading every stored list."""
-    return sha256_hex(canonical_entries(entries))
-
-
 def tombstone_manifest(topic_id: str, bricks: Iterable[Brick], previous: Manifest | None, tombstone: Tombstone) -> Manifest:
     """The next manifest after a forget: always recorded, even when the brick list is unchanged."""
     entries = manifest_entries(bricks)

@@ -15,11 +15,8 @@ from nexus_assets.core.models import (
     trusted,
 )
 from nexus_assets.publish.immutability import FinalBrickChanged, final_brick_changes
-from nexus_assets.publish.manifest import (
-    canonical_entries,
-    entries_sha256,
-    hash_of_listing,
-)
+from nexus_assets.core.listing import canonical_entries, entries_sha256
+from nexus_assets.publish.manifest import hash_of_listing
 from nexus_assets.publish.manifest_records import Listing, ManifestRecords
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nexus_assets.recall.embedder import DIMENSIONS, MODEL
+from nexus_assets.embedding.embedder import DIMENSIONS, MODEL
 from nexus_assets.vault.connection import derived_path
 
 if TYPE_CHECKING:

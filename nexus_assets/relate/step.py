@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Topic
-from nexus_assets.extract.scope import TOOL_TYPES
+from nexus_assets.ingest.scope import TOOL_TYPES
 from nexus_assets.relate.rules import conflict_between, round_similarity
 
 if TYPE_CHECKING:

@@ -228,7 +228,7 @@ def semantic_veto_for(
             f"{topic.topic_id}: semantic_veto is on but no LLM is configured (OPENAI_BASE_URL, OPENAI_API_KEY, "
             "NEXUS_LLM_MODEL): nothing was vetoed"
         )
-    from nexus_assets.recall.embedder import MODEL, embed
+    from nexus_assets.embedding.embedder import MODEL, embed
 
     return SemanticVeto(config, store, embed, MODEL, replay_only=replay_only), None
 

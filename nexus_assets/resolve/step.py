@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 from nexus_assets.core.collector import collector_paused
 from nexus_assets.core.models import Brick, Occurrence, Topic
@@ -15,11 +15,13 @@ from nexus_assets.drift.step import withdrawn_addresses
 from nexus_assets.extract.selection import deselected_fingerprints
 from nexus_assets.gate.records import OccurrenceRecords
 from nexus_assets.ingest.records import RunRecords
-from nexus_assets.publish.records import BrickRecords
 from nexus_assets.resolve.incremental import Changes, Wider, resolve_changes
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets.resolve.rules import Keyed, resolve_keyed
 from nexus_assets.history.records import HistoryQueries
+
+if TYPE_CHECKING:  # type-only: a phase names a store above it only as an annotation
+    from nexus_assets.publish.records import BrickRecords
 
 
 class ResolveStores(Protocol):

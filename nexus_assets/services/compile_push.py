@@ -91,7 +91,7 @@ _COMPILE_MODULES = (
     "nexus_assets.store", "nexus_assets.ingest.runfiles", "nexus_assets.ingest.step", "nexus_assets.defs.metadata",
     "nexus_assets.defs.resources", "nexus_assets.drift.step", "nexus_assets.extract.step", "nexus_assets.extract.explain",
     "nexus_assets.gate.step", "nexus_assets.resolve.step", "nexus_assets.publish.step", "nexus_assets.search.step",
-    "nexus_assets.recall.embedder", "nexus_assets.recall.index", "nexus_assets.relate.step", "dagster",
+    "nexus_assets.embedding.embedder", "nexus_assets.recall.index", "nexus_assets.relate.step", "dagster",
     "nexus_assets.ingest.passages_step", "nexus_assets.extract.about_step", "nexus_assets.recall.passages.index",
 )
 
@@ -315,7 +315,7 @@ def _recall(vault, job: PushCompile, topic, manifest_hash: str | None, recorder:
     process's memory too, so the next recall finds them)."""
     from datetime import datetime, timezone
 
-    from nexus_assets.recall.embedder import MODEL, embed
+    from nexus_assets.embedding.embedder import MODEL, embed
     from nexus_assets.recall.index import follow
     from nexus_assets.relate.step import relate_topic
 

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from nexus_assets.core.models import Brick, Manifest, Topic
 from nexus_assets.core.paths import resolve_string, value_at
-from nexus_assets.recall.embedder import (
+from nexus_assets.embedding.embedder import (
     MODEL as EMBEDDING_MODEL,  # the name only: no model loads
 )
 from nexus_assets.relate.step import conflict_rows, related_rows

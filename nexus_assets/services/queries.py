@@ -332,7 +332,7 @@ def search(db: str | Path, request: SearchRequest) -> list:
 
 def conflicts(db: str | Path, topic_id: str) -> tuple[list, int, int]:
     """(conflicts, bricks related so far, visible bricks): the Conflict View's rows."""
-    from nexus_assets.recall.embedder import MODEL  # the model's name only: reading relations loads no model
+    from nexus_assets.embedding.embedder import MODEL  # the model's name only: reading relations loads no model
     from nexus_assets.relate.step import conflict_rows
     from nexus_assets.schemas import Conflict
 
@@ -379,7 +379,7 @@ def recall(db: str | Path, request: RecallRequest, *, env: Mapping[str, str] | N
 
     query = require_text(request.query, "query")
     filters = _who_and_when(request.speaker, request.since, request.until)
-    from nexus_assets.recall.static_embedder import StaticModelMissing
+    from nexus_assets.embedding.static_embedder import StaticModelMissing
 
     try:
         out = service.recall(db, query, _check_topics(db, request.topics), k=request.k, env=dict(env or {}), **filters)
@@ -398,7 +398,7 @@ def ask(db: str | Path, request: AskRequest, *, user: str, agent: str, env: Mapp
 
     question = require_text(request.question, "question")
     filters = _who_and_when(request.speaker, request.since, request.until)
-    from nexus_assets.recall.static_embedder import StaticModelMissing
+    from nexus_assets.embedding.static_embedder import StaticModelMissing
 
     try:
         out = service.ask(

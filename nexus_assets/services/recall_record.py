@@ -14,7 +14,7 @@ from nexus_assets.ingest.passage_records import passage_source
 from nexus_assets.recall.passages import index as passage_index
 from nexus_assets.recall.passages.filters import RecordFilter, TopicRecord, admits, record_filter, HIDDEN, OFF_CURRENT
 from nexus_assets.recall.passages.segments import day_number
-from nexus_assets.recall.static_embedder import MODEL as PASSAGE_MODEL, embed_static
+from nexus_assets.embedding.static_embedder import MODEL as PASSAGE_MODEL, embed_static
 from nexus_assets.services.query_terms import Filters
 from nexus_assets.store import Vault
 

@@ -6,7 +6,7 @@ viewer and `ask` (services/answers.py) call.
 Ranking (docs/recall.md) is hybrid, one list for notes and record together: the bricks' dense
 ranking (MiniLM cosine over the topic's FAISS index) and full-text ranking (BM25, the index `nexus
 search` keeps), and the record's full-text ranking (BM25 of the passage and of its message) and
-dense ranking (the static model's cosine, `recall/static_embedder.py`), fused by reciprocal rank
+dense ranking (the static model's cosine, `embedding/static_embedder.py`), fused by reciprocal rank
 fusion, RRF = sum over rankings of 1 / (RRF_K + rank), ties by id. A passage that is a visible
 brick's text at the same address is that brick: it comes back once, as the brick, with both the
 brick's and the passage's ranks — the bricks' prior (a note ranks above the same sentence of the
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nexus_assets.recall.confidence import confidence
-from nexus_assets.recall.embedder import MODEL, embed
+from nexus_assets.embedding.embedder import MODEL, embed
 from nexus_assets.recall.evidence import evidence
 from nexus_assets.recall.index import ensure
 from nexus_assets.recall.rerank import Candidate, rerank

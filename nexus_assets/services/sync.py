@@ -15,8 +15,8 @@ from nexus_assets import settings
 from nexus_assets.core.fingerprint import canonical_json, sha256_hex
 from nexus_assets.core.models import COMPILED_STATES
 from nexus_assets.ingest.runfiles import file_stat, scan_run_files
-from nexus_assets.recall import embedder
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.embedding import embedder
+from nexus_assets.core.timestamps import normalize_timestamp
 from nexus_assets.topics.selection import SyncInputError, broken_topic_files, select_topics
 from nexus_assets.defs.tags import TOPIC_TAG
 from nexus_assets.extract.registry import extractor_kind
@@ -66,7 +66,7 @@ def check(request: SyncRequest) -> CheckedSync:
 def _require_passage_model() -> None:
     """The passages' embedding model loads (a missing or corrupt file is one error naming it),
     before anything is written: a broken install changes nothing in the vault."""
-    from nexus_assets.recall.static_embedder import StaticModelMissing, check_model
+    from nexus_assets.embedding.static_embedder import StaticModelMissing, check_model
 
     try:
         check_model()

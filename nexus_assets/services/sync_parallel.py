@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from nexus_assets.recall import embedder
+from nexus_assets.embedding import embedder
 from nexus_assets.services.sync_models import CheckedSync, SyncEvent, SyncOutcome
 from nexus_assets.services.sync_runs import TopicReport, apply_report, compile_report, dagster_instance, job_defs
 from nexus_assets.vault.address import is_postgres

@@ -12,7 +12,7 @@ log = logging.getLogger("nexus.api")
 def warm(db: str) -> None:
     """Load the embedding model and each topic's checked vector index now, so the first recall
     costs a search, not a start-up. A vault without embeddings (or none yet) is no error."""
-    from nexus_assets.recall.embedder import embed, serve_queries
+    from nexus_assets.embedding.embedder import embed, serve_queries
 
     serve_queries()
     embed(["warm-up"])
@@ -24,7 +24,7 @@ def refresh(db: str) -> None:
     held vault (vault/warm.py) in step with its runs (none it no longer has, every one it has): at
     start, and after each writer."""
     from nexus_assets.services.queries import NotFound, open_read
-    from nexus_assets.recall.embedder import MODEL
+    from nexus_assets.embedding.embedder import MODEL
     from nexus_assets.recall.index import ensure
 
     try:

@@ -16,7 +16,7 @@ from nexus_assets.core.models import Topic
 from nexus_assets.extract.backends import extraction_key
 from nexus_assets.core.keywords import keyword_pattern
 from nexus_assets.extract.embedded import EXTRACTOR_VERSION, extract_embedded, is_statement
-from nexus_assets.extract.scope import in_scope_nodes
+from nexus_assets.ingest.scope import in_scope_nodes
 from nexus_assets.core.sentences import CODE, HEADING, ITEM, PROSE, TABLE, sentence_spans, sentence_units
 from nexus_assets.vault.records import RunVersion
 from nexus_assets.store import Vault

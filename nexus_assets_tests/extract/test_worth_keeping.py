@@ -20,7 +20,7 @@ from nexus_assets.extract.relevance import relevance_scores
 from nexus_assets.gate.rules import validate_pointer
 from nexus_assets.ingest.formats.claude import ARTIFACT, THINKING, claude_run, tagged_regions
 from nexus_assets.ingest.formats.nexus import nexus_run
-from nexus_assets.recall.embedder import MODEL, embed
+from nexus_assets.embedding.embedder import MODEL, embed
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_nexus
 
@@ -210,7 +210,7 @@ def test_the_gate_refuses_a_pointer_into_private_reasoning_and_types_an_artifact
     refused = validate_pointer({"topic_id": "sync-schedule", "json_path": path, "verbatim_quote": quote},
                                topic_id="sync-schedule", run=run)
     assert refused.reason == "out_of_scope" and "antArtifact" in refused.detail
-    from nexus_assets.extract.scope import Scope
+    from nexus_assets.ingest.scope import Scope
 
     topic = sync_topic(["assistant_message", "artifact"])
     occurrence = validate_pointer({"topic_id": "sync-schedule", "json_path": path, "verbatim_quote": quote},

@@ -10,7 +10,7 @@ import pytest
 
 from nexus_assets.core.fingerprint import fingerprint, node_checksum
 from nexus_assets.core.models import ExtractionPolicy, Occurrence, Rejection, Topic
-from nexus_assets.extract.scope import Scope
+from nexus_assets.ingest.scope import Scope
 from nexus_assets.gate.rules import NeedsDocument, _NodeMemo, named_paths, validate_pointer, validate_pointers
 from nexus_assets.ingest.formats.nexus import nexus_run
 from nexus_assets_tests.strategies import TOPIC

@@ -16,7 +16,7 @@ from nexus_assets.core.models import (
     Rejection,
     Topic,
 )
-from nexus_assets.extract.scope import Scope, in_scope_nodes, node_text
+from nexus_assets.ingest.scope import Scope, in_scope_nodes, node_text
 from nexus_assets.gate.rules import validate_pointer, validate_pointers
 from nexus_assets.ingest.formats.chatgpt import chatgpt_run
 from nexus_assets.ingest.formats.nexus import nexus_run

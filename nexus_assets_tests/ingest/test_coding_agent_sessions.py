@@ -417,7 +417,7 @@ def test_a_topic_reads_no_tool_output_or_harness_text_unless_it_names_them(tmp_p
         assert validate_pointer(p, topic_id="sync-retries", run=run).content == p["verbatim_quote"]
     # The gate refuses a pointer at tool output for a topic that did not name it.
     [tool_output] = [n.path for n in run.nodes if n.node_type == "tool_message" and "Deprecation" in (n.text or texts(run)[n.path][0])]
-    from nexus_assets.extract.scope import Scope
+    from nexus_assets.ingest.scope import Scope
 
     refused = validate_pointer(
         {"topic_id": "sync-retries", "json_path": tool_output, "verbatim_quote": "1 passed, 1 warning in 0.12s"},

@@ -274,7 +274,7 @@ def test_the_gate_reads_only_the_nodes_pointers_name_and_judges_as_with_the_whol
 def test_a_chunk_of_run_versions_loads_exactly_its_own_nodes_and_statuses(tmp_path):
     """Nodes and statuses are read per chunk of run versions with a range prefilter in SQL; a chunk
     of scattered keys (an older version, a run between two wanted ones) gets only its own rows."""
-    from nexus_assets.extract.scope import node_text
+    from nexus_assets.ingest.scope import node_text
     from nexus_assets.ingest.formats.nexus import nexus_run as parse_nexus
     from nexus_assets.store import RunVersion
 

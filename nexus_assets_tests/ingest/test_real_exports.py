@@ -16,7 +16,7 @@ import pytest
 from nexus_assets.ingest.formats.limits import InputLimits
 from nexus_assets.core.models import ExtractionPolicy, IngestionError, Run, Topic
 from nexus_assets.core.paths import resolve_string
-from nexus_assets.extract.scope import in_scope_nodes
+from nexus_assets.ingest.scope import in_scope_nodes
 from nexus_assets.ingest.formats.chatgpt import CONTENT_TYPES, chatgpt_run
 from nexus_assets.ingest.formats.claude import claude_run
 from nexus_assets.ingest.formats.exports import ConversationProblem, iter_export

@@ -14,13 +14,12 @@ from nexus_assets.core.models import (
     SourceAddress,
     Tombstone,
 )
+from nexus_assets.core.listing import canonical_entries, entries_sha256
 from nexus_assets.publish.immutability import final_brick_changes, final_problems
 from nexus_assets.publish.manifest import (
     altered,
     build_manifest,
-    canonical_entries,
     chain_problems,
-    entries_sha256,
     hash_of_listing,
     link_problems,
     manifest_entries,

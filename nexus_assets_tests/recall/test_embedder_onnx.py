@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from nexus_assets.recall import embedder
-from nexus_assets.recall.embedder import DIMENSIONS, MAX_TOKENS, MODEL, MODEL_DIR, embed
+from nexus_assets.embedding import embedder
+from nexus_assets.embedding.embedder import DIMENSIONS, MAX_TOKENS, MODEL, MODEL_DIR, embed
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import REPO, Project
 from nexus_assets_tests.project import FIXTURES as TEST_FIXTURES
@@ -87,7 +87,7 @@ def test_recall_at_5_holds_against_torch():
 
 def test_embedding_loads_neither_torch_nor_transformers():
     code = (
-        "import sys; from nexus_assets.recall.embedder import embed; v = embed(['Where should the vault live?']); "
+        "import sys; from nexus_assets.embedding.embedder import embed; v = embed(['Where should the vault live?']); "
         "print(v.shape, sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

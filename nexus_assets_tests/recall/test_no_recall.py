@@ -14,7 +14,7 @@ from nexus_assets.defs.jobs import COMPILE_ASSETS, without_recall
 from nexus_assets.defs.resources import NexusSettings
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.definitions import defs
-from nexus_assets.recall.embedder import MODEL
+from nexus_assets.embedding.embedder import MODEL
 from nexus_assets.recall.index import vector_index_dir
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from nexus_assets.recall.citations import ccc, extractive_answer, split_answer
-from nexus_assets.recall.embedder import MODEL
+from nexus_assets.embedding.embedder import MODEL
 from nexus_assets.recall.index import load, vector_index_dir
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_cli, run_json, run_nexus

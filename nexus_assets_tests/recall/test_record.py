@@ -173,7 +173,7 @@ def test_a_grown_run_splits_only_its_new_nodes_and_equals_a_fresh_build(tmp_path
 
 
 def test_a_missing_or_corrupt_passage_model_is_one_clear_error_and_changes_nothing(tmp_path, capsys, monkeypatch):
-    from nexus_assets.recall import static_embedder
+    from nexus_assets.embedding import static_embedder
 
     p = _project(tmp_path)
     broken = tmp_path / "static"

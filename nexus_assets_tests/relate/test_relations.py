@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from nexus_assets.recall.embedder import MODEL
+from nexus_assets.embedding.embedder import MODEL
 from nexus_assets.relate.neighbours import candidate_pairs, nearest_lists
 from nexus_assets.relate.rules import conflict_between, nearest
 from nexus_assets.relate.step import relate_topic

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
+from nexus_assets.core.timestamps import normalize_timestamp
 from nexus_assets.resolve.order import (
     brick_sort_key,
-    normalize_timestamp,
     occurrence_key,
 )
 from nexus_assets.resolve.rules import resolve_topic

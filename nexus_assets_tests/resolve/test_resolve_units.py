@@ -9,12 +9,12 @@ import pytest
 from nexus_assets.core.fingerprint import brick_id, fingerprint
 from nexus_assets.core.models import Occurrence, SourceAddress
 from nexus_assets.resolve.incremental import StoredBrick, ranked_order
+from nexus_assets.core.timestamps import normalize_timestamp
 from nexus_assets.resolve.order import (
     brick_sort_key,
     canonical_key,
     first_ingestion,
     key_bytes,
-    normalize_timestamp,
     occurrence_key,
 )
 from nexus_assets.resolve.rules import (

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.extract.relevance import Vectors, topic_texts
-from nexus_assets.extract.scope import in_scope_nodes
+from nexus_assets.ingest.scope import in_scope_nodes
 from nexus_assets.extract.selector.features import SCORE_DECIMALS, Context, restatement, scalar_features
 from nexus_assets.core.sentences import CODE, HEADING, TABLE, sentence_units
 from nexus_assets.ingest.formats.claude import ARTIFACT, region_of, tagged_regions
@@ -98,7 +98,7 @@ def conversation_text(run: Run, title: str | None, texts: Mapping[str, str]) -> 
 
 
 def _node_texts(run: Run) -> dict[str, str]:
-    from nexus_assets.extract.scope import node_text
+    from nexus_assets.ingest.scope import node_text
 
     out = {}
     for node in run.nodes:

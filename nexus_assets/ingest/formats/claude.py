@@ -25,7 +25,7 @@ from nexus_assets.ingest.formats.conversations import (
     export_status,
 )
 from nexus_assets.ingest.formats.nexus import ROLE_NODE_TYPES
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.core.timestamps import normalize_timestamp
 
 ID_KEYS = ("uuid",)
 

@@ -42,7 +42,7 @@ from nexus_assets.ingest.formats.harness import (
     REJECTED_WITH_COMMENT,
     is_injected,
 )
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.core.timestamps import normalize_timestamp
 
 # Event types that carry no conversation text, skipped without a word: seen in real files or in
 # the readers other tools publish (PROVENANCE.md). Any other type is counted in one warning.

@@ -25,7 +25,7 @@ from nexus_assets.core.models import Node, NodeType, Run
 from nexus_assets.core.paths import Steps
 from nexus_assets.ingest.formats import FormatError, document_version, first_text
 from nexus_assets.ingest.formats.harness import CODEX_PERSON_TOOLS, is_injected
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.core.timestamps import normalize_timestamp
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 QUIET_LINE_TYPES = frozenset({"session_meta", "event_msg", "turn_context"})

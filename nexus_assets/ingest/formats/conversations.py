@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from nexus_assets.core.models import RunStatus
 from nexus_assets.core.validation import explain
 from nexus_assets.ingest.formats import FormatError
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.core.timestamps import normalize_timestamp
 
 _MAX_RUN_ID = 256
 

@@ -91,7 +91,7 @@ class InputLimits:
         return cls(**{FIELDS[name]: whole_number(name, texts.get(name)) for name in DEFAULTS})
 
 
-# The node-character limit the extraction scope applies (extract/scope.py), for the code under an
+# The node-character limit the extraction scope applies (ingest/scope.py), for the code under an
 # entry point that handed it over with `node_limit(...)`: scoped to that block and that thread or
 # task, never written for the process. (Ingestion takes its limits as an argument; the scope is
 # built deep inside the phases, whose signatures are moving to services/ (issue 51).)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from nexus_assets.core.models import Node, Run
 from nexus_assets.core.validation import explain
 from nexus_assets.ingest.formats import FormatError, document_version
-from nexus_assets.resolve.order import normalize_timestamp
+from nexus_assets.core.timestamps import normalize_timestamp
 
 ROLE_NODE_TYPES = {
     "user": "user_message",

@@ -23,7 +23,7 @@ from nexus_assets.recall.passages import segments as seg_mod
 from nexus_assets.recall.passages import text_index
 from nexus_assets.recall.passages.filters import RecordFilter
 from nexus_assets.recall.passages.vectors import blended
-from nexus_assets.recall.static_embedder import MODEL
+from nexus_assets.embedding.static_embedder import MODEL
 from nexus_assets.vault.connection import derived_path
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nexus_assets.recall.passages.filters import HIDDEN, NODE_TYPE_CODE, NODE_TYPES, OFF_CURRENT, RecordFilter, admits
-from nexus_assets.recall.static_embedder import DIMENSIONS
+from nexus_assets.embedding.static_embedder import DIMENSIONS
 
 
 def _faiss():

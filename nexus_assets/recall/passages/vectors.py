@@ -28,7 +28,7 @@ def blended(texts: Sequence[str], speakers: Sequence[str | None], message, previ
     import numpy as np
     from scipy.sparse import csr_matrix
 
-    from nexus_assets.recall.static_embedder import token_sums, unit
+    from nexus_assets.embedding.static_embedder import token_sums, unit
 
     n = len(texts)
     message = np.asarray(message, dtype=np.int64)

@@ -1,5 +1,5 @@
 """The static model passages are embedded with (DESIGN §3.1, §8): a table of word-piece vectors
-distilled offline from the shipped all-MiniLM-L6-v2 with model2vec (`recall/static/`, built by
+distilled offline from the shipped all-MiniLM-L6-v2 with model2vec (`embedding/static/`, built by
 `benchmarks/distill_static_model.py`). A sentence's vector is the mean of its word pieces' rows,
 L2-normalised: numpy only, no model session, about a hundred times more sentences per CPU-second
 than MiniLM, and better on conversational questions (shared/FACTS.md, "Static embeddings").

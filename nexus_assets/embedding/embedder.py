@@ -1,8 +1,8 @@
-"""all-MiniLM-L6-v2 as an ONNX graph shipped in this package (`recall/model/`), run by onnxruntime with
+"""all-MiniLM-L6-v2 as an ONNX graph shipped in this package (`embedding/model/`), run by onnxruntime with
 the Hugging Face `tokenizers` tokenizer: no torch, no transformers, nothing fetched at run time.
 
 The graph is exported from the packaged sentence-transformers model by
-`benchmarks/export_onnx_model.py` (see `recall/model/README.md`): BERT, mean pooling over the
+`benchmarks/export_onnx_model.py` (see `embedding/model/README.md`): BERT, mean pooling over the
 attention mask and L2 normalisation are all inside it, so a row out of the session is the sentence
 embedding. Texts are cut at 256 word pieces, as sentence-transformers does for this model.
 
