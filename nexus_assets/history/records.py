@@ -197,6 +197,16 @@ class HistoryQueries(Records):
         row = self.conn.execute("SELECT fingerprint FROM clean_syncs WHERE scope = ?", [scope]).fetchone()
         return row[0] if row else None
 
+    def topic_history_counts(self, topic_id: str) -> tuple[int, int, int, int, int]:
+        """How much the topic's history holds (manifests, transitions, teachings, selector records,
+        extractions not yet validated): a sync whose counts moved has something to do (`services/idle.py`)."""
+        return tuple(self.conn.execute(
+            """SELECT (SELECT count(*) FROM manifests WHERE topic_id = $t), (SELECT count(*) FROM topic_transitions WHERE topic_id = $t),
+                      (SELECT count(*) FROM teachings WHERE topic_id = $t), (SELECT count(*) FROM topic_selectors WHERE topic_id = $t),
+                      (SELECT count(*) FROM extractions WHERE topic_id = $t AND NOT validated)""",
+            {"t": topic_id},
+        ).fetchone())
+
     def record_clean_sync(self, fingerprint: str, scope: str = "cli") -> None:
         self.conn.execute(
             "INSERT INTO clean_syncs VALUES (?, ?, now()) ON CONFLICT (scope) DO UPDATE "

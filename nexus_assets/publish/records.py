@@ -40,6 +40,25 @@ class BrickRecords(ManifestRecords, Records):
             {"topic": topic_id, "run": dagster_run_id, "detail": detail, "at": at, "digest": inputs_digest},
         )
 
+    def contents(self, brick_ids: list[str]) -> dict[str, str]:
+        """Each brick's text, by id (the ids that exist)."""
+        if not brick_ids:
+            return {}
+        return dict(self.conn.execute(
+            "SELECT brick_id, content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [brick_ids]
+        ).fetchall())
+
+    def tool_output_bricks(self, brick_ids: list[str]) -> set[str]:
+        """The bricks whose every source is a tool call or tool output (docs/inputs.md node types)."""
+        if not brick_ids:
+            return set()
+        rows = self.conn.execute(
+            "SELECT brick_id FROM brick_sources WHERE brick_id IN (SELECT unnest(?)) GROUP BY brick_id "
+            "HAVING bool_and(coalesce(node_type IN ('tool_call', 'tool_message'), false))",
+            [brick_ids],
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def select(
         self,
         topic_id: str | None = None,

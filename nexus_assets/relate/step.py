@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nexus_assets.core.fingerprint import normalize
 from nexus_assets.core.models import Topic
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 class RelateStores(Protocol):
     """The stores relating uses: bricks, their embeddings and runs in, relations and conflicts out."""
 
-    conn: Any
     bricks: BrickRecords
     runs: RunRecords
     recall: RecallRecords
@@ -89,11 +88,9 @@ def relate_topic(vault: RelateStores, topic: Topic, model: str, *, visible=None)
         found = first if again is None else tuple(np.concatenate([x, y]) for x, y in zip(first, again))
 
     involved = sorted({ids[k] for k in rows} | {ids[j] for j in found[1].tolist()})
-    texts = dict(vault.conn.execute(
-        "SELECT brick_id, content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [involved]
-    ).fetchall()) if involved else {}
+    texts = vault.bricks.contents(involved)
     text_at = {position[b]: t for b, t in texts.items()}
-    tools = _tool_output(vault, involved)
+    tools = vault.bricks.tool_output_bricks(involved)
     folded = {k: normalize(t) for k, t in text_at.items()}  # each text once, not once per pair
     lists = nearest_lists(rows, found, excluded=lambda i, j: folded[i] in folded[j] or folded[j] in folded[i])
     verdicts: dict[tuple[int, int], str | None] = {}
@@ -110,18 +107,6 @@ def relate_topic(vault: RelateStores, topic: Topic, model: str, *, visible=None)
     vault.relations.replace(topic_id, model, threshold, records, dropped, datetime.now(timezone.utc))
     pairs, conflicts = vault.relations.pair_counts(topic_id, model)
     return RelationReport(len(ids), len(rows), len(dropped), pairs, conflicts)
-
-
-def _tool_output(vault: RelateStores, brick_ids: list[str]) -> set[str]:
-    """The bricks whose every source is a tool call or tool output (docs/inputs.md node types)."""
-    if not brick_ids:
-        return set()
-    rows = vault.conn.execute(
-        "SELECT brick_id FROM brick_sources WHERE brick_id IN (SELECT unnest(?)) GROUP BY brick_id "
-        "HAVING bool_and(coalesce(node_type IN ('tool_call', 'tool_message'), false))",
-        [brick_ids],
-    ).fetchall()
-    return {r[0] for r in rows}
 
 
 def conflict_rows(vault: RelateStores, topic_id: str, model: str) -> list[dict]:

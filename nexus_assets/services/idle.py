@@ -33,12 +33,7 @@ def topic_marks(vault, topic_id: str, inputs: dict) -> str | None:
     if current_drift(vault, topic_id).checked:
         return None
     latest = [RunVersion(r, v) for r, v in sorted(vault.runs.latest_versions().items())]
-    counts = vault.conn.execute(
-        """SELECT (SELECT count(*) FROM manifests WHERE topic_id = $t), (SELECT count(*) FROM topic_transitions WHERE topic_id = $t),
-                  (SELECT count(*) FROM teachings WHERE topic_id = $t), (SELECT count(*) FROM topic_selectors WHERE topic_id = $t),
-                  (SELECT count(*) FROM extractions WHERE topic_id = $t AND NOT validated)""",
-        {"t": topic_id},
-    ).fetchone()
+    counts = vault.history.topic_history_counts(topic_id)
     outside = {k: inputs[k] for k in ("extractor", "recall", "settings", "release", "embedding_model")}
     outside["topic"] = inputs["topics"].get(topic_id)
     outside["gold"] = inputs["gold"].get(topic_id)
