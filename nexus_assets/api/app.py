@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from nexus_assets.api import problems
 from nexus_assets.api.config import ApiConfig
 from nexus_assets.api.guard import Guard
-from nexus_assets.services.jobs import SyncJobs
+from nexus_assets.services.sync_worker import SyncJobs
 from nexus_assets.api.routes import answers, bricks, health, passages, runs, sync, topics
 
 from nexus_assets.services.warming import refresh, warm

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from nexus_assets.api.config import ApiConfig
-from nexus_assets.services.jobs import SyncJobs
+from nexus_assets.services.sync_worker import SyncJobs
 
 
 def get_config(request: Request) -> ApiConfig:

@@ -50,7 +50,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     from nexus_assets.services.warming import warm
     from nexus_assets.mcp_server.tools import build_server
-    from nexus_assets.services.jobs import SyncJobs
+    from nexus_assets.services.sync_worker import SyncJobs
 
     from nexus_assets.services.warming import refresh
     from nexus_assets.vault.warm import hold, serve_memory

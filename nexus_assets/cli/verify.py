@@ -10,7 +10,7 @@ from nexus_assets.cli.parsing import Commands
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from nexus_assets.services.checks import verify
+    from nexus_assets.services.verifying import verify
 
     with open_vault(args, write=True) as vault:
         found = verify(vault, args.db)

@@ -163,7 +163,7 @@ Until = Annotated[str | None, Field(pattern=DAY, description="said on or before 
 def build_server(config, *, allow_writes: bool = False, jobs=None, writes_off: str = WRITES_OFF) -> MCPServer:
     """`config`: an ApiConfig (db, folders, env, user). `allow_writes`: add the WRITE_TOOLS; without
     it a call to one answers that it writes and `writes_off` (how this server's caller gets it).
-    `jobs`: the server's sync worker (services/jobs.py, started by the caller): `remember` then
+    `jobs`: the server's sync worker (services/sync_worker.py, started by the caller): `remember` then
     compiles what it wrote, as a push to the API does, and `sync` runs in turn with those compiles."""
     # WARNING: the SDK would otherwise log every request at INFO on the server's stderr.
     server = NexusServer(name="nexus", instructions=INSTRUCTIONS, version="1", log_level="WARNING")

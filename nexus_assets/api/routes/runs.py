@@ -1,6 +1,6 @@
 """Runs pushed live (docs/agents.md, issue 42): what an agent says is written as a run file under the
 runs folder first (`ingest/push.py`), so the files stay the source of truth, and its compile into
-the topics that read it is queued on the same worker as `POST /v1/sync/initiate` (services/jobs.py):
+the topics that read it is queued on the same worker as `POST /v1/sync/initiate` (services/sync_worker.py):
 done in this process in about a second (services/compile_push.py), in turn with syncs, never lost or doubled."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from nexus_assets.api.deps import JobsDep
-from nexus_assets.services.jobs import JobRunning
+from nexus_assets.services.sync_worker import JobRunning
 from nexus_assets.api.problems import problem
 from nexus_assets.schemas import Problem, SyncAccepted, SyncInitiate, SyncJob
 
