@@ -113,6 +113,27 @@ class ForgettingRecords(Records):
         out["answers"] = self.answers_citing(touched)
         return out
 
+    def run_texts(self, run_ids: Sequence[str], *, outside: bool = False) -> list[str]:
+        """Every distinct text node of these runs (`outside`: of every other run)."""
+        test = "NOT IN" if outside else "IN"
+        return [t for (t,) in self.conn.execute(
+            f"SELECT DISTINCT text FROM nodes WHERE run_id {test} (SELECT unnest(?))", [sorted(run_ids)]
+        ).fetchall()]
+
+    def brick_texts(self, brick_ids: Sequence[str], *, outside: bool = False) -> list[str]:
+        """The text of these bricks (`outside`: of every other brick)."""
+        test = "NOT IN" if outside else "IN"
+        return [c for (c,) in self.conn.execute(
+            f"SELECT content FROM bricks WHERE brick_id {test} (SELECT unnest(?))", [list(brick_ids)]
+        ).fetchall()]
+
+    def brick_fingerprints(self, brick_ids: Sequence[str], *, outside: bool = False) -> list[str]:
+        """The distinct fingerprints of these bricks (`outside`: of every other brick)."""
+        test = "NOT IN" if outside else "IN"
+        return [fp for (fp,) in self.conn.execute(
+            f"SELECT DISTINCT fingerprint FROM bricks WHERE brick_id {test} (SELECT unnest(?))", [list(brick_ids)]
+        ).fetchall()]
+
     def answers_citing(self, brick_ids: Iterable[str]) -> list[dict]:
         """Audited answers that cited any of these bricks."""
         ids = set(brick_ids)

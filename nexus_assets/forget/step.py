@@ -95,24 +95,16 @@ def plan(vault: ForgetStores, target: Target) -> dict:
 def _texts(vault: ForgetStores, run_ids: list[str], leaving: list[str]) -> list[str]:
     """The forgotten runs' text, in pieces long enough to prove absence: every text node, line
     and sentence of it that no remaining run or remaining brick also holds."""
-    rows = vault.conn.execute(
-        "SELECT DISTINCT text FROM nodes WHERE run_id IN (SELECT unnest(?))", [sorted(run_ids)]
-    ).fetchall()
     pieces = set()
-    for (text,) in rows:
+    for text in vault.forgetting.run_texts(run_ids):
         for piece in [text, *text.splitlines(), *sentences(text)]:
             piece = piece.strip()
             if len(piece) >= MIN_PROOF_CHARS:
                 pieces.add(piece)
     if not pieces:
         return []
-    kept = vault.conn.execute(
-        "SELECT DISTINCT text FROM nodes WHERE run_id NOT IN (SELECT unnest(?))", [sorted(run_ids)]
-    ).fetchall()
-    remaining = "\n".join(t for (t,) in kept)
-    brick_text = "\n".join(
-        t for (t,) in vault.conn.execute("SELECT content FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [sorted(leaving)]).fetchall()
-    )
+    remaining = "\n".join(vault.forgetting.run_texts(run_ids, outside=True))
+    brick_text = "\n".join(vault.forgetting.brick_texts(sorted(leaving), outside=True))
     # Text another source still holds (a shared brick, a copied message) is not the forgotten run's alone.
     return sorted(p for p in pieces if p not in remaining and p not in brick_text)
 
@@ -288,11 +280,9 @@ def erase(
     before = plan(vault, target)
     alone = [b["brick_id"] for b in before["bricks_alone"]]
     pieces = _texts(vault, target.run_ids, alone)
-    fingerprints = [fp for (fp,) in vault.conn.execute(
-        "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
+    fingerprints = vault.forgetting.brick_fingerprints(alone)
     # A fingerprint another brick (another topic) still has keeps its embedding.
-    kept = {fp for (fp,) in vault.conn.execute(
-        "SELECT DISTINCT fingerprint FROM bricks WHERE brick_id NOT IN (SELECT unnest(?))", [alone]).fetchall()}
+    kept = set(vault.forgetting.brick_fingerprints(alone, outside=True))
     tombstone_id = hashlib.sha256(f"{sorted(target.run_ids)}{sorted(target.file_shas)}{at.isoformat()}".encode()).hexdigest()[:16]
     journal = {
         "tombstone_id": tombstone_id, "run_ids": target.run_ids, "file_sha256s": target.file_shas, "files": target.files,
@@ -345,7 +335,7 @@ def _forget_examples(vault: ForgetStores, topic_ids: list[str], alone: list[str]
     from nexus_assets.teaching.topic_file import TopicFileUnwritable, remove_examples
     from nexus_assets.topics.files import read_topic_file
 
-    texts = [c for (c,) in vault.conn.execute("SELECT content FROM bricks WHERE brick_id IN (SELECT unnest(?))", [alone]).fetchall()]
+    texts = vault.forgetting.brick_texts(alone)
     for topic_id in topic_ids:
         topic = vault.topics.topic(topic_id)
         source = vault.topics.topic_source_file(topic_id)
