@@ -11,6 +11,8 @@ about --bricks distinct bricks; the largest topic is measured):
   push           (--pushes N) PUT /v1/runs/{id} of a new one-message run, then POST /v1/recall of its
                  text until its brick is the first result: seconds from the PUT, p50 / p90 of N
                  (target p50 ≤ 1 s); run ids and texts are new at each push
+  push bytes     with --only-pushes: what the vault file (and its WAL) grew by over the N pushes,
+                 measured once the server has stopped and checkpointed (issue 61: ≤ 64 KiB a push)
 
 The server is the real `nexus api` in its own session on a free loopback port, stopped at the end.
 
@@ -39,6 +41,18 @@ from bench_sync import KEYWORDS, write_runs  # noqa: E402
 
 from nexus_assets_tests import servers  # noqa: E402
 from nexus_assets_tests.api_helpers import free_port  # noqa: E402
+
+
+def vault_bytes(db: Path) -> int:
+    """The vault file and its write-ahead log, as a backup would take them."""
+    wal = Path(f"{db}.wal")
+    return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def beside_bytes(db: Path) -> int:
+    """The folders the vault keeps beside its file (passages, search and vector indexes)."""
+    stem = db.name.removesuffix(".duckdb")
+    return sum(f.stat().st_size for d in db.parent.glob(f"{stem}.*") if d.is_dir() for f in d.rglob("*") if f.is_file())
 
 
 def rss_mb(pid: int) -> float:
@@ -178,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         argv_ = servers.nexus("--db", str(db), "api", "--port", str(port), "--runs-dir", str(runs), "--topics-dir", str(topics))
+        fig["vault_bytes_start"] = vault_bytes(db)
+        fig["beside_bytes_start"] = beside_bytes(db)
         t0 = time.perf_counter()
         with servers.running(argv_, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
             while True:
@@ -204,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                 fig["load_average_pushes"] = os.getloadavg()[0]
                 fig["rss_after_pushes_mb"] = rss_mb(proc.pid)
             if args.only_pushes:
+                servers.stop(proc)  # its close checkpoints: what the pushes left in the file
+                fig["vault_bytes_end"] = vault_bytes(db)
+                fig["beside_bytes_end"] = beside_bytes(db)
+                if args.pushes:
+                    fig["vault_kib_per_push"] = round((fig["vault_bytes_end"] - fig["vault_bytes_start"]) / 1024 / args.pushes, 1)
                 print(json.dumps(fig, indent=2))
                 return 0
 

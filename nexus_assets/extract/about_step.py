@@ -44,7 +44,8 @@ def judge_record(vault: AboutStores, topic: Topic) -> RecordReport:
     digest = definition_digest(topic)
     versions = admitted(vault, topic, [RunVersion(r, v) for r, v in sorted(vault.runs.latest_versions().items())])
     report.runs_admitted = len(versions)
-    todo = [rv for rv in versions if rv not in vault.about.judged(topic.topic_id, digest, versions)]
+    judged = vault.about.judged(topic.topic_id, digest, versions)  # once: asked per run it made a push O(runs²)
+    todo = [rv for rv in versions if rv not in judged]
     for start in range(0, len(todo), RUNS_PER_CHUNK):
         chunk = todo[start : start + RUNS_PER_CHUNK]
         runs = vault.runs.load_run_nodes(chunk)

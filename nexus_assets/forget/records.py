@@ -80,10 +80,7 @@ class ForgettingRecords(Records):
         touched = {b for b, *_ in bricks}
         manifests = [
             {"topic_id": t, "seq": seq, "manifest_hash": h, "sealed": sealed}
-            for t, seq, h, sealed, listed in self.conn.execute(
-                "SELECT topic_id, seq, manifest_hash, sealed, bricks_json FROM manifests ORDER BY topic_id, seq"
-            ).fetchall()
-            if touched & {e["brick_id"] for e in json.loads(listed)}
+            for t, seq, h, sealed, _ in self.vault.bricks.listed_in(sorted(touched))
         ]
         calls = self.conn.execute(
             "SELECT call_key, topic_id, run_id, model, prompt_version, status FROM llm_calls WHERE run_id IN (SELECT unnest(?)) ORDER BY 2, 3, 1",
@@ -183,13 +180,10 @@ class ForgettingRecords(Records):
                     "occurrence": {"json_path": path, "start": start, "end": end, "node_checksum": checksum},
                 }
             )
+        topic = self.conn.execute("SELECT topic_id FROM bricks WHERE brick_id = ?", [brick_id]).fetchone()
         manifests = [
-            {"topic_id": t, "seq": seq, "manifest_hash": h, "sealed": sealed, "order_index": next(e["order_index"] for e in json.loads(listed) if e["brick_id"] == brick_id)}
-            for t, seq, h, sealed, listed in self.conn.execute(
-                "SELECT topic_id, seq, manifest_hash, sealed, bricks_json FROM manifests WHERE topic_id = (SELECT topic_id FROM bricks WHERE brick_id = ?) ORDER BY seq",
-                [brick_id],
-            ).fetchall()
-            if brick_id in listed
+            {"topic_id": t, "seq": seq, "manifest_hash": h, "sealed": sealed, "order_index": places[brick_id]}
+            for t, seq, h, sealed, places in (self.vault.bricks.listed_in([brick_id], topic[0]) if topic else [])
         ]
         return {"sources": out, "manifests": manifests, "answers": self.answers_citing([brick_id])}
 

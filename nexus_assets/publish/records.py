@@ -17,7 +17,7 @@ from nexus_assets.core.models import (
 from nexus_assets.publish.immutability import FinalBrickChanged, final_brick_changes
 from nexus_assets.core.listing import canonical_entries, entries_sha256
 from nexus_assets.publish.manifest import hash_of_listing
-from nexus_assets.publish.manifest_records import Listing, ManifestRecords
+from nexus_assets.publish.manifest_records import Listing, ManifestRecords, storable_as_entries
 from nexus_assets.vault.connection import now
 from nexus_assets.vault.records import Records
 
@@ -232,13 +232,60 @@ class BrickRecords(ManifestRecords, Records):
                                         speaker := """ + speaker + """) ORDER BY s.seq)"""
 
     def _insert_listing(self, topic_id: str, head: ManifestHead, listing: Listing, dagster_run_id: str | None, stamp: datetime) -> None:
+        """A manifest listing the topic's visible published bricks (`listing` read them): its head
+        row, and of its list only the entries that changed (manifest_records.py)."""
+        seq = self._next_seq(topic_id)
         self.conn.execute(
             """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed, dagster_run_id, created_at,
                                       entries_sha256, entry_count)
-               VALUES ($topic, (SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = $topic), $hash, $previous,
-                       $listing, false, $run, $at, $digest, $count)""",
-            {"topic": topic_id, "hash": head.manifest_hash, "previous": head.previous_hash, "listing": f"[{listing.canonical}]",
+               VALUES ($topic, $seq, $hash, $previous, NULL, false, $run, $at, $digest, $count)""",
+            {"topic": topic_id, "seq": seq, "hash": head.manifest_hash, "previous": head.previous_hash,
              "run": dagster_run_id, "at": stamp, "digest": listing.digest, "count": head.bricks},
+        )
+        same = """e.brick_id = b.brick_id AND e.fingerprint = b.fingerprint AND e.order_index = b.order_index AND e.state = b.state"""
+        self.conn.execute(
+            f"""UPDATE manifest_entries SET valid_to = $seq
+                WHERE topic_id = $topic AND valid_to IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM bricks b WHERE b.topic_id = $topic AND b.state <> 'SUPERSEDED'
+                                  AND {same.replace('e.', 'manifest_entries.')})""",
+            {"topic": topic_id, "seq": seq},
+        )
+        self.conn.execute(
+            f"""INSERT INTO manifest_entries (topic_id, brick_id, fingerprint, order_index, state, valid_from, valid_to)
+                SELECT $topic, brick_id, fingerprint, order_index, state, $seq, NULL FROM bricks b
+                WHERE b.topic_id = $topic AND b.state <> 'SUPERSEDED'
+                  AND NOT EXISTS (SELECT 1 FROM manifest_entries e WHERE e.topic_id = $topic AND e.valid_to IS NULL AND {same})""",
+            {"topic": topic_id, "seq": seq},
+        )
+
+    def _next_seq(self, topic_id: str) -> int:
+        return self.conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]).fetchone()[0]
+
+    def _advance_entries(self, topic_id: str, seq: int, entries: tuple[ManifestEntry, ...] | None) -> None:
+        """Manifest #seq lists `entries` (None: its list is stored whole, and no entry stays open):
+        the open entries it no longer lists close at seq, the new ones open there."""
+        if entries is None:
+            self.conn.execute(
+                "UPDATE manifest_entries SET valid_to = ? WHERE topic_id = ? AND valid_to IS NULL", [seq, topic_id]
+            )
+            return
+        listed = {(e.brick_id, e.fingerprint, e.order_index, e.state) for e in entries}
+        open_ = set(self.conn.execute(
+            "SELECT brick_id, fingerprint, order_index, state FROM manifest_entries WHERE topic_id = ? AND valid_to IS NULL",
+            [topic_id],
+        ).fetchall())
+        # An open list lists each brick once (storable_as_entries), so its brick ids name its entries.
+        gone = sorted(b for b, *_ in open_ - listed)
+        if gone:
+            self.conn.execute(
+                "UPDATE manifest_entries SET valid_to = ? WHERE topic_id = ? AND valid_to IS NULL AND brick_id IN (SELECT unnest(?))",
+                [seq, topic_id, gone],
+            )
+        self._insert_df(
+            "manifest_entries",
+            [{"topic_id": topic_id, "brick_id": b, "fingerprint": f, "order_index": o, "state": st, "valid_from": seq, "valid_to": None}
+             for b, f, o, st in sorted(listed - open_, key=lambda e: (e[2], e[0]))],
+            conflict=None,
         )
 
     def _refuse_final_changes(self, topic_id: str, forgetting: bool) -> None:
@@ -254,7 +301,8 @@ class BrickRecords(ManifestRecords, Records):
             )
 
     def _insert_manifest(self, topic_id: str, manifest: Manifest, sealed: bool, dagster_run_id: str | None, stamp: datetime) -> None:
-        seq = self.conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM manifests WHERE topic_id = ?", [topic_id]).fetchone()[0]
+        seq = self._next_seq(topic_id)
+        as_entries = storable_as_entries(manifest.bricks)
         self.conn.execute(
             """INSERT INTO manifests (topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed,
                                       dagster_run_id, created_at, tombstone_json, entries_sha256, entry_count)
@@ -264,7 +312,7 @@ class BrickRecords(ManifestRecords, Records):
                 seq,
                 manifest.manifest_hash,
                 manifest.previous_hash,
-                f"[{canonical_entries(manifest.bricks)}]",
+                None if as_entries else f"[{canonical_entries(manifest.bricks)}]",
                 sealed,
                 dagster_run_id,
                 stamp,
@@ -273,6 +321,7 @@ class BrickRecords(ManifestRecords, Records):
                 len(manifest.bricks),
             ],
         )
+        self._advance_entries(topic_id, seq, manifest.bricks if as_entries else None)
 
     def _apply_stage(self, topic_id: str, stamp: datetime) -> None:
         """The staged bricks written over the published ones (new ones inserted, changed ones

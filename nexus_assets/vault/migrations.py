@@ -2,13 +2,16 @@
 
 A vault written by any earlier release is upgraded in place when it is opened for writing: each
 pending migration runs in its own transaction and is recorded in `schema_version`. Migrations only
-add (tables, columns with defaults, indexes); stored rows, ids and hashes never change, with two
+add (tables, columns with defaults, indexes); stored rows, ids and hashes never change, with three
 exceptions: migration 16 trims LLM replies over the size limit to their start (keeping size and hash),
-and migration 21 records the vault's folders relative to the vault's own folder.
+migration 21 records the vault's folders relative to the vault's own folder, and migration 27 moves
+each manifest's list into `manifest_entries` (every manifest still lists byte for byte what its hash
+was taken over).
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
@@ -57,6 +60,91 @@ def _backfill_manifest_digests(conn: duckdb.DuckDBPyConnection) -> None:
               AND len(list_filter(m.e, lambda x: x.brick_id IS NULL OR x.fingerprint IS NULL
                                                  OR x.order_index IS NULL OR x.state IS NULL)) = 0"""
     )
+
+
+_ENTRY_KEYS = {"brick_id", "fingerprint", "order_index", "state"}
+_STATES = {"IMPROVISE", "FORMING", "FINAL"}
+_HEX = frozenset("0123456789abcdef")
+_FLUSH_ROWS = 50_000
+
+
+def _canonical_json(value) -> str:
+    # core.fingerprint.canonical_json as this migration was written against it: the vault layer
+    # imports only itself, and a migration keeps the rule of its day.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _entries_of_list(listed: str) -> list[tuple[str, str, int, str]] | None:
+    """A stored list as (brick_id, fingerprint, order_index, state) entries, where
+    `manifest_entries` gives it back byte for byte (publish/manifest_records.py,
+    `storable_as_entries`); None where it must stay whole."""
+    try:
+        parsed = json.loads(listed)
+    except ValueError:
+        return None
+    if not isinstance(parsed, list) or "[" + ",".join(_canonical_json(e) for e in parsed) + "]" != listed:
+        return None
+    entries = []
+    for e in parsed:
+        if not isinstance(e, dict) or set(e) != _ENTRY_KEYS:
+            return None
+        b, f, o, st = e["brick_id"], e["fingerprint"], e["order_index"], e["state"]
+        if not (isinstance(b, str) and isinstance(f, str) and len(b) == len(f) == 64 and set(b) <= _HEX and set(f) <= _HEX):
+            return None
+        if type(o) is not int or st not in _STATES:
+            return None
+        entries.append((b, f, o, st))
+    keys = [(o, b) for b, _, o, _ in entries]
+    if any(a >= c for a, c in zip(keys, keys[1:])) or len({b for b, *_ in entries}) != len(entries):
+        return None
+    return entries
+
+
+def store_manifest_entries(conn, insert: Callable[[list[dict]], None]) -> None:
+    """Migration 27 (and PostgreSQL's 6): every stored manifest list that `manifest_entries` gives
+    back byte for byte moves there, each entry once with the seqs it is listed from and to; the
+    rest stay whole. One topic at a time and one list at a time, so memory holds one list."""
+    topics = [t for (t,) in conn.execute(
+        "SELECT DISTINCT topic_id FROM manifests WHERE bricks_json IS NOT NULL ORDER BY 1").fetchall()]
+    rows: list[dict] = []
+    for topic in topics:
+        open_: dict[tuple, int] = {}
+        moved: list[int] = []
+        for (seq,) in conn.execute("SELECT seq FROM manifests WHERE topic_id = ? ORDER BY seq", [topic]).fetchall():
+            listed = conn.execute("SELECT bricks_json FROM manifests WHERE topic_id = ? AND seq = ?", [topic, seq]).fetchone()[0]
+            entries = _entries_of_list(listed) if listed is not None else None
+            now_listed = set(entries or ())
+            for entry in [e for e in open_ if e not in now_listed]:
+                rows.append(_entry_row(topic, entry, open_.pop(entry), seq))
+            for entry in entries or ():
+                open_.setdefault(entry, seq)
+            if entries is not None:
+                moved.append(seq)
+            if len(rows) >= _FLUSH_ROWS:
+                insert(rows)
+                rows = []
+        rows += [_entry_row(topic, entry, since, None) for entry, since in open_.items()]
+        if moved:
+            conn.execute("UPDATE manifests SET bricks_json = NULL WHERE topic_id = ? AND seq IN (SELECT unnest(?))", [topic, moved])
+    if rows:
+        insert(rows)
+
+
+def _entry_row(topic: str, entry: tuple, valid_from: int, valid_to: int | None) -> dict:
+    b, f, o, st = entry
+    return {"topic_id": topic, "brick_id": b, "fingerprint": f, "order_index": o, "state": st,
+            "valid_from": valid_from, "valid_to": valid_to}
+
+
+def _duckdb_manifest_entries(conn: duckdb.DuckDBPyConnection) -> None:
+    import pandas as pd
+
+    def insert(rows: list[dict]) -> None:
+        frame = pd.DataFrame(rows, columns=["topic_id", "brick_id", "fingerprint", "order_index", "state", "valid_from", "valid_to"])
+        frame["valid_to"] = frame["valid_to"].astype("Int64")
+        conn.from_df(frame).query("_rows", "INSERT INTO manifest_entries SELECT * FROM _rows")
+
+    store_manifest_entries(conn, insert)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -220,6 +308,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             recorded_at TIMESTAMPTZ NOT NULL
         );
         """,
+    ),
+    Migration(
+        27,
+        "a manifest's list is stored once per entry (`manifest_entries`: each entry with the manifest seqs it is listed "
+        "from and to), so recording a manifest writes what changed; every manifest lists as before and its hash re-proves",
+        # No keys (DuckDB holds every index in memory); a list `manifest_entries` cannot give back
+        # byte for byte stays in `bricks_json`, which is otherwise NULL from here on.
+        """
+        CREATE TABLE IF NOT EXISTS manifest_entries (
+            topic_id TEXT NOT NULL,
+            brick_id TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            order_index BIGINT NOT NULL,
+            state TEXT NOT NULL,
+            valid_from INTEGER NOT NULL,
+            valid_to INTEGER
+        );
+        ALTER TABLE manifests ALTER COLUMN bricks_json DROP NOT NULL;
+        """,
+        _duckdb_manifest_entries,
     ),
 )
 LATEST = MIGRATIONS[-1].version

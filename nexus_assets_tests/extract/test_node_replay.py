@@ -37,6 +37,7 @@ from nexus_assets_tests.llm_server import (
 )
 from nexus_assets_tests.project import Project, nexus_run
 from nexus_assets_tests.sessions import claude_event, line
+from nexus_assets_tests.manifest_helpers import listed_manifests
 
 TOPICS = ("sync-notes", "vault-notes")
 SENTENCES = [
@@ -82,7 +83,7 @@ def snapshot(db: Path) -> dict:
             "sources": conn.execute(
                 "SELECT brick_id, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources ORDER BY ALL"
             ).fetchall(),
-            "manifests": conn.execute("SELECT topic_id, manifest_hash, bricks_json FROM manifests ORDER BY ALL").fetchall(),
+            "manifests": sorted((t, h, listed) for t, _, h, _, listed, _ in listed_manifests(conn)),
         }
     finally:
         conn.close()

@@ -24,6 +24,7 @@ from nexus_assets_tests.lifecycle_helpers import (
     sealed_walk,
     tamper,
 )
+from nexus_assets_tests.manifest_helpers import listed_manifests
 from nexus_assets_tests.project import Project
 
 
@@ -224,13 +225,11 @@ def test_a_sealed_manifest_row_edited_to_match_tampered_bricks_is_still_caught(s
 
 def rows(p: Project) -> list[tuple]:
     with Vault.open(p.db, read_only=True) as v:
-        return v.conn.execute(
-            "SELECT seq, manifest_hash, previous_hash, bricks_json FROM manifests WHERE topic_id = ? ORDER BY seq", [TOPIC]
-        ).fetchall()
+        return [(n, h, previous, listed) for _, n, h, previous, listed, _ in listed_manifests(v.conn, TOPIC)]
 
 
 @pytest.mark.parametrize("seq", [0, 1])
-@pytest.mark.parametrize("how", ["bricks_json", "previous_hash", "rehashed"])
+@pytest.mark.parametrize("how", ["bricks_json", "entries", "previous_hash", "rehashed"])
 def test_rewriting_any_old_manifest_row_breaks_the_chain(sealed: Project, capsys, seq: int, how: str):
     before = rows(sealed)
     assert len(before) == 3 and [r[2] for r in before[1:]] == [r[1] for r in before[:-1]]
@@ -239,6 +238,14 @@ def test_rewriting_any_old_manifest_row_breaks_the_chain(sealed: Project, capsys
     entries[0]["state"] = "IMPROVISE" if entries[0]["state"] != "IMPROVISE" else "FORMING"
     if how == "bricks_json":
         tamper(sealed, "UPDATE manifests SET bricks_json = ? WHERE topic_id = ? AND seq = ?", [json.dumps(entries), TOPIC, seq])
+    elif how == "entries":
+        # The list as stored since migration 27: one entry row, edited where the manifest reads it.
+        tamper(
+            sealed,
+            """UPDATE manifest_entries SET state = ? WHERE topic_id = ? AND brick_id = ?
+                 AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)""",
+            [entries[0]["state"], TOPIC, entries[0]["brick_id"], seq, seq],
+        )
     elif how == "previous_hash":
         tamper(sealed, "UPDATE manifests SET previous_hash = ? WHERE topic_id = ? AND seq = ?", ["f" * 64, TOPIC, seq])
     else:

@@ -14,6 +14,7 @@ from nexus_assets.store import Vault
 from nexus_assets.vault.migrations import LATEST, schema_version
 from nexus_assets_tests.cli_helpers import run_cli, run_json
 from nexus_assets_tests.project import Project, sample_project
+from nexus_assets_tests.manifest_helpers import listed_manifests
 
 TALK = [
     ("2023-05-08T13:56:00Z", [
@@ -223,7 +224,7 @@ def test_a_vault_of_the_previous_release_opens_gains_speakers_and_replays_unchan
                 "sources": con.execute(
                     "SELECT brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources ORDER BY ALL"
                 ).fetchall(),
-                "manifests": con.execute("SELECT topic_id, seq, manifest_hash, bricks_json FROM manifests ORDER BY ALL").fetchall(),
+                "manifests": [(t, n, h, listed) for t, n, h, _, listed, _ in listed_manifests(con)],
             }
 
     before = snapshot()

@@ -187,3 +187,18 @@ def test_a_missing_or_corrupt_passage_model_is_one_clear_error_and_changes_nothi
         static_embedder._model.cache_clear()
     assert code == 2 and "embeddings.npy" in err and "corrupt" in err
     assert not Path(p.db).exists() and not index_dir(p.db).exists(), "nothing was written"
+
+
+def test_which_runs_a_topic_is_about_is_looked_up_once_per_judging_not_once_per_run(tmp_path, capsys, monkeypatch):
+    """Asked once per admitted run, the lookup made a push into a 3,000-run vault spend 74 s judging
+    (benchmarks/bench_api.py, issue 61); a count, not a timing."""
+    from nexus_assets.extract.about_records import AboutRecords
+
+    p = _project(tmp_path)
+    for i in range(5):
+        p.write_run(f"c{i}.json", nexus_run(f"run-c{i}", [("user", f"Tomato bed {i} gets compost.")]))
+    calls = []
+    real = AboutRecords.judged
+    monkeypatch.setattr(AboutRecords, "judged", lambda self, *a: calls.append(1) or real(self, *a))
+    run_json(capsys, *p.sync_args())
+    assert len(calls) == 1, "one lookup for the topic's seven runs"

@@ -31,6 +31,7 @@ from nexus_assets.search.step import refresh, search
 from nexus_assets.topics.files import read_topic_files
 from nexus_assets.store import Vault
 from nexus_assets_tests.project import Project, nexus_run
+from nexus_assets_tests.manifest_helpers import listed_manifests
 
 TOPIC = "sync-notes"
 # Sentences that repeat across runs (links), contain one another (supersede) and share words.
@@ -68,9 +69,8 @@ def snapshot(db: Path) -> dict:
                    FROM bricks ORDER BY brick_id"""
             ).fetchall(),
             "sources": conn.execute("SELECT * FROM brick_sources ORDER BY ALL").fetchall(),
-            "manifests": conn.execute(
-                "SELECT seq, manifest_hash, previous_hash, bricks_json, entries_sha256 FROM manifests ORDER BY seq"
-            ).fetchall(),
+            "manifests": [(n, h, p, listed) for _, n, h, p, listed, _ in listed_manifests(conn)],
+            "digests": conn.execute("SELECT seq, entries_sha256 FROM manifests ORDER BY seq").fetchall(),
         }
     finally:
         conn.close()

@@ -22,6 +22,7 @@ from nexus_assets.vault.migrations import (
 )
 from nexus_assets.store import Vault
 from nexus_assets_tests.cli_helpers import run_json
+from nexus_assets_tests.manifest_helpers import listed_manifests
 from nexus_assets_tests.llm_server import (
     DEFAULT_API_KEY,
     DEFAULT_MODEL,
@@ -62,7 +63,8 @@ def snapshot(db: Path) -> dict:
             "sources": rows(
                 "SELECT brick_id, seq, run_id, json_path, start_offset, end_offset, node_checksum FROM brick_sources ORDER BY ALL"
             ),
-            "manifests": rows("SELECT topic_id, seq, manifest_hash, previous_hash, bricks_json, sealed FROM manifests ORDER BY ALL"),
+            # As each manifest lists, whether its list is stored whole or per entry (migration 27).
+            "manifests": sorted(listed_manifests(con)),
             "runs": rows("SELECT run_id, version_id, status, file_sha256, is_latest FROM runs ORDER BY ALL"),
             "llm_calls": rows("SELECT call_key, status, raw_response FROM llm_calls ORDER BY ALL"),
             "occurrences": rows(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
+from typing import Callable
 
 # One key for "the schema is being changed": two processes opening a new database at once take
 # turns instead of both creating its tables.
@@ -18,6 +19,15 @@ class Migration:
     version: int
     description: str
     sql: str
+    # Rows a new table needs from what is stored, in the same transaction (the backend's connection).
+    backfill: Callable | None = None
+
+
+def _manifest_entries(conn) -> None:
+    from nexus_assets.vault.migrations import store_manifest_entries
+    from nexus_assets.vault.postgres.bulk import insert_rows
+
+    store_manifest_entries(conn, lambda rows: insert_rows(conn, "manifest_entries", rows, conflict=None))
 
 
 def _schema() -> str:
@@ -99,6 +109,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX IF NOT EXISTS topic_record_runs_topic ON topic_record_runs (topic_id, run_id);
         """,
     ),
+    Migration(
+        6,
+        "a manifest's list is stored once per entry, with the manifest seqs it is listed from and to (DuckDB's migration 27)",
+        """
+        CREATE TABLE IF NOT EXISTS manifest_entries (
+            topic_id text COLLATE "C" NOT NULL,
+            brick_id text COLLATE "C" NOT NULL,
+            fingerprint text COLLATE "C" NOT NULL,
+            order_index bigint NOT NULL,
+            state text COLLATE "C" NOT NULL,
+            valid_from integer NOT NULL,
+            valid_to integer
+        );
+        CREATE INDEX IF NOT EXISTS manifest_entries_open ON manifest_entries (topic_id, valid_to);
+        CREATE INDEX IF NOT EXISTS manifest_entries_brick ON manifest_entries (brick_id);
+        ALTER TABLE manifests ALTER COLUMN bricks_json DROP NOT NULL;
+        """,
+        _manifest_entries,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -131,6 +160,8 @@ def upgrade(conn) -> list[Migration]:
         todo = pending(conn)  # another process may have done it while we waited
         for m in todo:
             conn.raw.execute(_schema() if m.version == 1 else m.sql)
+            if m.backfill is not None:
+                m.backfill(conn)
             conn.execute(
                 "INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.description, datetime.now(timezone.utc)]
             )
