@@ -3,6 +3,9 @@ with its --runs-dir/--topics-dir), its resident memory (VmRSS) after start-up an
 then after --pushes pushes (`POST /v1/runs/{id}/messages`, one message each, over --runs runs; each
 push queues its compile in the server, pushes arriving before it starts join it) and those compiles,
 with recalls in between. Targets: under 400 MB warm; the pushes leave it within 10% of the start.
+Also the vault's size (file and WAL; the folders beside it apart) before the server starts and after
+it stops (issue 61: ≤ start + 64 KiB a push), and the push → recallable seconds of a push at the
+start and at the end.
 
     python benchmarks/bench_warm_memory.py --db VAULT --runs-dir RUNS --topics-dir TOPICS [--pushes 1000] [--json]
 """
@@ -22,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_api import http, rss_mb  # noqa: E402
+from bench_api import beside_bytes, http, rss_mb, vault_bytes  # noqa: E402
 from bench_default_sync import QUERIES  # noqa: E402
 
 from nexus_assets_tests import servers  # noqa: E402
@@ -50,6 +53,13 @@ def wait_idle(base: str, job_ids: set[str], timeout_s: float) -> None:
             time.sleep(0.5)
 
 
+def recallable_after(base: str, topic: str) -> float:
+    """One timed push as bench_api times it (a new run, recalled until it comes first)."""
+    from bench_api import pushed_recallable
+
+    return round(pushed_recallable(base, 1, topic, [])[0], 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", required=True, help="a synced vault (copied first: the pushes write to the copy)")
@@ -75,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             # The copy's recorded folders differ from the original's: one sync records them, outside the measure.
             subprocess.run(servers.nexus("--db", str(db), "sync", "--runs-dir", str(runs), "--topics-dir", str(topics)),
                            env=env, check=True, capture_output=True)
+        fig["vault_bytes_start"], fig["beside_bytes_start"] = vault_bytes(db), beside_bytes(db)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         argv_ = servers.nexus("--db", str(db), "api", "--port", str(port), "--runs-dir", str(runs), "--topics-dir", str(topics))
@@ -101,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 http("POST", base + "/v1/recall", {"query": q, "k": 10})
             time.sleep(SETTLE_S)
             fig["after_first_sync_rss_mb"] = rss_mb(proc.pid)
+            topic = max(((t["topic_id"], t.get("visible_bricks", 0)) for t in json.loads(http("GET", base + "/v1/topics"))),
+                        key=lambda t: t[1])[0]
+            fig["push_recallable_start_s"] = recallable_after(base, topic)
             jobs: set[str] = set()
             t0 = time.perf_counter()
             tag = int(time.time())  # new runs each time the benchmark runs on the same folder
@@ -124,12 +138,21 @@ def main(argv: list[str] | None = None) -> int:
             fig["growth"] = round(fig["end_rss_mb"] / fig["warm_rss_mb"] - 1, 3)
             fig["growth_after_first_sync"] = round(fig["end_rss_mb"] / fig["after_first_sync_rss_mb"] - 1, 3)
             fig["load_average"] = os.getloadavg()[0]
+            topic = max(((t["topic_id"], t.get("visible_bricks", 0)) for t in json.loads(http("GET", base + "/v1/topics"))),
+                        key=lambda t: t[1])[0]
+            fig["push_recallable_end_s"] = recallable_after(base, topic)
+            servers.stop(proc)  # its close checkpoints
+        fig["vault_bytes_end"], fig["beside_bytes_end"] = vault_bytes(db), beside_bytes(db)
+        fig["vault_kib_per_push"] = round((fig["vault_bytes_end"] - fig["vault_bytes_start"]) / 1024 / max(args.pushes, 1), 1)
     if args.json:
         print(json.dumps(fig, indent=2))
     else:
         print(f"warm {fig['warm_rss_mb']} MB RSS (target < 400), {fig['after_first_sync_rss_mb']} MB after a first push and its sync; "
               f"after {args.pushes} pushes and {fig['sync_jobs']} syncs {fig['end_rss_mb']} MB ({fig['growth']:+.1%} from warm, "
               f"{fig['growth_after_first_sync']:+.1%} from the first sync; target within 10%); load average {fig['load_average']:.1f}")
+        print(f"vault {fig['vault_bytes_start'] / 2**20:.1f} MiB -> {fig['vault_bytes_end'] / 2**20:.1f} MiB "
+              f"({fig['vault_kib_per_push']} KiB a push; target ≤ 64); push → recallable {fig['push_recallable_start_s']} s "
+              f"at the start, {fig['push_recallable_end_s']} s at the end")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Protocol, TYPE_CHECKING
 from nexus_assets.ingest.passage_records import PASSAGE_SLICE
 from nexus_assets.ingest.passages import passage_id
 from nexus_assets.recall.passages.index import load
+from nexus_assets.recall.passages.segments import id_of
 
 if TYPE_CHECKING:
     from nexus_assets.ingest.passage_records import PassageRecords
@@ -61,7 +62,7 @@ def index_problems(vault: CheckStores, db_path: str | Path) -> tuple[int, list[s
         return len(expected), ["the passages' index is missing or unreadable"] if expected else []
     held: list[str] = []
     for s in index.segments:
-        held += [p.decode() for p, gone in zip(s.ids, s.deleted) if not gone]
+        held += [id_of(p) for p, gone in zip(s.ids, s.deleted) if not gone]
     problems = []
     if len(held) != len(set(held)):
         problems.append(f"{len(held) - len(set(held))} passages have more than one dense row")

@@ -29,7 +29,7 @@ from nexus_assets.vault.connection import derived_path
 if TYPE_CHECKING:
     from nexus_assets.ingest.passage_records import PassageRecords, PassageRow
 
-FORMAT = 2  # 2: each passage also indexed with its neighbours (`near`)
+FORMAT = 3  # 2: each passage also indexed with its neighbours (`near`); 3: words without positions, ids as bytes
 STATE_FILE = "state.json"
 # Runs read and embedded per new segment when a sync adds many (memory stays one slice of rows).
 RUNS_PER_SEGMENT = 2_000

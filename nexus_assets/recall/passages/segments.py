@@ -28,6 +28,9 @@ def _faiss():
     return faiss
 
 
+ID_BYTES = 32
+
+
 def day_number(stamp: str | None) -> int:
     """Days since 1970-01-01 of an ISO time's date, or -1."""
     from datetime import date
@@ -44,7 +47,7 @@ def day_number(stamp: str | None) -> int:
 class Segment:
     name: str
     path: Path
-    ids: object  # passage ids (hex, numpy S64: 64 bytes a row), row order
+    ids: object  # passage ids as their 32 bytes (uint8, rows x 32: `id_of`), row order
     run: object  # int32 per row, into `runs`
     runs: list[str]
     node_type: object  # uint8 per row (filters.NODE_TYPES)
@@ -101,7 +104,19 @@ class Segment:
         if n < self.rows:
             params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(self.rows, faiss.swig_ptr(bitmap)))
         scores, rows = self.index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), min(k, n), params=params)
-        return [(self.ids[r].decode(), float(s), self.runs[self.run[r]]) for r, s in zip(rows[0], scores[0]) if r >= 0]
+        return [(id_of(self.ids[r]), float(s), self.runs[self.run[r]]) for r, s in zip(rows[0], scores[0]) if r >= 0]
+
+
+def id_bytes(passage_ids: Sequence[str]):
+    """Passage ids (sha256 hex) as rows of their 32 bytes: half the bytes of the hex, and no
+    decompression when a segment is read (a server reads every segment again after a push)."""
+    import numpy as np
+
+    return np.frombuffer(b"".join(bytes.fromhex(p) for p in passage_ids), np.uint8).reshape(-1, ID_BYTES)
+
+
+def id_of(row) -> str:
+    return row.tobytes().hex()
 
 
 def write_segment(folder: Path, name: str, rows: Sequence, vectors) -> Segment:
@@ -123,7 +138,7 @@ def write_segment(folder: Path, name: str, rows: Sequence, vectors) -> Segment:
         "day": np.asarray([day_number(r.timestamp) for r in rows], np.int32),
         "message": np.asarray([messages[_key(r)] for r in rows], np.int32),
         "deleted": np.zeros(len(rows), bool),
-        "ids": np.asarray([r.passage_id.encode() for r in rows], dtype="S64"),
+        "ids": id_bytes([r.passage_id for r in rows]),
     }
     np.savez(staging / "rows.npz", **arrays)
     (staging / "names.json").write_text(json.dumps({"runs": list(runs), "speakers": list(speakers), "messages": list(messages)}), encoding="utf-8")
@@ -242,8 +257,9 @@ def merge_segments(folder: Path, name: str, segments: Sequence[str]) -> Stored:
             cols[col].append(getattr(seg, col)[live])
         index.add(np.ascontiguousarray(codes_of(seg, live), dtype=np.float32))
         del seg
-    dtypes = {"ids": "S64", "run": np.int32, "node_type": np.uint8, "flags": np.uint8, "speaker": np.int32, "day": np.int32, "message": np.int32}
-    arrays = {k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])).astype(dtypes[k]) for k, v in cols.items()}
+    dtypes = {"ids": np.uint8, "run": np.int32, "node_type": np.uint8, "flags": np.uint8, "speaker": np.int32, "day": np.int32, "message": np.int32}
+    empty = {"ids": (0, ID_BYTES)}
+    arrays = {k: (np.concatenate(v) if v else np.zeros(empty.get(k, 0), dtypes[k])).astype(dtypes[k]) for k, v in cols.items()}
     arrays["deleted"] = np.zeros(len(arrays["ids"]), bool)
     np.savez(staging / "rows.npz", **arrays)
     (staging / "names.json").write_text(json.dumps({"runs": list(runs), "speakers": list(speakers), "messages": list(messages)}), encoding="utf-8")

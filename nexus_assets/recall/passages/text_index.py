@@ -25,6 +25,10 @@ MESSAGE_BOOSTS = {"text": 0.3, "ctx": 0.2, "date": 0.3}
 # message ("PROPOSAL_BOND = 0.05 ether" is asked for in the words of the line under it).
 PASSAGE_BOOSTS = {"text": 1.0, "near": 0.4}
 LOCK_WAIT_S = 30.0
+# Words are indexed with their counts, not their positions: BM25 reads only counts and field
+# lengths, and a question is matched word by word (no phrase query), so every score is what it was
+# with positions, in a smaller index (issue 61: bytes per passage; docs/recall.md).
+RANKED = "freq"
 _WORDS = re.compile(r"\w+", re.UNICODE)
 
 
@@ -32,11 +36,13 @@ def _passage_schema():
     import tantivy
 
     sb = tantivy.SchemaBuilder()
-    sb.add_text_field("pid", stored=True, tokenizer_name="raw")
+    # Stored as its 32 bytes and not indexed: nothing looks a passage up by its id here, and as an
+    # indexed 64-character term it was a third of the index.
+    sb.add_bytes_field("pid", stored=True, indexed=False)
     _filter_fields(sb)
     sb.add_text_field("msg", stored=True, tokenizer_name="raw")  # an address: no run text
-    sb.add_text_field("text", stored=False, tokenizer_name="en_stem")
-    sb.add_text_field("near", stored=False, tokenizer_name="en_stem")
+    sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option=RANKED)
+    sb.add_text_field("near", stored=False, tokenizer_name="en_stem", index_option=RANKED)
     return sb.build()
 
 
@@ -47,7 +53,7 @@ def _message_schema():
     sb.add_text_field("key", stored=True, tokenizer_name="raw")
     _filter_fields(sb)
     for name in ("text", "ctx", "date"):
-        sb.add_text_field(name, stored=False, tokenizer_name="en_stem")
+        sb.add_text_field(name, stored=False, tokenizer_name="en_stem", index_option=RANKED)
     return sb.build()
 
 
@@ -100,7 +106,7 @@ def filter_fields(row, day: int) -> dict:
 def add_passage(writer, row, key: str, text: str, near: str, day: int) -> None:
     import tantivy
 
-    writer.add_document(tantivy.Document(pid=row.passage_id, msg=key, text=text, near=near, **filter_fields(row, day)))
+    writer.add_document(tantivy.Document(pid=bytes.fromhex(row.passage_id), msg=key, text=text, near=near, **filter_fields(row, day)))
 
 
 def add_message(writer, row, key: str, text: str, context: str, day: int) -> None:
@@ -141,10 +147,16 @@ def _hits(searcher, query, limit: int, field: str, runs: dict | None = None) -> 
     out = []
     for score, address in searcher.search(query, limit).hits:
         doc = searcher.doc(address)
-        out.append((doc[field][0], round(float(score), 6)))
+        key = _stored_id(doc[field][0])
+        out.append((key, round(float(score), 6)))
         if runs is not None:
-            runs[doc[field][0]] = doc["msg"][0].split("\x1f", 1)[0]
+            runs[key] = doc["msg"][0].split("\x1f", 1)[0]
     return out
+
+
+def _stored_id(value) -> str:
+    """A passage id as stored (its bytes) or a message key (text), as the rest of recall names it."""
+    return value.hex() if isinstance(value, bytes) else value
 
 
 def ranked(passages_index, messages_index, question: str, filt: RecordFilter, *, depth: int,
@@ -189,5 +201,5 @@ def _messages_of(searcher, found) -> dict[str, str]:
     out = {}
     for _, address in found:
         doc = searcher.doc(address)
-        out[doc["pid"][0]] = doc["msg"][0]
+        out[_stored_id(doc["pid"][0])] = doc["msg"][0]
     return out
