@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from difflib import SequenceMatcher
 
 from nexus_assets.core.fingerprint import normalize
@@ -89,6 +90,12 @@ _STOP = frozenset(
 )
 
 
+# What a text says is read once per text, not once per pair: relating a new brick looks again at the
+# pairs of each partner it is near (an agent's similar pushes: each earlier one), and reading the same
+# texts again was most of a push's relating. Pure functions of the text, their results frozen.
+_TEXTS_HELD = 4096
+
+
 @dataclass(frozen=True)
 class Values:
     numbers: frozenset[str]
@@ -103,6 +110,7 @@ def _apostrophes(text: str) -> str:
     return text.replace("’", "'")
 
 
+@lru_cache(maxsize=_TEXTS_HELD)
 def values_of(text: str) -> Values:
     body = _LIST_MARK.sub("", text)  # "2. Use X" numbers a list item, it states nothing
     body = _ORDINAL.sub(r"\1", _EMPHASIS.sub("", body))
@@ -166,6 +174,7 @@ class Line:
     value: str
 
 
+@lru_cache(maxsize=_TEXTS_HELD)
 def line_of(text: str) -> Line:
     body = _EMPHASIS.sub("", _LIST_MARK.sub("", text).strip())
     m = _LABEL_LINE.match(_LIST_MARK.sub("", text).strip())
@@ -178,6 +187,7 @@ def line_of(text: str) -> Line:
     return Line(None, "plain", body)
 
 
+@lru_cache(maxsize=_TEXTS_HELD)
 def states_no_value(text: str) -> bool:
     """A heading, a title, a field of a draft ("Subject: …"), a lead-in or a link's title: it names
     a thing, it does not state a value a second text could contradict."""
@@ -226,6 +236,7 @@ _NARRATION = re.compile(
 )
 
 
+@lru_cache(maxsize=_TEXTS_HELD)
 def states_nothing(text: str) -> bool:
     """Not a statement a person could disagree with: tool output, code, or narration."""
     body = _LIST_MARK.sub("", text).strip()

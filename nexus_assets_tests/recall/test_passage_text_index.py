@@ -87,3 +87,35 @@ def test_an_index_of_the_previous_format_is_built_again_and_recalls_the_same(tmp
     after = run_json(capsys, *p.cli_args(), *ask)
     assert [(r["kind"], r["content"]) for r in after["results"]] == [(r["kind"], r["content"]) for r in before["results"]]
     assert json.loads(state_file.read_text())["format"] == FORMAT, "built again in this release's format"
+
+
+def test_a_held_index_reads_only_the_segments_written_since(tmp_path, capsys):
+    """After a push or a sync, the index this process holds keeps its unchanged segments (only
+    their deleted masks are read again) and reads the new one; what it ranks is a fresh read's."""
+    from nexus_assets.embedding.static_embedder import embed_static
+    from nexus_assets.recall.passages import index as passage_index
+    from nexus_assets.recall.passages.filters import EVERY_CONVERSATION
+    from nexus_assets.store import Vault
+    from nexus_assets_tests.cli_helpers import run_json
+    from nexus_assets_tests.project import Project, nexus_run
+
+    p = Project(tmp_path / "p")
+    p.write_topic("garden", keywords=["tomato"])
+    p.write_run("a.json", nexus_run("run-a", [("user", "How do I grow tomatoes?"), ("assistant", "Tomatoes need six hours of sun.")]))
+    run_json(capsys, *p.sync_args())
+    with Vault.open(p.db, read_only=True) as v:
+        first = passage_index.ensure(v, p.db)
+    p.write_run("b.json", nexus_run("run-b", [("user", "The tomato bed gets compost in spring.")], status="OPEN"))
+    run_json(capsys, *p.sync_args())
+    (p.runs / "b.json").write_text(__import__("json").dumps(nexus_run("run-b", [
+        ("user", "The tomato bed gets compost in spring."), ("assistant", "Compost twice a year is enough.")], status="OPEN")))
+    run_json(capsys, *p.sync_args())  # run-b grew: its first version's rows are deleted in their segment
+    with Vault.open(p.db, read_only=True) as v:
+        again = passage_index.load(p.db, first)
+        fresh = passage_index.load(p.db)
+    assert len(again.segments) > len(first.segments) or again.segments[0].index is not first.segments[0].index
+    kept = {s.name: s.index for s in first.segments}
+    assert any(s.index is kept.get(s.name) for s in again.segments), "an unchanged segment is not read again"
+    assert [s.deleted.tolist() for s in again.segments] == [s.deleted.tolist() for s in fresh.segments]
+    query = embed_static(["how much sun do tomatoes need"])[0]
+    assert passage_index.dense_ranking(again, query, EVERY_CONVERSATION, 10) == passage_index.dense_ranking(fresh, query, EVERY_CONVERSATION, 10)

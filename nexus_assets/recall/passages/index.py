@@ -105,19 +105,32 @@ def _write_state(path: Path, state: dict) -> None:
     os.replace(tmp, path / STATE_FILE)
 
 
-def load(db_path: str | Path) -> PassageIndex | None:
-    """The index as its state file says, or None when it is missing or unreadable."""
+def load(db_path: str | Path, held: PassageIndex | None = None) -> PassageIndex | None:
+    """The index as its state file says, or None when it is missing or unreadable. With `held`
+    (the index this process read before), a segment it holds whose files are unchanged is kept
+    and only its deleted mask read again: after a push only the push's new segment is read (a
+    segment is written once; reading all of them was a tenth of a push into 337k passages)."""
     path = index_dir(db_path)
     state = _read_state(path)
     if state is None:
         return None
+    kept = {s.name: s for s in held.segments} if held is not None and held.path == path else {}
     try:
-        segments = [seg_mod.load_segment(path / "segments" / name) for name in state["segments"]]
+        segments = []
+        for name in state["segments"]:
+            folder = path / "segments" / name
+            again = seg_mod.reread(kept[name], folder) if name in kept else None
+            segments.append(again if again is not None else seg_mod.load_segment(folder))
         texts = text_index.open_index(path / "text", "passages")
         messages = text_index.open_index(path / "messages", "messages")
     except (OSError, ValueError, RuntimeError, KeyError):
         return None
-    return PassageIndex(path, dict(state["held"]), segments, texts, messages, state.get("generation", 0))
+    index = PassageIndex(path, dict(state["held"]), segments, texts, messages, state.get("generation", 0))
+    if held is not None:
+        # A mask is keyed by its segment's name and deleted count: kept only for a segment kept.
+        same = {s.name for s in segments if s.name in kept and s.index is kept[s.name].index}
+        index.masks = {k: m for k, m in held.masks.items() if k[0] in same}
+    return index
 
 
 def in_step(index: PassageIndex | None, vault: PassageStores) -> bool:
@@ -130,7 +143,7 @@ def refresh(vault: PassageStores, db_path: str | Path, progress: Callable[[str],
     report = RefreshReport()
     with _locked(path):
         state = _read_state(path)
-        if state is None or load(db_path) is None:
+        if state is None or load(db_path, _warm.get(_place(db_path))) is None:
             _clear(path)
             state = {"format": FORMAT, "model": MODEL, "splitter": SPLITTER_VERSION, "held": {}, "segments": [], "next": 0, "generation": 0}
             report.rebuilt = True
@@ -359,20 +372,24 @@ def forget(db_path: str | Path) -> None:
 _warm: dict[str, PassageIndex] = {}
 
 
+def _place(db_path: str | Path) -> str:
+    return str(Path(db_path).resolve()) if "://" not in str(db_path) else str(db_path)
+
+
 def ensure(vault: PassageStores, db_path: str | Path, *, writable: bool = True) -> PassageIndex | None:
     """The index in step with the vault: the one held, else loaded, else refreshed (None when the
     vault has no passages at all)."""
-    place = str(Path(db_path).resolve()) if "://" not in str(db_path) else str(db_path)
+    place = _place(db_path)
     latest = vault.passages.built_versions(SPLITTER_VERSION)
     held = _warm.get(place)
     if held is not None and held.held == latest and (held.path / STATE_FILE).exists():
         return held
-    loaded = load(db_path)
+    loaded = load(db_path, held)
     if loaded is None or loaded.held != latest:
         if not latest and loaded is None:
             return None
         refresh(vault, db_path)
-        loaded = load(db_path)
+        loaded = load(db_path, loaded or held)
     if loaded is not None:
         _warm[place] = loaded
     return loaded

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -59,6 +59,9 @@ class Segment:
     messages: list[str]  # "run_id\x1fjson_path"
     deleted: object  # bool per row
     index: object = field(repr=False)
+    # The written files' identity when read (inode, size, mtime of rows.npz): a segment read again
+    # with the same stamp is the same segment, whatever became of its folder's name meanwhile.
+    stamp: tuple = ()
 
     @property
     def rows(self) -> int:
@@ -182,10 +185,33 @@ def load_segment(path: Path) -> Segment:
     deleted = np.load(deleted_file) if deleted_file.exists() else a["deleted"]
     index = faiss.read_index(str(path / "vectors.faiss"))
     seg = Segment(path.name, path, a["ids"], a["run"], names["runs"], a["node_type"], a["flags"], a["speaker"],
-                  names["speakers"], a["day"], a["message"], names["messages"], deleted, index)
+                  names["speakers"], a["day"], a["message"], names["messages"], deleted, index, stamp_of(path))
     if index.ntotal != seg.rows or len(seg.run) != seg.rows or len(deleted) != seg.rows:
         raise ValueError(f"passage segment {path} is out of step with itself")
     return seg
+
+
+def stamp_of(path: Path) -> tuple:
+    st = (path / "rows.npz").stat()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def reread(seg: Segment, path: Path) -> Segment | None:
+    """The segment held, with its deleted mask read again (the only part a refresh changes), when
+    the files at `path` are still the ones it was read from; None when they are not."""
+    import numpy as np
+
+    try:
+        if stamp_of(path) != seg.stamp:
+            return None
+        deleted_file = path / "deleted.npy"
+        deleted = np.load(deleted_file) if deleted_file.exists() else seg.deleted
+    except (OSError, ValueError):
+        return None
+    if len(deleted) != seg.rows:
+        return None
+    # A copy: a recall reading the held one meanwhile keeps the mask it started with.
+    return replace(seg, deleted=deleted)
 
 
 def codes_of(seg: Segment, rows):
