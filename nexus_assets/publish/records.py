@@ -274,13 +274,18 @@ class BrickRecords(ManifestRecords, Records):
             "SELECT brick_id, fingerprint, order_index, state FROM manifest_entries WHERE topic_id = ? AND valid_to IS NULL",
             [topic_id],
         ).fetchall())
-        # An open list lists each brick once (storable_as_entries), so its brick ids name its entries.
         gone = sorted(b for b, *_ in open_ - listed)
         if gone:
+            # Closed by brick id: an entry of the same brick that stays listed closes too, and the
+            # open entries are read again, so whatever was open the new list opens exactly.
             self.conn.execute(
                 "UPDATE manifest_entries SET valid_to = ? WHERE topic_id = ? AND valid_to IS NULL AND brick_id IN (SELECT unnest(?))",
                 [seq, topic_id, gone],
             )
+            open_ = set(self.conn.execute(
+                "SELECT brick_id, fingerprint, order_index, state FROM manifest_entries WHERE topic_id = ? AND valid_to IS NULL",
+                [topic_id],
+            ).fetchall())
         self._insert_df(
             "manifest_entries",
             [{"topic_id": topic_id, "brick_id": b, "fingerprint": f, "order_index": o, "state": st, "valid_from": seq, "valid_to": None}
