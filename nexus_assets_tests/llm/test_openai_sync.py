@@ -286,6 +286,15 @@ def vault_tables(db) -> dict[str, list[tuple]]:
         return {t: [tuple(map(str, row)) for row in con.execute(f'SELECT * FROM "{t}"').fetchall()] for t in names}
 
 
+def listed(db) -> list[tuple]:
+    import duckdb
+
+    from nexus_assets_tests.manifest_helpers import listed_manifests
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return listed_manifests(con)
+
+
 def lost(before: list[tuple], after: list[tuple]) -> list[tuple]:
     return list((Counter(before) - Counter(after)).elements())
 
@@ -298,6 +307,10 @@ CURRENT_STATE = {
     "source_status", "staged_bricks", "staged_brick_sources", "staged_resolution_inputs", "staged_resolutions",
     "topics", "vault_sources",
 }
+# A manifest's entries (issue 61) are each written once and closed once: `valid_to` goes from NULL to
+# the first manifest that no longer lists the entry. The record they keep is every manifest as it
+# lists, compared whole below; an entry row otherwise never changes.
+CLOSED_ONCE = "manifest_entries"
 
 
 def test_a_sync_that_fixes_a_bad_file_and_gets_new_answers_deletes_no_record(llm_project: Project, capsys, monkeypatch):
@@ -323,6 +336,7 @@ def test_a_sync_that_fixes_a_bad_file_and_gets_new_answers_deletes_no_record(llm
         sync(p, capsys)
         first_requests = server.request_count
         before = vault_tables(p.db)
+        listed_before = listed(p.db)
         assert len(before["ingestion_errors"]) == 1 and "c.json" in before["ingestion_errors"][0][0]
         assert len(before["llm_calls"]) == first_requests == 2
         assert len(before["rejections"]) == 3  # one lie per node in scope
@@ -339,8 +353,13 @@ def test_a_sync_that_fixes_a_bad_file_and_gets_new_answers_deletes_no_record(llm
     after = vault_tables(p.db)
 
     assert set(after) >= set(before), "no table is dropped"
-    for table in sorted(set(before) - CURRENT_STATE):
+    for table in sorted(set(before) - CURRENT_STATE - {CLOSED_ONCE}):
         assert lost(before[table], after[table]) == [], f"{table}: a sync deleted or rewrote a record"
+    # An entry row keeps all it said but its end, and a closed one stays as it was.
+    as_opened = lambda rows: [r[:-1] for r in rows]  # noqa: E731 (valid_to is the last column)
+    assert lost(as_opened(before[CLOSED_ONCE]), as_opened(after[CLOSED_ONCE])) == []
+    assert lost([r for r in before[CLOSED_ONCE] if r[-1] != "None"], after[CLOSED_ONCE]) == []
+    assert set(listed_before) <= set(listed(p.db)), "every manifest recorded before lists as it did"
     # What this test is about, named: the old records are there beside the new ones.
     assert before["ingestion_errors"][0] in after["ingestion_errors"], "the fixed file's old error is kept"
     assert "run-c" in {row[0] for row in after["runs"]}, "the fixed file was ingested"
