@@ -53,6 +53,12 @@ def wait_idle(base: str, job_ids: set[str], timeout_s: float) -> None:
             time.sleep(0.5)
 
 
+def largest_topic(base: str) -> str:
+    """The topic with the most visible bricks (the pushes' target)."""
+    topics = json.loads(http("GET", base + "/v1/topics"))
+    return max(((t["topic_id"], t.get("visible_bricks", 0)) for t in topics), key=lambda t: t[1])[0]
+
+
 def recallable_after(base: str, topic: str) -> float:
     """One timed push as bench_api times it (a new run, recalled until it comes first)."""
     from bench_api import pushed_recallable
@@ -112,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 http("POST", base + "/v1/recall", {"query": q, "k": 10})
             time.sleep(SETTLE_S)
             fig["after_first_sync_rss_mb"] = rss_mb(proc.pid)
-            topic = max(((t["topic_id"], t.get("visible_bricks", 0)) for t in json.loads(http("GET", base + "/v1/topics"))),
-                        key=lambda t: t[1])[0]
+            topic = largest_topic(base)
             fig["push_recallable_start_s"] = recallable_after(base, topic)
             jobs: set[str] = set()
             t0 = time.perf_counter()
@@ -138,8 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             fig["growth"] = round(fig["end_rss_mb"] / fig["warm_rss_mb"] - 1, 3)
             fig["growth_after_first_sync"] = round(fig["end_rss_mb"] / fig["after_first_sync_rss_mb"] - 1, 3)
             fig["load_average"] = os.getloadavg()[0]
-            topic = max(((t["topic_id"], t.get("visible_bricks", 0)) for t in json.loads(http("GET", base + "/v1/topics"))),
-                        key=lambda t: t[1])[0]
+            topic = largest_topic(base)
             fig["push_recallable_end_s"] = recallable_after(base, topic)
             servers.stop(proc)  # its close checkpoints
         fig["vault_bytes_end"], fig["beside_bytes_end"] = vault_bytes(db), beside_bytes(db)

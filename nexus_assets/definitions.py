@@ -27,7 +27,7 @@ from nexus_assets.defs.recall import (
     vector_index,
     vector_index_in_step,
 )
-from nexus_assets.defs.resources import ExtractorResource, NexusSettings, vault_resource
+from nexus_assets.defs.resources import ExtractorResource, NexusSettings, TopicValues, vault_resource
 from nexus_assets.defs.schedules import nightly_sync
 from nexus_assets.defs.sensors import nexus_files_sensor
 from nexus_assets.settings import (  # noqa: F401 (DEFAULT_DB: imported from here)
@@ -52,6 +52,7 @@ def build_resources(
     progress: bool = False,
     llm: dict | None = None,
     basics: Basics | None = None,
+    sync_inputs_file: str | None = None,
 ) -> dict:
     """Resources from arguments, else the settings (`basics`: the caller's; None: the NEXUS_*
     environment variables, read here, the code location's entry point), else the shipped defaults.
@@ -65,6 +66,7 @@ def build_resources(
         recall=not basics.no_recall,
         viewer_url=basics.viewer_url,
         limits_given=dict(basics.limits_given),
+        sync_inputs_file=sync_inputs_file,
     )
     return {
         "settings": settings,
@@ -74,6 +76,7 @@ def build_resources(
         "extractor": ExtractorResource(
             backend=extractor or basics.extractor, replay_only=replay_only, **(llm or {})
         ),
+        "topic_values": TopicValues(),
     }
 
 

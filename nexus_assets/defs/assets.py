@@ -5,6 +5,7 @@ Assets are thin: load from the vault, call one phase's step (`extract/step.py`, 
 
 
 import sys
+from pathlib import Path
 
 import dagster as dg
 
@@ -16,7 +17,7 @@ from nexus_assets.defs.metadata import (
     non_empty,
     table,
 )
-from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.partitions import SINGLE_RUN, each_topic, skipped_metadata, skipped_topics, topics_partitions
 from nexus_assets.defs.progress import LLMProgress
 from nexus_assets.defs.resources import ExtractorResource, NexusSettings, VaultResource
 from nexus_assets.drift.step import current_drift, full_drift, record_drift
@@ -50,7 +51,8 @@ OWNERS = ["team:nexus-sync"]
 
 def topic_asset(stage: str, **kwargs):
     """An asset of the per-topic graph: partitioned by topic, in its stage's group, owned and tagged like the rest."""
-    return dg.asset(partitions_def=topics_partitions, group_name=stage, owners=OWNERS, tags={"nexus/stage": stage}, **kwargs)
+    return dg.asset(partitions_def=topics_partitions, backfill_policy=SINGLE_RUN, group_name=stage, owners=OWNERS,
+                    tags={"nexus/stage": stage}, **kwargs)
 # A run with this tag re-reads every source file in `checksum_drift` (the nightly schedule sets it).
 FULL_VERIFY_TAG = "nexus/full_verify"
 
@@ -114,17 +116,7 @@ def run_files(context: dg.AssetExecutionContext, vault: VaultResource, settings:
     )
 
 
-@topic_asset(
-    "raw_runs",
-    kinds={"json", "duckdb"},
-    # The record's passages are built before any topic reads them (defs/record.py).
-    deps=[run_files, dg.AssetKey("passages")],
-    pool=WRITER_POOL,
-    description="The topic's definition recorded, and the ingested runs it compiles; which of them it is about "
-    "(its record: every passage of those runs, DESIGN §3.1).",
-)
-def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> dg.MaterializeResult:
-    topic_id = context.partition_key
+def _raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, topic_id: str) -> dg.MaterializeResult:
     files = read_topic_files(settings.path("topics_dir"))
     # Which of two files defining one topic_id is meant cannot be guessed: as `nexus sync`, refuse.
     conflicts = [line for line in topic_id_conflicts(files) if line.startswith(f"topic_id {topic_id!r} ")]
@@ -170,6 +162,33 @@ def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: 
     )
 
 
+@topic_asset(
+    "raw_runs",
+    kinds={"json", "duckdb"},
+    # The record's passages are built before any topic reads them (defs/record.py).
+    deps=[run_files, dg.AssetKey("passages")],
+    pool=WRITER_POOL,
+    description="The topic's definition recorded, and the ingested runs it compiles; which of them it is about "
+    "(its record: every passage of those runs, DESIGN §3.1).",
+)
+def raw_runs(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> None:
+    each_topic(context, lambda topic_id: _raw_runs(context, vault, settings, topic_id).metadata, skipped=_nothing_new(context, vault, settings))
+
+
+def _nothing_new(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings) -> set[str]:
+    """A sync's run (`settings.sync_inputs_file`): the topics whose marks, with the run files now
+    ingested, equal their last clean run's (lifecycle/idle.py); the run leaves them alone."""
+    if settings.sync_inputs_file is None:
+        return set()
+    import json
+
+    from nexus_assets.lifecycle.idle import idle_topics
+
+    inputs = json.loads(Path(settings.sync_inputs_file).read_text(encoding="utf-8"))
+    with vault.open() as v:
+        return idle_topics(v, list(context.partition_keys), inputs)
+
+
 def _extractor_metadata(context: dg.AssetExecutionContext, settings: NexusSettings, topic_id: str, backend) -> dict:
     """What the extractor did, as metadata: the LLM's requests, tokens and cost (zero for the embedded one)."""
     if isinstance(backend, OpenAIExtractor):
@@ -205,18 +224,9 @@ def _extractor_metadata(context: dg.AssetExecutionContext, settings: NexusSettin
         return {"llm_calls": 0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "llm_cost_usd_estimated": 0.0}
 
 
-@topic_asset(
-    "pointers",
-    kinds={"python", "duckdb"},
-    deps=[raw_runs],
-    pool=WRITER_POOL,
-    description="Untrusted pointers {topic_id, json_path, verbatim_quote} from the extractor, per run version.",
-)
-def pointer_extractions(
-    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
-) -> dg.MaterializeResult:
+def _pointer_extractions(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource, topic_id: str) -> dg.MaterializeResult:
     with vault.open() as v, settings.node_scope():
-        topic = current_topic(v, context.partition_key)
+        topic = current_topic(v, topic_id)
         if topic.state == "LOCKED":
             settings.say(context, f"{topic.topic_id}: LOCKED; new runs are reported, not compiled")
             return dg.MaterializeResult(metadata={"topic_id": topic.topic_id, "skipped": "topic is LOCKED"})
@@ -271,17 +281,21 @@ def pointer_extractions(
 
 
 @topic_asset(
-    "bricks",
+    "pointers",
     kinds={"python", "duckdb"},
-    deps=[pointer_extractions],
+    deps=[raw_runs],
     pool=WRITER_POOL,
-    description="The hallucination gate: pointers whose quote is verbatim in the node they name, with offsets; the rest as rejections.",
+    description="Untrusted pointers {topic_id, json_path, verbatim_quote} from the extractor, per run version.",
 )
-def validated_bricks(
+def pointer_extractions(
     context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
-) -> dg.MaterializeResult:
+) -> None:
+    each_topic(context, lambda topic_id: _pointer_extractions(context, vault, settings, extractor, topic_id).metadata)
+
+
+def _validated_bricks(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource, topic_id: str) -> dg.MaterializeResult:
     with vault.open() as v, settings.node_scope():
-        topic = current_topic(v, context.partition_key)
+        topic = current_topic(v, topic_id)
         veto, note = extractor.semantic_veto(topic, v)
         if note:
             # Always said, even under --json: the topic asked for a veto that is not running.
@@ -324,16 +338,19 @@ def validated_bricks(
 
 
 @topic_asset(
-    "states",
-    kinds={"python"},
-    deps=[validated_bricks],
+    "bricks",
+    kinds={"python", "duckdb"},
+    deps=[pointer_extractions],
     pool=WRITER_POOL,
-    description="Each source's drift status as the files stand now (re-reading what moved; every file in the "
-    "nightly run), then the bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and "
-    "canonical order; resolution is skipped when nothing it reads changed since the last sync.",
+    description="The hallucination gate: pointers whose quote is verbatim in the node they name, with offsets; the rest as rejections.",
 )
-def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[Resolution]:
-    topic_id = context.partition_key
+def validated_bricks(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, extractor: ExtractorResource
+) -> None:
+    each_topic(context, lambda topic_id: _validated_bricks(context, vault, settings, extractor, topic_id).metadata)
+
+
+def _resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource, topic_id: str) -> dg.Output[Resolution]:
     # The nightly schedule asks for the full re-read of every source file; a sync checks what moved.
     full = context.run.tags.get(FULL_VERIFY_TAG) == "true"
     with vault.open() as v:
@@ -375,16 +392,33 @@ def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResourc
 
 
 @topic_asset(
-    "manifest",
-    kinds={"duckdb"},
+    "states",
+    kinds={"python"},
+    deps=[validated_bricks],
     pool=WRITER_POOL,
-    description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",
+    io_manager_key="topic_values",
+    description="Each source's drift status as the files stand now (re-reading what moved; every file in the "
+    "nightly run), then the bricks after the uniqueness gate (LINK / SUPERSEDE / APPEND) with states and "
+    "canonical order; resolution is skipped when nothing it reads changed since the last sync.",
 )
-def topic_manifest(
-    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: Resolution
-) -> dg.MaterializeResult:
+def resolved_brick_states(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.Output[dict[str, Resolution | None]]:
+    # The resolutions by topic, for topic_manifest (small: the bricks wait in the vault's stage).
+    out = {}
+    skipped = skipped_topics(context)
+    for topic_id in context.partition_keys:
+        if topic_id in skipped:
+            out[topic_id] = None
+            context.add_asset_metadata(skipped_metadata(topic_id), partition_key=topic_id)
+            continue
+        resolved = _resolved_brick_states(context, vault, topic_id)
+        out[topic_id] = resolved.value
+        context.add_asset_metadata(dict(resolved.metadata), partition_key=topic_id)
+    return dg.Output(out)
+
+
+def _topic_manifest(context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: Resolution, topic_id: str) -> dg.MaterializeResult:
     with vault.open() as v:
-        topic = current_topic(v, context.partition_key)
+        topic = current_topic(v, topic_id)
         try:
             manifest, recorded = publish_phase(v, topic, resolved_brick_states, dagster_run_id=context.run.run_id)
         except StageMissing as exc:
@@ -423,3 +457,15 @@ def topic_manifest(
             "viewer": dg.MetadataValue.url(topic_url(topic.topic_id, settings.viewer_url)),
         }
     )
+
+
+@topic_asset(
+    "manifest",
+    kinds={"duckdb"},
+    pool=WRITER_POOL,
+    description="The topic's ordered, hashed manifest; bricks and manifest are published in one transaction.",
+)
+def topic_manifest(
+    context: dg.AssetExecutionContext, vault: VaultResource, settings: NexusSettings, resolved_brick_states: dict[str, Resolution | None]
+) -> None:
+    each_topic(context, lambda topic_id: _topic_manifest(context, vault, settings, resolved_brick_states[topic_id], topic_id).metadata)

@@ -19,7 +19,7 @@ from nexus_assets.defs.metadata import (
     stale_table,
     table,
 )
-from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.partitions import topic_check
 from nexus_assets.defs.recall import brick_embeddings
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.drift.step import verbatim_problems
@@ -35,15 +35,13 @@ from nexus_assets.relate.step import conflict_rows
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
-@dg.asset_check(
+@topic_check(
     asset=validated_bricks,
-    partitions_def=topics_partitions,
     blocking=True,
     description="Every stored brick and occurrence is the exact slice of its source node (a sync checks those of the "
     "runs it changed; the nightly run checks all); rejections counted by reason.",
 )
-def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     with vault.open() as v:
         # A sync checks what it added (the runs whose inputs changed since the last resolution):
         # stored texts never change after. The nightly run, and a topic with no such record, check all.
@@ -67,14 +65,12 @@ def hallucination_rejection(context: dg.AssetCheckExecutionContext, vault: Vault
     )
 
 
-@dg.asset_check(
+@topic_check(
     asset=topic_manifest,
-    partitions_def=topics_partitions,
     description="No visible brick is stale: each brick's canonical source still has its checksum in the files as "
     "they stand now (checked by the sync: what moved; by the nightly run: every file). Restoring a file clears it.",
 )
-def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     with vault.open() as v:
         stale = v.drift.stale_bricks(topic_id)
         checked = v.history.brick_count(topic_id)
@@ -94,15 +90,13 @@ def checksum_drift(context: dg.AssetCheckExecutionContext, vault: VaultResource)
     )
 
 
-@dg.asset_check(
+@topic_check(
     asset=topic_manifest,
-    partitions_def=topics_partitions,
     description="FINAL bricks equal the sealed manifest and seal-time snapshot (ids, recomputed fingerprints, "
     "text, order, state, sources), and the manifest hash chain is intact: every link, and the newest "
     "manifest's hash (every manifest's hash in the nightly run).",
 )
-def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     # After a sync, the newest manifest is re-hashed; the nightly run re-hashes the whole chain.
     full = context.run.tags.get(FULL_VERIFY_TAG) == "true"
     with vault.open() as v:
@@ -127,15 +121,13 @@ def final_immutability(context: dg.AssetCheckExecutionContext, vault: VaultResou
     )
 
 
-@dg.asset_check(
+@topic_check(
     asset=topic_manifest,
-    partitions_def=topics_partitions,
     description="Extraction quality against the topic's gold spans (`quality:` in its topic file): overlap "
     "precision and recall must reach min_precision and min_recall; exact-span figures and the gate's "
     "acceptance rate are reported too. Passes with nothing to check when no gold is configured.",
 )
-def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     with vault.open() as v:
         topic = v.topics.topic(topic_id)
         gate = topic.quality if topic is not None else None
@@ -186,17 +178,15 @@ def extraction_quality(context: dg.AssetCheckExecutionContext, vault: VaultResou
     )
 
 
-@dg.asset_check(
+@topic_check(
     asset=topic_manifest,
-    partitions_def=topics_partitions,
     # After the bricks are embedded and related, when the sync builds them; a sync without recall
     # reports the relations recorded so far.
     additional_deps=[brick_embeddings],
     description="Warns (never blocks) while related bricks of the topic state different values: a person "
     "reads both sides in `nexus conflicts` or the viewer's Conflict View; Nexus never picks.",
 )
-def open_conflicts(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def open_conflicts(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     with vault.open() as v:
         rows = conflict_rows(v, topic_id, EMBEDDING_MODEL)
         pairs, _ = v.relations.pair_counts(topic_id, EMBEDDING_MODEL)

@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
 OUTCOME_KEY = "nexus_outcome"
+# What raw_runs records for a topic of a sync's run that has nothing new since its last clean run
+# (lifecycle/idle.py): every later step and check of the run leaves that topic alone (defs/partitions.py).
+NOTHING_NEW = "nothing_new"
 # The assets that record one (defs/assets.py, defs/recall.py).
 REPORTING_ASSETS = ("pointer_extractions", "brick_embeddings")
 
@@ -74,12 +77,13 @@ class TopicRunOutcome:
         )
 
     @classmethod
-    def of(cls, result) -> TopicRunOutcome:
-        """From a finished run's result (`execute_in_process`): each reporting asset's outcome."""
+    def of(cls, result, topic_id: str | None = None) -> TopicRunOutcome:
+        """From a finished run's result (`execute_in_process`): each reporting asset's outcome, of
+        one topic's partition when the run covered several (`topic_id`)."""
         steps = [
             StepOutcome.parse(m.metadata[OUTCOME_KEY])
             for node in REPORTING_ASSETS
             for m in result.asset_materializations_for_node(node)
-            if OUTCOME_KEY in m.metadata
+            if OUTCOME_KEY in m.metadata and (topic_id is None or m.partition == topic_id)
         ]
         return cls.combine(steps)

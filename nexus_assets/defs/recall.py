@@ -8,7 +8,7 @@ import dagster as dg
 
 from nexus_assets.defs.outcome import StepOutcome
 from nexus_assets.defs.assets import WRITER_POOL, topic_asset, topic_manifest
-from nexus_assets.defs.partitions import topics_partitions
+from nexus_assets.defs.partitions import each_topic, topic_check
 from nexus_assets.defs.resources import VaultResource
 from nexus_assets.embedding.embedder import (  # torch loads on the first embed, not here
     MODEL,
@@ -22,17 +22,7 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 EMBED_CHUNK = 2048
 
 
-@topic_asset(
-    "recall",
-    kinds={"python", "duckdb"},
-    deps=[topic_manifest],
-    pool=WRITER_POOL,
-    description="Every visible brick embedded once with all-MiniLM-L6-v2 (384-d, unit length), keyed by "
-    "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once. Then the topic's related "
-    "bricks and conflict candidates are brought up to date (docs/conflicts.md) for the bricks that changed.",
-)
-def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
-    topic_id = context.partition_key
+def _brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource, topic_id: str) -> dg.MaterializeResult:
     with vault.open() as v:
         todo = v.recall.fingerprints_without_embedding(topic_id, MODEL)
         # Stored chunk by chunk: memory stays one chunk of vectors, and a stopped run keeps what it embedded.
@@ -65,13 +55,18 @@ def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) ->
 
 @topic_asset(
     "recall",
-    kinds={"python"},
-    deps=[brick_embeddings],
-    description="The topic's FAISS index beside the vault, with its row → brick id map persisted with it; "
-    "rebuilt from the vault when missing or out of step.",
+    kinds={"python", "duckdb"},
+    deps=[topic_manifest],
+    pool=WRITER_POOL,
+    description="Every visible brick embedded once with all-MiniLM-L6-v2 (384-d, unit length), keyed by "
+    "(model, fingerprint): a re-sync embeds nothing, a repeated text is embedded once. Then the topic's related "
+    "bricks and conflict candidates are brought up to date (docs/conflicts.md) for the bricks that changed.",
 )
-def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.MaterializeResult:
-    topic_id = context.partition_key
+def brick_embeddings(context: dg.AssetExecutionContext, vault: VaultResource) -> None:
+    each_topic(context, lambda topic_id: _brick_embeddings(context, vault, topic_id).metadata)
+
+
+def _vector_index(context: dg.AssetExecutionContext, vault: VaultResource, topic_id: str) -> dg.MaterializeResult:
     with vault.open() as v:
         idx, rebuilt = ensure(v, vault.address, topic_id)
     return dg.MaterializeResult(
@@ -80,14 +75,23 @@ def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> dg.
     )
 
 
-@dg.asset_check(
+@topic_asset(
+    "recall",
+    kinds={"python"},
+    deps=[brick_embeddings],
+    description="The topic's FAISS index beside the vault, with its row → brick id map persisted with it; "
+    "rebuilt from the vault when missing or out of step.",
+)
+def vector_index(context: dg.AssetExecutionContext, vault: VaultResource) -> None:
+    each_topic(context, lambda topic_id: _vector_index(context, vault, topic_id).metadata)
+
+
+@topic_check(
     asset=vector_index,
-    partitions_def=topics_partitions,
     description="The index has one row per visible embedded brick, its id map is in the same order as the "
     "vault's, and a re-embedded sample brick recalls itself first.",
 )
-def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultResource) -> dg.AssetCheckResult:
-    topic_id = context.partition_key
+def vector_index_in_step(context: dg.AssetCheckExecutionContext, vault: VaultResource, topic_id: str) -> dg.AssetCheckResult:
     with vault.open() as v:
         expected = v.recall.visible_embedded_ids(topic_id, MODEL)
         bricks = {b.brick_id: b for b in v.bricks.select(brick_ids=expected[:1])}

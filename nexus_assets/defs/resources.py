@@ -42,6 +42,11 @@ class NexusSettings(dg.ConfigurableResource):
     limits_given: dict[str, str] = Field(
         default_factory=dict, description="The NEXUS_MAX_* input limits as set, as text (checked when a step reads input)."
     )
+    sync_inputs_file: str | None = Field(
+        default=None,
+        description="`nexus sync`: a JSON file of this sync's inputs; a topic whose marks equal its last clean run's "
+        "is skipped in the run (nothing new since). Unset (the UI, the schedule): every topic of a run compiles.",
+    )
 
     def run_selection(self) -> list[dg.AssetKey] | None:
         """What a scheduled or sensor run of `sync_topics` selects: everything (None), or all but recall."""
@@ -178,3 +183,27 @@ def vault_resource(address: str) -> VaultResource:
     if parsed.is_postgres:
         return PostgresVaultResource(url=parsed.target, pool_size=parsed.options.pool_size)
     return DuckDBVaultResource(path=parsed.target, memory=parsed.options.memory)
+
+
+class TopicValues(dg.ConfigurableIOManager):
+    """A step's small value by topic handed to the next (resolved_brick_states' resolutions),
+    pickled in the instance's storage one file per topic partition: a run over a range of topics
+    writes each of its own (Dagster's filesystem IO manager refuses an output of several
+    partitions), and a later run of the next step alone reads the latest for its topics."""
+
+    def _path(self, instance, context, topic_id: str) -> Path:
+        # Where Dagster's filesystem IO manager keeps a partition's output (and `nexus forget` looks).
+        return Path(instance.storage_directory(), *context.asset_key.path, topic_id)
+
+    def handle_output(self, context: dg.OutputContext, obj: dict) -> None:
+        import pickle
+
+        for topic_id in context.asset_partition_keys:
+            path = self._path(context.step_context.instance, context, topic_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(pickle.dumps(obj[topic_id]))
+
+    def load_input(self, context: dg.InputContext) -> dict:
+        import pickle
+
+        return {t: pickle.loads(self._path(context.instance, context, t).read_bytes()) for t in context.asset_partition_keys}

@@ -66,6 +66,23 @@ def _forget_cached_events(instance, tombstone_id: str) -> int:
     return replaced
 
 
+# Dagster's tags for a run over a range of partitions (a sync's one run over its topics).
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def _runs_over_ranges(instance, topics: list[str]) -> set[str]:
+    """The runs over a range of topic partitions that holds one of `topics` (a range is contiguous
+    in the partitions' order)."""
+    order = {key: n for n, key in enumerate(instance.get_dynamic_partitions("topics"))}
+    wanted = {order[t] for t in topics if t in order}
+    out = set()
+    for run in instance.get_runs():
+        start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+        if start in order and end in order and any(order[start] <= n <= order[end] for n in wanted):
+            out.add(run.run_id)
+    return out
+
+
 def clean_dagster(home: Path, topics: list[str], pieces: list[str], tombstone_id: str) -> dict:
     """Delete the Dagster runs of the affected topics and any other run quoting the text (their event
     logs hold metadata previews and logs), their pickled outputs and compute logs, the copies Dagster
@@ -81,6 +98,7 @@ def clean_dagster(home: Path, topics: list[str], pieces: list[str], tombstone_id
     try:
         with DagsterInstance.get() as instance:
             runs = {r.run_id for t in topics for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": t}))}
+            runs |= _runs_over_ranges(instance, topics)
             runs |= _runs_quoting(instance, [stored_forms(p) for p in pieces], skip=runs)
             for run_id in sorted(runs):
                 instance.delete_run(run_id)

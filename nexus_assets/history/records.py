@@ -193,13 +193,13 @@ class HistoryQueries(Records):
 
     def last_clean_sync(self, scope: str = "cli") -> str | None:
         """The fingerprint of the last sync that passed everything: of a whole sync ('cli'), or of
-        one topic's run ('topic:T', `services/idle.py`)."""
+        one topic's run ('topic:T', `lifecycle/idle.py`)."""
         row = self.conn.execute("SELECT fingerprint FROM clean_syncs WHERE scope = ?", [scope]).fetchone()
         return row[0] if row else None
 
     def topic_history_counts(self, topic_id: str) -> tuple[int, int, int, int, int]:
         """How much the topic's history holds (manifests, transitions, teachings, selector records,
-        extractions not yet validated): a sync whose counts moved has something to do (`services/idle.py`)."""
+        extractions not yet validated): a sync whose counts moved has something to do (`lifecycle/idle.py`)."""
         return tuple(self.conn.execute(
             """SELECT (SELECT count(*) FROM manifests WHERE topic_id = $t), (SELECT count(*) FROM topic_transitions WHERE topic_id = $t),
                       (SELECT count(*) FROM teachings WHERE topic_id = $t), (SELECT count(*) FROM topic_selectors WHERE topic_id = $t),

@@ -38,7 +38,9 @@ _HEX_ID = re.compile(r"[0-9a-f]{64}")
 
 def storable_as_entries(entries: Sequence[ManifestEntry]) -> bool:
     """Whether `manifest_entries` gives this list back byte for byte: ids and states as the vault
-    writes them (nothing to escape), in manifest order, no brick twice."""
+    writes them (nothing to escape), in manifest order, no brick twice. Migration 27 states the same
+    rule on stored text (vault/migrations.py `_entries_of_list`): the vault layer may not import
+    publish, and a migration keeps the rule of its day, so a change here is not a change there."""
     keys = [(e.order_index, e.brick_id) for e in entries]
     return (
         all(_HEX_ID.fullmatch(e.brick_id) and _HEX_ID.fullmatch(e.fingerprint) and e.state in STATES for e in entries)
@@ -106,7 +108,7 @@ class ManifestRecords(Records):
             listed.setdefault(n, []).append(ManifestEntry(order_index=order_index, brick_id=brick_id, fingerprint=fingerprint, state=state))
         return {n: tuple(entries) for n, entries in listed.items()}
 
-    def _listed(self, topic_id: str, seq: int, bricks_json: str | None, stored: dict[int, tuple[ManifestEntry, ...]]) -> tuple[ManifestEntry, ...]:
+    def _listed(self, seq: int, bricks_json: str | None, stored: dict[int, tuple[ManifestEntry, ...]]) -> tuple[ManifestEntry, ...]:
         if bricks_json is not None:
             return tuple(ManifestEntry(**e) for e in json.loads(bricks_json))
         return stored.get(seq, ())
@@ -170,13 +172,14 @@ class ManifestRecords(Records):
 
         A list stored as the vault now writes it (`[` + its canonical entries + `]`) is hashed as
         it is stored: equal hashes prove the stored text is the hashed one, so its entries too."""
+        # The newest manifest in one read: whether its list is stored as entries (bricks_json NULL).
         newest = self.conn.execute(
-            """SELECT manifest_hash, previous_hash, tombstone_json IS NULL, seq FROM manifests
-               WHERE topic_id = ? AND bricks_json IS NULL ORDER BY seq DESC LIMIT 1""",
+            """SELECT manifest_hash, previous_hash, tombstone_json IS NULL, seq, bricks_json IS NULL FROM manifests
+               WHERE topic_id = ? ORDER BY seq DESC LIMIT 1""",
             [topic_id],
         ).fetchone()
-        if newest is not None and newest[3] == self._newest_seq(topic_id):
-            stored, previous_hash, untombstoned, at = newest
+        if newest is not None and newest[4]:
+            stored, previous_hash, untombstoned, at, _ = newest
             canonical = self._stored_listing(topic_id, at) if untombstoned else None
             return None if canonical is None else altered(seq, topic_id, stored, hash_of_listing(topic_id, previous_hash, canonical))
         row = self.conn.execute(
@@ -213,9 +216,6 @@ class ManifestRecords(Records):
         stored, previous_hash, _, canonical = row
         return altered(seq, topic_id, stored, hash_of_listing(topic_id, previous_hash, canonical or ""))
 
-    def _newest_seq(self, topic_id: str) -> int | None:
-        return self.conn.execute("SELECT max(seq) FROM manifests WHERE topic_id = ?", [topic_id]).fetchone()[0]
-
     def latest_head(self, topic_id: str) -> ManifestHead | None:
         """The topic's newest manifest, without parsing its brick list."""
         latest = self._latest(topic_id)
@@ -236,7 +236,7 @@ class ManifestRecords(Records):
                 topic_id=topic_id,
                 manifest_hash=h,
                 previous_hash=p,
-                bricks=self._listed(topic_id, n, b, stored),
+                bricks=self._listed(n, b, stored),
                 tombstone=Tombstone.model_validate_json(t) if t else None,
             )
             for n, h, p, b, t in rows
@@ -256,6 +256,6 @@ class ManifestRecords(Records):
             topic_id=topic_id,
             manifest_hash=h,
             previous_hash=p,
-            bricks=self._listed(topic_id, n, b, self._entries_of(topic_id, n) if b is None else {}),
+            bricks=self._listed(n, b, self._entries_of(topic_id, n) if b is None else {}),
             tombstone=Tombstone.model_validate_json(t) if t else None,
         )

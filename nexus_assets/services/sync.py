@@ -27,10 +27,12 @@ from nexus_assets.services.sync_runs import (
     SignalLog,
     apply_report,
     compile_report,
+    compile_reports,
     dagster_instance,
     job_defs,
     main_thread,
     run_tags,
+    shared_step_errors,
     step_errors,
     stopped,
     storage_failure,
@@ -223,7 +225,7 @@ def _hidden_only_notes(vault, checked: CheckedSync, results: list[dict]) -> None
 
 def _finish(checked: CheckedSync, outcome: SyncOutcome, inputs: dict) -> None:
     """Each topic's bricks and manifest as the runs left them; the clean-sync digest when all passed."""
-    from nexus_assets.services.idle import record_idle_marks
+    from nexus_assets.lifecycle.idle import record_idle_marks
 
     with _open(checked) as vault:
         counts = vault.brick_counts()
@@ -281,13 +283,33 @@ def sync_inputs(checked: CheckedSync) -> dict:
 
 
 def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_instance, inputs: dict | None = None) -> SyncOutcome:
-    """`ingest_run_files` once for every topic, then `compile_topic` per topic partition, each in
-    process on the Dagster instance, so every run shows in the UI with its logs. A topic with nothing
-    new since its last clean run (`idle.py`; `inputs`: this sync's, as `sync_inputs` reads them) is
-    checked only: no run starts for it."""
+    """One Dagster run for the sync (`sync_topics`): the run files ingested and the record built,
+    then every topic with something new compiled, each asset once for all of them (a range of topic
+    partitions, defs/partitions.py), in process on the Dagster instance, so the run shows in the UI
+    with its logs and every check once per topic. When no run file changed, a topic with nothing new
+    since its last clean run (`idle.py`; `inputs`: this sync's, as `sync_inputs` reads them) is checked
+    only, and starts nothing; with nothing new at all, no run starts. Topics whose partitions are not
+    next to each other (another topic between them has nothing new) take a run per stretch; a run
+    that fails a step is compiled again one run per topic, so one topic's failure holds back no other;
+    `--parallel` on PostgreSQL compiles each topic in a worker of its own after the record is built."""
+    import tempfile
+
     request = checked.request
-    defs = job_defs(checked)
-    ingest_job, compile_job = defs.resolve_job_def("ingest_run_files"), defs.resolve_job_def("compile_topic")
+    # Whether a topic has something new is known before the run only when no run file changed;
+    # else the run itself judges it once the files are ingested, from this sync's inputs.
+    fresh = inputs is None or _files_to_read(checked, inputs)
+    with tempfile.TemporaryDirectory(prefix="nexus-sync-") as tmp:
+        inputs_file = None
+        if fresh and inputs is not None and not (request.force or request.reselect):
+            inputs_file = Path(tmp, "inputs.json")
+            inputs_file.write_text(canonical_json(inputs), encoding="utf-8")
+        defs = job_defs(checked, str(inputs_file) if inputs_file else None)
+        return _run_with(checked, defs, tell, shared_instance, inputs, fresh)
+
+
+def _run_with(checked: CheckedSync, defs, tell, shared_instance, inputs: dict | None, fresh: bool) -> SyncOutcome:
+    request = checked.request
+    sync_job, ingest_job, compile_job = (defs.resolve_job_def(n) for n in ("sync_topics", "ingest_run_files", "compile_topic"))
     instance = dagster_instance(request.db, checked.selected, shared_instance)
     outcome = SyncOutcome()
     # On the main thread (a CLI): Dagster turns Ctrl-C/SIGTERM during a step into a failed step and
@@ -298,25 +320,29 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     # as any error; the wakeup fd records every signal whatever handler took it.
     signals = SignalLog() if main_thread() else None
     try:
-        _ingest(checked, ingest_job, instance, outcome, signals, tell)
-        idle = _idle(checked, inputs) if outcome.ingest_ok and not outcome.interrupted else set()
+        idle = set() if fresh else _idle(checked, inputs)
         outcome.results += [_idle_result(t) for t in checked.selected if t in idle]
-        if outcome.ingest_ok and not outcome.interrupted and parallel_topics(checked) > 1:
-            if busy := [t for t in checked.selected if t not in idle]:
+        busy = [t for t in checked.selected if t not in idle]
+        if parallel_topics(checked) > 1 and len(busy) > 1:
+            _ingest(checked, ingest_job, instance, outcome, signals, tell)
+            if outcome.ingest_ok and not outcome.interrupted:
                 compile_parallel(checked, busy, outcome, tell)
+            else:
+                _ingest_failed(outcome, busy)
             return outcome
-        for n, topic_id in enumerate([] if outcome.interrupted else checked.selected, 1):
-            if topic_id in idle:
-                continue
-            if not outcome.ingest_ok:
-                outcome.results.append(
-                    {"topic_id": topic_id, "success": False, "dagster_run_id": outcome.ingest_run_id,
-                     "checks": {}, "errors": outcome.ingest_errors}
-                )
-                outcome.failed = True
-                continue
-            tell(SyncEvent("compiling", topic_id=topic_id, n=n, total=len(checked.selected)))
-            if not _compile_topic(checked, compile_job, instance, topic_id, outcome, signals, tell):
+        if not busy:
+            return outcome
+        tell(SyncEvent("ingesting", message=str(checked.runs_dir)))
+        numbers = {t: n for n, t in enumerate(checked.selected, 1)}
+        stretches = _stretches(busy, instance)
+        for n, stretch in enumerate(stretches):
+            for topic_id in stretch:
+                tell(SyncEvent("compiling", topic_id=topic_id, n=numbers[topic_id], total=len(checked.selected)))
+            # The first run ingests for every topic; a later stretch compiles from what is ingested.
+            if not _compile_stretch(checked, sync_job if n == 0 else compile_job, compile_job, instance, stretch, outcome, signals, tell):
+                break
+            if not outcome.ingest_ok:  # nothing is compiled from a failed read
+                _ingest_failed(outcome, [t for later in stretches[n + 1 :] for t in later])
                 break
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -333,11 +359,43 @@ def _run_jobs(checked: CheckedSync, tell: Callable[[SyncEvent], None], shared_in
     return outcome
 
 
+def _files_to_read(checked: CheckedSync, inputs: dict) -> bool:
+    """Whether ingestion would read a run file: one whose size, times or inode are not the ones the
+    vault recorded when it last read it (a new, changed, moved or restored file)."""
+    with _open(checked) as vault:
+        known = vault.runs.file_stats()
+    return any(known.get(path) != tuple(stat) for path, stat in inputs["runs"] if stat is not None) or any(
+        stat is None for _, stat in inputs["runs"]
+    )
+
+
+def _stretches(topics: list[str], instance) -> list[list[str]]:
+    """The topics as runs of neighbouring partitions (a run covers a range of partition keys), in
+    the partitions' order; a topic the instance does not list takes a run of its own."""
+    order = {key: n for n, key in enumerate(instance.get_dynamic_partitions("topics"))}
+    listed = sorted((t for t in topics if t in order), key=order.__getitem__)
+    out: list[list[str]] = []
+    for topic_id in listed:
+        if out and order[out[-1][-1]] + 1 == order[topic_id]:
+            out[-1].append(topic_id)
+        else:
+            out.append([topic_id])
+    return out + [[t] for t in topics if t not in order]
+
+
+def _ingest_failed(outcome: SyncOutcome, topics: list[str]) -> None:
+    """Every topic failed with the ingestion's errors: nothing was compiled from a failed read."""
+    for topic_id in topics:
+        outcome.results.append({"topic_id": topic_id, "success": False, "dagster_run_id": outcome.ingest_run_id,
+                                "checks": {}, "errors": outcome.ingest_errors})
+    outcome.failed = outcome.failed or bool(topics)
+
+
 def _idle(checked: CheckedSync, inputs: dict | None) -> set[str]:
     """The selected topics with nothing new since their last clean run (never with --force or --reselect)."""
     if inputs is None or checked.request.force or checked.request.reselect:
         return set()
-    from nexus_assets.services.idle import idle_topics  # reads the vault's phases: only when a sync runs
+    from nexus_assets.lifecycle.idle import idle_topics  # reads the vault's phases: only when a sync runs
 
     with _open(checked) as vault:
         return idle_topics(vault, checked.selected, inputs)
@@ -348,7 +406,7 @@ def _idle_result(topic_id: str) -> dict:
 
 
 def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: SignalLog | None, tell) -> None:
-    """Run files are ingested once for every topic; each topic then compiles from the vault."""
+    """Run files are ingested once for every topic; each topic then compiles from the vault (`--parallel`)."""
     tell(SyncEvent("ingesting", message=str(checked.runs_dir)))
     result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags=run_tags(checked))
     outcome.dagster_run_ids.append(result.run_id)
@@ -360,8 +418,32 @@ def _ingest(checked: CheckedSync, job, instance, outcome: SyncOutcome, signals: 
     outcome.ingest_errors = step_errors(result)
 
 
-def _compile_topic(checked: CheckedSync, job, instance, topic_id: str, outcome: SyncOutcome, signals, tell) -> bool:
-    """One topic's `compile_topic` run, added to the outcome; False when the sync was stopped."""
-    with topic_lock(checked.request.db, topic_id):
-        report = compile_report(checked, job, instance, topic_id, signals)
-    return apply_report(report, outcome, tell)
+def _compile_stretch(checked: CheckedSync, job, compile_job, instance, topics: list[str], outcome: SyncOutcome, signals, tell) -> bool:
+    """One run over neighbouring topics, added to the outcome; False when the sync was stopped. A
+    run that failed a step of the topic graph compiles each topic again in a run of its own (their
+    steps pick up where it stopped), so each topic reports its own success; a failed ingestion or
+    record fails every topic with its errors."""
+    from contextlib import ExitStack
+
+    with ExitStack() as locks:
+        for topic_id in sorted(topics):  # a fixed order: two syncs never wait on each other's locks
+            locks.enter_context(topic_lock(checked.request.db, topic_id))
+        result, reports = compile_reports(checked, job, instance, topics, signals)
+    if result.run_id not in outcome.dagster_run_ids:
+        outcome.dagster_run_ids.append(result.run_id)
+    first = reports[topics[0]]
+    if first.storage_problem is not None:
+        raise first.storage_problem  # the next topic would fail the same way
+    if not result.success and not first.stopped:
+        if job is not compile_job and (errors := shared_step_errors(result)):
+            outcome.ingest_ok, outcome.ingest_run_id, outcome.ingest_errors = False, result.run_id, errors
+            _ingest_failed(outcome, topics)
+            return True
+        if len(topics) > 1:
+            for topic_id in topics:
+                with topic_lock(checked.request.db, topic_id):
+                    report = compile_report(checked, compile_job, instance, topic_id, signals)
+                if not apply_report(report, outcome, tell):
+                    return False
+            return True
+    return all([apply_report(reports[t], outcome, tell) for t in topics])

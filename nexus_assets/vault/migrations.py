@@ -77,7 +77,8 @@ def _canonical_json(value) -> str:
 def _entries_of_list(listed: str) -> list[tuple[str, str, int, str]] | None:
     """A stored list as (brick_id, fingerprint, order_index, state) entries, where
     `manifest_entries` gives it back byte for byte (publish/manifest_records.py,
-    `storable_as_entries`); None where it must stay whole."""
+    `storable_as_entries`, the same rule kept here on purpose: a migration keeps the rule of its
+    day); None where it must stay whole."""
     try:
         parsed = json.loads(listed)
     except ValueError:

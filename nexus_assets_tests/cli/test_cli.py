@@ -215,10 +215,10 @@ def test_the_installed_command_runs_and_records_runs_in_dagster_home(project: Pr
     try:
         with DagsterInstance.get() as instance:
             run = instance.get_run_by_id(result["dagster_run_id"])
-            assert run is not None and run.job_name == "compile_topic"
+            assert run is not None and run.job_name == "sync_topics"
             assert run.tags.get("dagster/partition") == "storage-decisions"
-            # Ingestion ran once, unpartitioned, before the topic compiled.
-            assert [r.job_name for r in instance.get_runs()] == ["compile_topic", "ingest_run_files"]
+            # One run: ingestion (unpartitioned), then the topic's partition.
+            assert [r.job_name for r in instance.get_runs()] == ["sync_topics"]
     finally:
         del os.environ["DAGSTER_HOME"]
 

@@ -117,7 +117,7 @@ def test_a_moved_file_is_hashed_once_and_neither_read_nor_stale(empty_project: P
     (p.runs / "archive").mkdir()
     (p.runs / "r1.json").rename(p.runs / "archive" / "r1.json")
     results = run_json(capsys, *p.sync_args())
-    # Nothing new for any topic (services/idle.py: its marks include a quiet drift check), or its check passed.
+    # Nothing new for any topic (lifecycle/idle.py: its marks include a quiet drift check), or its check passed.
     assert all(r.get("unchanged") or r["checks"]["checksum_drift"] for r in results)
     assert spy.keys("hash") == Counter({"r1.json": 1})
     assert spy.count("read") == spy.count("reparse") == 0

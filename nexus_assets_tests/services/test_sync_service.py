@@ -53,7 +53,7 @@ def test_run_compiles_then_skips_when_nothing_changed_and_force_compiles_again(p
     assert [r["topic_id"] for r in first.results] == ACTIVE
     assert all(r["success"] and r["manifest_hash"] and r["dagster_run_id"] for r in first.results)
     assert [e.kind for e in events] == ["ingesting", "compiling", "compiling"]
-    assert len(first.dagster_run_ids) == 3  # one ingest run, one compile run per topic
+    assert len(first.dagster_run_ids) == 1  # one run: the files ingested, then both topics (a range of partitions)
 
     second = run(check(request_for(project)))
     assert second.unchanged and second.dagster_run_ids == []
