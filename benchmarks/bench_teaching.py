@@ -144,12 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=Path("/work/corpus"))
     parser.add_argument("--person", action="append", help="only this person (repeatable); default every labelled one")
     parser.add_argument("--bar", type=float, default=None, help="the examples' cosine bar (default: the shipped EXAMPLE_BAR)")
+    parser.add_argument("--margin", type=float, default=None, help="embedded-v6: drop under -MARGIN (default: the shipped TAUGHT_MARGIN)")
+    parser.add_argument("--ridge", type=float, default=None, help="embedded-v6: the fit's ridge (default: the shipped TAUGHT_RIDGE)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.bar is not None:
-        from nexus_assets.extract import examples
+    from nexus_assets.extract import examples
 
+    if args.bar is not None:
         examples.EXAMPLE_BAR = args.bar
+    if args.margin is not None:
+        examples.TAUGHT_MARGIN = args.margin
+    if args.ridge is not None:
+        examples.TAUGHT_RIDGE = args.ridge
     people = args.person or sorted(p.stem for p in (args.corpus / "labels").glob("*.jsonl"))
     results = []
     for name in people:
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
               f"syncs {r['sync_s'][0]}s, {r['sync_s'][1]}s", file=sys.stderr, flush=True)
     mean = {k: {m: round(sum(r[k][m] for r in results) / max(len(results), 1), 3) for m in ("precision", "recall")}
             for k in ("before", "after")}
-    summary = {"people": results, "mean": mean, "bar": __import__("nexus_assets.extract.examples", fromlist=["x"]).EXAMPLE_BAR}
+    summary = {"people": results, "mean": mean, "bar": examples.EXAMPLE_BAR, "margin": examples.TAUGHT_MARGIN, "ridge": examples.TAUGHT_RIDGE}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

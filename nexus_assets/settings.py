@@ -161,7 +161,7 @@ _VAULT = (
     _Setting("extractor", str, "NEXUS_EXTRACTOR", DEFAULT_EXTRACTOR, "embedded or openai"),
     _Setting(
         "embedded_selector", str | None, "NEXUS_EMBEDDED_EXTRACTOR", None,
-        "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset), embedded-v4 or embedded-v5",
+        "the embedded selector a new topic (or --reselect) takes: embedded-v3 (unset), embedded-v4, embedded-v5 or embedded-v6",
     ),
     _Setting("selector_weights", str | None, "NEXUS_SELECTOR_WEIGHTS", None, "the trained selector's weights file, v4's or v5's (unset: the shipped one)"),
     _Setting("open_after", str | None, "NEXUS_OPEN_AFTER", None, "export conversations updated at or after this ISO time are OPEN"),

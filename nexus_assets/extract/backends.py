@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequenc
 
 from nexus_assets.core.fingerprint import canonical_json, fingerprint, sha256_hex
 from nexus_assets.core.models import DEFAULT_MIN_RELEVANCE, Run, Topic
-from nexus_assets.extract.embedded import EXTRACTOR_VERSION, candidate_pointers, keep_relevant
+from nexus_assets.extract.embedded import EXTRACTOR_VERSION, TAUGHT_VERSION, candidate_pointers, keep_relevant, keep_taught
 from nexus_assets.extract.relevance import Vectors
 from nexus_assets.extract.selector import SELECTOR_VERSION, V5_VERSION
 from nexus_assets.llm.chunking import DEFAULT_TOKEN_BUDGET, LEGACY_TOKEN_BUDGET
@@ -120,6 +120,33 @@ class EmbeddedExtractor:
 
 
 Names = Callable[[Sequence[str]], Mapping[str, object]]
+
+
+class TaughtExtractor(EmbeddedExtractor):
+    """embedded-v6: embedded-v3's reading without the assistant's narration of its work ("I'll
+    update…", "Now let me…"), and the topic's keep and drop examples fitted as one scorer
+    (`examples.fit_taught`) that drops what they pull toward their drops (docs/teaching.md).
+    Node by node like v3: each decision depends on the node and the topic's examples only."""
+
+    identity = TAUGHT_VERSION
+
+    def extract_runs(
+        self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
+    ) -> dict[str, Extraction]:
+        from nexus_assets.extract.selector.features import is_narration
+
+        candidates = {run.run_id: candidate_pointers(topic, run) for run in runs}
+        # The assistant narrating its work is never a note (v3 keeps such statements when they hold a keyword).
+        assistant = {(run.run_id, n.path) for run in runs for n in run.nodes if n.node_type == "assistant_message"}
+        candidates = {
+            run_id: [p for p in found if not ((run_id, p["json_path"]) in assistant and is_narration(p["verbatim_quote"]))]
+            for run_id, found in candidates.items()
+        }
+        pointers = [p for found in candidates.values() for p in found]
+        kept = {id(p) for p in keep_taught(topic, pointers, self.vectors)}
+        if self.vectors is not None:
+            self.vectors.keep(p["verbatim_quote"] for p in pointers if id(p) in kept)
+        return {run_id: Extraction([p for p in found if id(p) in kept]) for run_id, found in candidates.items()}
 
 
 class SelectorExtractor:
@@ -254,7 +281,8 @@ def embedded_extractor(
 register_selector(EXTRACTOR_VERSION, lambda vectors, names, weights: EmbeddedExtractor(vectors))
 register_selector(SELECTOR_VERSION, SelectorExtractor)
 register_selector(V5_VERSION, SelectorV5Extractor)
-DEFAULT_EMBEDDED = EXTRACTOR_VERSION
+register_selector(TAUGHT_VERSION, lambda vectors, names, weights: TaughtExtractor(vectors))
+DEFAULT_EMBEDDED = TAUGHT_VERSION
 
 
 def extraction_key(extractor: Extractor | str, topic: Topic, version_id: str) -> str:

@@ -19,7 +19,7 @@ import re
 
 from nexus_assets.core.models import Run, Topic
 from nexus_assets.core.wording import is_title_case
-from nexus_assets.extract.examples import example_verdicts, has_examples
+from nexus_assets.extract.examples import example_verdicts, fit_taught, has_examples, taught_verdicts
 from nexus_assets.extract.relevance import Vectors, relevant
 from nexus_assets.core.sentences import tool_line_units
 from nexus_assets.ingest.scope import TOOL_TYPES, in_scope_nodes, is_tool_line
@@ -32,6 +32,10 @@ from nexus_assets.ingest.formats.registry import names as format_names
 # markup and Claude's tagged reasoning, and keeps what is relevant to the topic. A new identity makes
 # a vault extracted by an earlier version ask v3 again, so `nexus eval --extractors` can score both.
 EXTRACTOR_VERSION = "embedded-v3"
+# v3's reading with teaching that generalises (`examples.fit_taught`): the topic's keep and drop
+# examples fitted as one scorer, so a drop moves the topic's other sentences like it, not only its
+# near twins. Its own identity: a topic v3 selected keeps v3 until `nexus sync --reselect`.
+TAUGHT_VERSION = "embedded-v6"
 
 # Sentence ends, after any closing quotes, brackets or emphasis marks.
 _CLOSERS = "\"'”’»)]}*_`」』）】"
@@ -116,6 +120,20 @@ def keep_relevant(topic: Topic, pointers: list[dict], vectors: Vectors | None) -
         judged = iter(relevant(undecided, topic, vectors))
         keep = [next(judged) if v is None else True for v in verdicts]
     return [p for p, k, v in zip(pointers, keep, verdicts) if v != "drop" and (k or v == "keep")]
+
+
+def keep_taught(topic: Topic, pointers: list[dict], vectors: Vectors | None) -> list[dict]:
+    """v6: what v3 keeps (`keep_relevant`), less what the topic's fitted examples pull toward drop;
+    a near twin of a keep example (`EXAMPLE_BAR`) stays kept whatever the fit says."""
+    kept = keep_relevant(topic, pointers, vectors)
+    taught = fit_taught(topic.examples, vectors)
+    if taught is None or not kept:
+        return kept
+    texts = [p["verbatim_quote"] for p in kept]
+    twins = example_verdicts(texts, topic.examples, vectors)
+    open_ = [i for i, v in enumerate(twins) if v != "keep"]
+    drops = {open_[n] for n, v in enumerate(taught_verdicts([texts[i] for i in open_], taught, vectors)) if v == "drop"}
+    return [p for i, p in enumerate(kept) if i not in drops]
 
 
 def is_statement(sentence: str, kind: str = PROSE) -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from nexus_assets.core.models import Topic
 from nexus_assets.core.paths import format_path, parse_normalized
-from nexus_assets.extract.embedded import EXTRACTOR_VERSION
+from nexus_assets.extract.embedded import EXTRACTOR_VERSION, TAUGHT_VERSION
+from nexus_assets.extract.examples import fit_taught, shift_record
 from nexus_assets.extract.relevance import relevance_scores
 from nexus_assets.ingest.scope import Scope, node_text
 from nexus_assets.extract.selector import SELECTOR_VERSION, V5_VERSION
@@ -86,7 +87,7 @@ def explain_brick(vault, brick_id: str) -> dict:
             f"{why.get('relevance')}, its message's best {why.get('message_relevance')}, the conversation's "
             f"{why.get('conversation_relevance')}"
         )
-    elif extractor == EXTRACTOR_VERSION or (extractor and not why):
+    elif extractor in (EXTRACTOR_VERSION, TAUGHT_VERSION) or (extractor and not why):
         rel = relevance_scores([brick.content], topic, vectors)[0] if topic.min_relevance > 0 else None
         out["because"] = (
             f"{extractor} kept it: a statement holding a required keyword, relevance {rel} to the topic "
@@ -98,6 +99,9 @@ def explain_brick(vault, brick_id: str) -> dict:
     else:
         out["because"] = f"{extractor} pointed at it"
     out |= nearest_examples(topic, brick.content, vectors)
+    if extractor == TAUGHT_VERSION and (taught := fit_taught(topic.examples, vectors)) is not None:
+        # Kept although the examples were fitted: they moved it by this much, and these most.
+        out["taught"] = shift_record(taught.shifts([brick.content], vectors)[0], topic.examples, taught.bar)
     return out
 
 
@@ -139,8 +143,10 @@ def explain_run(vault, run_id: str, *, node: str | None = None, topics: list[str
             why = scope.excludes_node(n) or scope.excludes_text(node_text(run, n))
             if why:
                 entry["nodes_out_of_scope"].append({"json_path": n.path, "node_type": n.node_type, "reason": f"out of scope: {why}"})
-        if entry["extractor"] == EXTRACTOR_VERSION:
+        if entry["extractor"] in (EXTRACTOR_VERSION, TAUGHT_VERSION):
             entry["sentences"] = _explain_v3(topic, run, wanted, kept, vectors)
+            if entry["extractor"] == TAUGHT_VERSION:
+                _explain_taught(topic, entry["sentences"], vectors)
         else:
             selector = selectors.get(entry["extractor"], SelectorExtractor)(vectors, vault.runs.run_names)
             for reading in selector.read(topic, [run]):
@@ -183,3 +189,26 @@ def _explain_v3(topic: Topic, run, wanted, kept, vectors) -> list[dict]:
             r["relevance"] = rel
             r["reason"] = f"relevance {rel:.3f} under the topic's min_relevance {topic.min_relevance}" if rel < topic.min_relevance else None
     return rows
+
+
+def _explain_taught(topic: Topic, rows: list[dict], vectors) -> None:
+    """v6: the assistant's narration, and each sentence v3 would keep with how far the topic's
+    fitted examples moved it and which moved it most; one they pulled under their bar has that as
+    its reason."""
+    from nexus_assets.extract.examples import example_verdicts
+    from nexus_assets.extract.selector.features import is_narration
+
+    for r in rows:
+        if r["reason"] is None and not r["keep"] and r["node_type"] == "assistant_message" and is_narration(r["text"]):
+            r["reason"] = "form: the assistant narrating its work (never a note)"
+    taught = fit_taught(topic.examples, vectors)
+    todo = [r for r in rows if r["reason"] is None]
+    if taught is None or not todo:
+        return
+    twins = example_verdicts([r["text"] for r in todo], topic.examples, vectors)
+    for r, twin, shift in zip(todo, twins, taught.shifts([r["text"] for r in todo], vectors)):
+        r["taught"] = shift_record(shift, topic.examples, taught.bar)
+        if not r["keep"] and twin != "keep" and shift.value < taught.bar:
+            first = shift.by[0] if shift.by else None
+            most = f"; most by the {first[0]} example {r['taught']['moved_by'][0]['text'][:60]!r} ({first[2]:+.3f})" if first else ""
+            r["reason"] = f"taught: the topic's examples move it {shift.value:+.3f}, under their bar {taught.bar:+.3f}{most}"

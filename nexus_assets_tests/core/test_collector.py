@@ -11,7 +11,7 @@ import nexus_assets.ingest.step
 import nexus_assets.publish.step
 import nexus_assets.resolve.step
 from nexus_assets.core.collector import collector_paused
-from nexus_assets.extract.backends import EmbeddedExtractor
+from nexus_assets.extract.backends import TaughtExtractor  # the default selector (v3's reading and its taught fit)
 from nexus_assets.resolve.records import StageRecords
 from nexus_assets_tests.cli_helpers import run_json
 from nexus_assets_tests.project import Project, nexus_run
@@ -63,7 +63,7 @@ def test_every_phase_of_a_real_sync_runs_paused_and_the_collector_is_back_after(
     # Inner calls of each phase: ingestion's file reader, the extractor, the gate, resolution, the
     # stage (where resolution's bricks are made, as it writes them), the publish.
     watch(nexus_assets.ingest.step, "iter_run_file", "ingest")
-    watch(EmbeddedExtractor, "extract_runs", "extract")
+    watch(TaughtExtractor, "extract_runs", "extract")
     watch(nexus_assets.gate.step, "validate_pointers", "validate")
     watch(nexus_assets.resolve.step, "resolve_keyed", "resolve")
     watch(StageRecords, "write", "stage")

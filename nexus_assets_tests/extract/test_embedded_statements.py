@@ -15,7 +15,12 @@ import pytest
 from nexus_assets.core.models import Topic
 from nexus_assets.extract.backends import extraction_key
 from nexus_assets.core.keywords import keyword_pattern
-from nexus_assets.extract.embedded import EXTRACTOR_VERSION, extract_embedded, is_statement
+from nexus_assets.extract.backends import newest_selector
+from nexus_assets.extract.embedded import extract_embedded, is_statement
+
+# The selector a new topic is compiled with (embedded-v6: v3's reading, and its taught fit, which
+# without examples keeps exactly what v3 keeps).
+EXTRACTOR_VERSION = newest_selector()
 from nexus_assets.ingest.scope import in_scope_nodes
 from nexus_assets.core.sentences import CODE, HEADING, ITEM, PROSE, TABLE, sentence_spans, sentence_units
 from nexus_assets.vault.records import RunVersion

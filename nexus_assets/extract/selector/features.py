@@ -70,6 +70,12 @@ _STOP = frozenset(
 )
 
 
+def is_narration(text: str) -> bool:
+    """The agent narrating what it is about to do or just did ("I'll update…", "Now let me…",
+    "I've added…", "Here's the plan:"): never a note when the assistant says it (LABELLING.md)."""
+    return bool(_NARRATION.match(text.lstrip(_CLOSERS + "\"'“‘(*_#>- ")))
+
+
 def words_of(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
