@@ -130,6 +130,14 @@ class TaughtExtractor(EmbeddedExtractor):
 
     identity = TAUGHT_VERSION
 
+    def __init__(self, vectors: StoredVectors | None = None) -> None:
+        from nexus_assets.extract.selector.model import load_selector
+
+        # The fit standardises the form features as the shipped selector does: a missing or
+        # corrupt weights file is one error naming it here, before any answer (as v4's).
+        load_selector()
+        super().__init__(vectors)
+
     def extract_runs(
         self, topic: Topic, runs: list[Run], companions: Mapping[str, tuple[Topic, ...]] | None = None
     ) -> dict[str, Extraction]:

@@ -167,3 +167,21 @@ def test_v6_never_keeps_the_assistants_narration_but_keeps_the_persons_plan(tmp_
     run = run_json(capsys, "--db", str(tmp_path / "embedded-v6.duckdb"), "explain", "--run", "r1")
     (said,) = [s for s in run["topics"][0]["sentences"] if s["text"].startswith("I'll update")]
     assert said["reason"] == "form: the assistant narrating its work (never a note)"
+
+
+def test_a_missing_or_corrupt_weights_file_is_one_error_naming_it_before_any_answer(tmp_path, monkeypatch):
+    """v6 standardises the form features with the shipped selector's weights: without them it
+    refuses when it is built (before any answer is made, so nothing in the vault changes)."""
+    from nexus_assets.extract.backends import embedded_extractor
+    from nexus_assets.extract.selector import model
+    from nexus_assets.extract.selector.model import SelectorWeightsError
+
+    bad = tmp_path / "weights.npz"
+    bad.write_bytes(b"not a weights file")
+    monkeypatch.setattr(model, "WEIGHTS", bad)
+    model._load.cache_clear()
+    try:
+        with pytest.raises(SelectorWeightsError, match=f"selector weights {bad}"):
+            embedded_extractor("embedded-v6")
+    finally:
+        model._load.cache_clear()
