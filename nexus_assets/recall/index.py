@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import shutil
 from dataclasses import dataclass
 from functools import cached_property
@@ -62,7 +63,9 @@ class TopicIndex:
 def _write(path: Path, index, brick_ids: list[str], manifest_hash: str | None) -> None:
     faiss = _faiss()
 
-    staging = path.with_name(path.name + ".partial")
+    # A staging folder of this writer's own: two builds of one topic at once (a server's refresh
+    # after a writer, beside a request that found the index out of step) never share one.
+    staging = path.with_name(f"{path.name}.partial-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     faiss.write_index(index, str(staging / "index.faiss"))
@@ -133,17 +136,29 @@ def ensure(
         unembedded = vault.recall.unembedded_counts([topic_id], MODEL).get(topic_id, 0)
     state = (MODEL, manifest_hash, unembedded)
     place = (str(Path(db_path).resolve()), topic_id)
-    held = _warm.get(place)
-    # The files beside the vault are kept too: one that was removed is written again.
-    if held is not None and held[0] == state and (vector_index_dir(db_path, topic_id) / "meta.json").exists():
-        return held[1], False
-    loaded = load(db_path, topic_id)
-    if in_step(loaded, vault, topic_id):
-        built, rebuilt = loaded, False
-    else:
-        built, rebuilt = build(vault, db_path, topic_id), True
-    _warm[place] = (state, built)
-    return built, rebuilt
+    # One thread at a time per topic: a server's refresh after a writer and a request that finds the
+    # index out of step would otherwise build it at once, each replacing the other's files.
+    with _lock_of(place):
+        held = _warm.get(place)
+        # The files beside the vault are kept too: one that was removed is written again.
+        if held is not None and held[0] == state and (vector_index_dir(db_path, topic_id) / "meta.json").exists():
+            return held[1], False
+        loaded = load(db_path, topic_id)
+        if in_step(loaded, vault, topic_id):
+            built, rebuilt = loaded, False
+        else:
+            built, rebuilt = build(vault, db_path, topic_id), True
+        _warm[place] = (state, built)
+        return built, rebuilt
+
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_of(place: tuple[str, str]) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(place, threading.Lock())
 
 
 def follow(vault: Vault, db_path: str | Path, topic_id: str, manifest_hash: str | None) -> tuple[TopicIndex, bool]:
